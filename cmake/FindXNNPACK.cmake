@@ -1,0 +1,28 @@
+# Finds XNNPACK, pthreadpool and cpuinfo as Debian packages them (libxnnpack-dev ships no CMake
+# config or pkg-config file). Defines XNNPACK::XNNPACK, which brings pthreadpool and cpuinfo.
+find_path(XNNPACK_INCLUDE_DIR xnnpack.h)
+find_library(XNNPACK_LIBRARY NAMES XNNPACK xnnpack)
+find_path(PTHREADPOOL_INCLUDE_DIR pthreadpool.h)
+find_library(PTHREADPOOL_LIBRARY NAMES pthreadpool)
+find_path(CPUINFO_INCLUDE_DIR cpuinfo.h)
+find_library(CPUINFO_LIBRARY NAMES cpuinfo)
+
+include(FindPackageHandleStandardArgs)
+find_package_handle_standard_args(XNNPACK
+  REQUIRED_VARS XNNPACK_LIBRARY XNNPACK_INCLUDE_DIR PTHREADPOOL_LIBRARY PTHREADPOOL_INCLUDE_DIR
+                CPUINFO_LIBRARY CPUINFO_INCLUDE_DIR)
+
+if(XNNPACK_FOUND AND NOT TARGET XNNPACK::XNNPACK)
+  add_library(XNNPACK::cpuinfo UNKNOWN IMPORTED)
+  set_target_properties(XNNPACK::cpuinfo PROPERTIES
+    IMPORTED_LOCATION "${CPUINFO_LIBRARY}" INTERFACE_INCLUDE_DIRECTORIES "${CPUINFO_INCLUDE_DIR}")
+  add_library(XNNPACK::pthreadpool UNKNOWN IMPORTED)
+  set_target_properties(XNNPACK::pthreadpool PROPERTIES
+    IMPORTED_LOCATION "${PTHREADPOOL_LIBRARY}" INTERFACE_INCLUDE_DIRECTORIES "${PTHREADPOOL_INCLUDE_DIR}")
+  add_library(XNNPACK::XNNPACK UNKNOWN IMPORTED)
+  set_target_properties(XNNPACK::XNNPACK PROPERTIES
+    IMPORTED_LOCATION "${XNNPACK_LIBRARY}" INTERFACE_INCLUDE_DIRECTORIES "${XNNPACK_INCLUDE_DIR}"
+    INTERFACE_LINK_LIBRARIES "XNNPACK::pthreadpool;XNNPACK::cpuinfo")
+endif()
+mark_as_advanced(XNNPACK_INCLUDE_DIR XNNPACK_LIBRARY PTHREADPOOL_INCLUDE_DIR PTHREADPOOL_LIBRARY
+                 CPUINFO_INCLUDE_DIR CPUINFO_LIBRARY)

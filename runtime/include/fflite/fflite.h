@@ -1,0 +1,156 @@
+/* fflite: run the FFN and Mixture-of-Experts sublayers of Transformers from a .fflite file.
+ * The public C API (C99). Everything else in fflite is an implementation detail.
+ *
+ * Ownership and lifetime are written on every pointer. Threads: a model is immutable and may be
+ * shared by any number of sessions on any threads; a session is used by one thread at a time.
+ * Errors: every function that can fail returns an fflite_status; the calling thread's last error
+ * message (fflite_last_error_message) says what went wrong, naming the thing, the value and the
+ * limit. No function aborts, exits or throws on bad input. */
+#ifndef FFLITE_FFLITE_H_
+#define FFLITE_FFLITE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(FFLITE_BUILDING_LIBRARY) && defined(__GNUC__)
+#define FFLITE_API __attribute__((visibility("default")))
+#else
+#define FFLITE_API
+#endif
+
+#define FFLITE_VERSION_MAJOR 0
+#define FFLITE_VERSION_MINOR 1
+#define FFLITE_VERSION_PATCH 0
+
+typedef enum fflite_status {
+  FFLITE_STATUS_OK = 0,
+  FFLITE_STATUS_INVALID_ARGUMENT = 1,  /* a null pointer, a bad option, wrong sizes */
+  FFLITE_STATUS_OUT_OF_RANGE = 2,      /* layer index or token count outside its limits */
+  FFLITE_STATUS_INVALID_MODEL = 3,     /* the model file is malformed, truncated or inconsistent */
+  FFLITE_STATUS_UNSUPPORTED = 4,       /* a newer format version, a big-endian host, ... */
+  FFLITE_STATUS_NOT_FOUND = 5,         /* the file does not exist */
+  FFLITE_STATUS_IO_ERROR = 6,          /* the file cannot be opened, read or mapped */
+  FFLITE_STATUS_OUT_OF_MEMORY = 7,     /* an allocation failed */
+  FFLITE_STATUS_UNAVAILABLE = 8,       /* the requested backend cannot run on this machine */
+  FFLITE_STATUS_INTERNAL = 9           /* a bug in fflite: please report it */
+} fflite_status;
+
+typedef enum fflite_backend {
+  FFLITE_BACKEND_AUTO = 0,      /* the fastest backend that runs here */
+  FFLITE_BACKEND_REFERENCE = 1, /* plain scalar code, the oracle; slow */
+  FFLITE_BACKEND_XNNPACK = 2,   /* CPU SIMD (x86, ARM) */
+  FFLITE_BACKEND_CUDA = 3       /* NVIDIA GPU, when built with CUDA and a GPU is present */
+} fflite_backend;
+
+typedef enum fflite_layer_kind {
+  FFLITE_LAYER_DENSE = 1, /* one feed-forward network */
+  FFLITE_LAYER_MOE = 2    /* router + experts (+ shared experts) */
+} fflite_layer_kind;
+
+typedef enum fflite_dtype {
+  FFLITE_DTYPE_F32 = 1,
+  FFLITE_DTYPE_F16 = 2,
+  FFLITE_DTYPE_BF16 = 3
+} fflite_dtype;
+
+typedef enum fflite_activation {
+  FFLITE_ACTIVATION_RELU = 1,
+  FFLITE_ACTIVATION_GELU = 2,      /* exact, with erf */
+  FFLITE_ACTIVATION_GELU_TANH = 3, /* tanh approximation (gelu_new, gelu_pytorch_tanh) */
+  FFLITE_ACTIVATION_SILU = 4,
+  FFLITE_ACTIVATION_SIGMOID = 5
+} fflite_activation;
+
+typedef struct fflite_model fflite_model;     /* opaque, immutable, thread-safe */
+typedef struct fflite_session fflite_session; /* opaque, one thread at a time */
+
+/* "MAJOR.MINOR.PATCH" of the library; a static string. */
+FFLITE_API const char* fflite_version(void);
+
+/* The message of the last failed call on this thread ("" if none). The string is owned by
+ * fflite and valid until the next fflite call on the same thread. */
+FFLITE_API const char* fflite_last_error_message(void);
+
+/* A short static name for a status, such as "INVALID_MODEL". */
+FFLITE_API const char* fflite_status_name(fflite_status status);
+
+/* ---- Models ------------------------------------------------------------------------------ */
+
+/* Maps and validates a .fflite file. On success *out_model owns the mapping; free it with
+ * fflite_model_free after every session made from it is freed.
+ * Errors: INVALID_ARGUMENT (null pointers), NOT_FOUND, IO_ERROR, INVALID_MODEL, UNSUPPORTED. */
+FFLITE_API fflite_status fflite_model_load_file(const char* path, fflite_model** out_model);
+
+/* Validates a model held in the caller's memory, without copying it. The caller keeps ownership
+ * of `data`, which must stay valid and unchanged until fflite_model_free. */
+FFLITE_API fflite_status fflite_model_load_buffer(const void* data, size_t size,
+                                                  fflite_model** out_model);
+
+/* NULL is fine. The model must outlive every session created from it. */
+FFLITE_API void fflite_model_free(fflite_model* model);
+
+FFLITE_API fflite_status fflite_model_num_layers(const fflite_model* model, int32_t* out_count);
+FFLITE_API fflite_status fflite_model_d_model(const fflite_model* model, int32_t* out_d_model);
+
+/* What one layer holds. Set struct_size = sizeof(fflite_layer_info) before the call; fields are
+ * only ever appended, and only the first struct_size bytes are written. */
+typedef struct fflite_layer_info {
+  size_t struct_size;
+  fflite_layer_kind kind;
+  int32_t d_model;
+  int32_t d_ff;                /* logical d_ff of the dense FFN, or of each routed expert */
+  int32_t d_ff_padded;         /* as stored, padded for the kernels */
+  int32_t num_experts;         /* 0 for a dense layer */
+  int32_t top_k;               /* 0 for a dense layer */
+  int32_t num_shared_experts;  /* 0 for a dense layer */
+  fflite_dtype dtype;          /* of the main weight matrices */
+  fflite_activation activation;
+  int32_t gated;               /* 1 for the GLU family (SwiGLU, GeGLU, ReGLU, GLU) */
+} fflite_layer_info;
+
+/* Errors: INVALID_ARGUMENT (null pointers, struct_size too small), OUT_OF_RANGE (layer). */
+FFLITE_API fflite_status fflite_model_layer_info(const fflite_model* model, int32_t layer,
+                                                 fflite_layer_info* out_info);
+
+/* ---- Sessions ---------------------------------------------------------------------------- */
+
+typedef struct fflite_session_options {
+  size_t struct_size;     /* set by fflite_session_options_init: sizeof(fflite_session_options) */
+  int32_t num_threads;    /* default 1; >= 1 */
+  fflite_backend backend; /* default FFLITE_BACKEND_AUTO */
+  int32_t max_tokens;     /* most tokens per fflite_session_run; default 512; >= 1 */
+} fflite_session_options;
+
+/* Fills `options` with the defaults and sets struct_size. NULL is ignored. */
+FFLITE_API void fflite_session_options_init(fflite_session_options* options);
+
+/* Creates a session over `model` (which must outlive it). `options` may be NULL for defaults;
+ * an options struct from an older fflite (smaller struct_size) gets defaults for the fields it
+ * lacks. Errors: INVALID_ARGUMENT, UNAVAILABLE (backend not built or no device),
+ * OUT_OF_MEMORY. */
+FFLITE_API fflite_status fflite_session_create(const fflite_model* model,
+                                               const fflite_session_options* options,
+                                               fflite_session** out_session);
+
+/* NULL is fine. */
+FFLITE_API void fflite_session_free(fflite_session* session);
+
+/* The backend the session runs on ("reference", "xnnpack", ...); a static string, "" for NULL. */
+FFLITE_API const char* fflite_session_backend_name(const fflite_session* session);
+
+/* Runs one layer: output[n_tokens, d_model] = layer(input[n_tokens, d_model]), f32, row-major.
+ * input and output are the caller's and must not overlap. 1 <= n_tokens <= max_tokens.
+ * Errors: INVALID_ARGUMENT (null pointers, overlapping buffers), OUT_OF_RANGE (layer, n_tokens).
+ * NaN or Inf in the input propagate to the output; they never crash. */
+FFLITE_API fflite_status fflite_session_run(fflite_session* session, int32_t layer,
+                                            const float* input, size_t n_tokens, float* output);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif  /* FFLITE_FFLITE_H_ */

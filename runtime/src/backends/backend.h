@@ -1,0 +1,47 @@
+// The interface every backend implements, and the registry that lists them. Adding a backend
+// touches its own folder and one line of registry.cc; the tests iterate the registry.
+#ifndef FFLITE_RUNTIME_SRC_BACKENDS_BACKEND_H_
+#define FFLITE_RUNTIME_SRC_BACKENDS_BACKEND_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "format/model.h"
+
+namespace fflite {
+
+struct BackendConfig {
+  int num_threads = 1;   // >= 1
+  size_t max_tokens = 0; // >= 1: the most tokens one Run may pass
+};
+
+// One backend instance serves one session: it may keep scratch and packed weights, and is used by
+// one thread at a time. The model outlives it.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // input, output: [n_tokens, d_model] f32, row-major, not overlapping. The session has already
+  // checked layer < layers().size() and 1 <= n_tokens <= max_tokens.
+  virtual absl::Status Run(size_t layer, const float* input, size_t n_tokens, float* output) = 0;
+};
+
+struct BackendEntry {
+  const char* name;
+  // Whether the backend can run here; if not, `why` says why (for example "no CUDA device").
+  bool (*available)(std::string* why);
+  absl::StatusOr<std::unique_ptr<Backend>> (*create)(const Model& model,
+                                                     const BackendConfig& config);
+};
+
+// Every backend compiled in, in the order `auto` prefers them.
+absl::Span<const BackendEntry> Backends();
+// nullptr if no backend has that name.
+const BackendEntry* FindBackend(const std::string& name);
+
+}  // namespace fflite
+
+#endif  // FFLITE_RUNTIME_SRC_BACKENDS_BACKEND_H_

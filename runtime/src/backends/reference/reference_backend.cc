@@ -1,0 +1,187 @@
+// Reference backend: every formula is written out once, in double, one token at a time.
+#include "backends/reference/reference_backend.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "base/half.h"
+#include "moe/routing.h"
+
+namespace fflite {
+
+bool ReferenceBackendAvailable(std::string* /*why*/) { return true; }
+
+double ReferenceActivation(Activation activation, double x) {
+  constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2 / pi)
+  switch (activation) {
+    case Activation::RELU: return x > 0.0 ? x : 0.0;
+    case Activation::GELU_ERF: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    case Activation::GELU_TANH:
+      return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x)));
+    case Activation::SILU: return x / (1.0 + std::exp(-x));
+    case Activation::SIGMOID: return 1.0 / (1.0 + std::exp(-x));
+    default: return x;  // unreachable: the loader refuses unknown activations
+  }
+}
+
+namespace {
+
+double Load(const TensorView& t, uint64_t i) {
+  uint16_t h;
+  float f;
+  switch (t.dtype) {
+    case DType::F16: std::memcpy(&h, t.data + 2 * i, 2); return F16ToF32(h);
+    case DType::BF16: std::memcpy(&h, t.data + 2 * i, 2); return Bf16ToF32(h);
+    default: std::memcpy(&f, t.data + 4 * i, 4); return f;
+  }
+}
+
+// y = W·x (+ b)   W:[rows, cols] x:[cols] y:[rows]
+void MatVec(const TensorView& w, const TensorView& b, const double* x, double* y) {
+  const uint64_t rows = w.shape[0], cols = w.shape[1];
+  for (uint64_t r = 0; r < rows; ++r) {
+    double acc = b.present() ? Load(b, r) : 0.0;
+    for (uint64_t c = 0; c < cols; ++c) acc += Load(w, r * cols + c) * x[c];
+    y[r] = acc;
+  }
+}
+
+class ReferenceBackend : public Backend {
+ public:
+  explicit ReferenceBackend(const Model& model) : model_(model) {
+    const size_t d = model.d_model();
+    size_t max_ff = 0, max_experts = 0, max_groups = 1;
+    auto see = [&](const FfnView& f) { max_ff = std::max<size_t>(max_ff, f.d_ff_padded); };
+    for (const LayerView& l : model.layers()) {
+      if (l.kind == LayerKind::kDense) {
+        see(l.ffn);
+      } else {
+        for (const FfnView& f : l.moe.experts) see(f);
+        for (const FfnView& f : l.moe.shared_experts) see(f);
+        max_experts = std::max<size_t>(max_experts, l.moe.num_experts);
+        max_groups = std::max<size_t>(max_groups, l.moe.n_group);
+      }
+      routing_.push_back(l.kind == LayerKind::kMoe ? MakeRoutingParams(l.moe) : RoutingParams());
+    }
+    x_.resize(d);
+    h_.resize(d);
+    f_.resize(d);
+    y_.resize(d);
+    expert_out_.resize(d);
+    a_.resize(max_ff);
+    b_.resize(max_ff);
+    logits_.resize(max_experts);
+    chosen_.resize(max_experts);
+    weights_.resize(max_experts);
+    scratch_.Reserve(static_cast<uint32_t>(max_experts), static_cast<uint32_t>(max_groups));
+  }
+
+  absl::Status Run(size_t layer, const float* input, size_t n_tokens, float* output) override {
+    const LayerView& l = model_.layers()[layer];
+    const size_t d = model_.d_model();
+    for (size_t t = 0; t < n_tokens; ++t) {
+      for (size_t i = 0; i < d; ++i) x_[i] = input[t * d + i];
+      RunToken(l, routing_[layer]);
+      for (size_t i = 0; i < d; ++i) output[t * d + i] = static_cast<float>(y_[i]);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  // pre-norm:  y = [x +] FFN(Norm(x))      post-norm:  y = Norm([x +] FFN(x))
+  void RunToken(const LayerView& l, const RoutingParams& routing) {
+    const size_t d = model_.d_model();
+    const bool pre = l.norm.present && l.norm.placement == NormPlacement::PRE;
+    const bool post = l.norm.present && l.norm.placement == NormPlacement::POST;
+    if (pre) {
+      Norm(l.norm, x_.data(), h_.data());
+    } else {
+      h_ = x_;
+    }
+    if (l.kind == LayerKind::kDense) {
+      Ffn(l.ffn, h_.data(), f_.data());
+    } else {
+      Moe(l.moe, routing, h_.data(), f_.data());
+    }
+    for (size_t i = 0; i < d; ++i) f_[i] += l.residual ? x_[i] : 0.0;
+    if (post) {
+      Norm(l.norm, f_.data(), y_.data());
+    } else {
+      y_ = f_;
+    }
+  }
+
+  // LayerNorm: (x - mean) / sqrt(var + eps) · w' + b      RMSNorm: x / sqrt(mean(x²) + eps) · w'
+  // w' = 1 + w with unit_offset (Gemma), else w. var is the population variance.
+  void Norm(const NormView& n, const double* in, double* out) const {
+    const size_t d = model_.d_model();
+    double mean = 0.0;
+    if (n.kind == NormKind::LAYER_NORM) {
+      for (size_t i = 0; i < d; ++i) mean += in[i];
+      mean /= static_cast<double>(d);
+    }
+    double sq = 0.0;
+    for (size_t i = 0; i < d; ++i) sq += (in[i] - mean) * (in[i] - mean);
+    const double inv = 1.0 / std::sqrt(sq / static_cast<double>(d) + n.eps);
+    for (size_t i = 0; i < d; ++i) {
+      const double w = Load(n.weight, i) + (n.unit_offset ? 1.0 : 0.0);
+      const double b = n.bias.present() ? Load(n.bias, i) : 0.0;
+      out[i] = (in[i] - mean) * inv * w + b;
+    }
+  }
+
+  // plain: out = down( act(up·x + b_up) ) + b_down
+  // gated: out = down( act(gate·x + b_gate) ⊙ (up·x + b_up) ) + b_down
+  //   x:[d] up,gate:[d_ff_padded, d] down:[d, d_ff_padded]
+  void Ffn(const FfnView& f, const double* x, double* out) {
+    const size_t ff = f.d_ff_padded;
+    MatVec(f.up, f.up_bias, x, a_.data());
+    if (f.gated) {
+      MatVec(f.gate, f.gate_bias, x, b_.data());
+      for (size_t i = 0; i < ff; ++i) a_[i] *= ReferenceActivation(f.activation, b_[i]);
+    } else {
+      for (size_t i = 0; i < ff; ++i) a_[i] = ReferenceActivation(f.activation, a_[i]);
+    }
+    MatVec(f.down, f.down_bias, a_.data(), out);
+  }
+
+  // out = Σ_{e in top-k} w_e · expert_e(x) + [sigmoid(gate·x)] · Σ_s shared_s(x)
+  void Moe(const MoeView& m, const RoutingParams& routing, const double* x, double* out) {
+    const size_t d = model_.d_model();
+    MatVec(m.router, m.router_bias, x, logits_.data());
+    RouteToken(routing, logits_.data(), &scratch_, chosen_.data(), weights_.data());
+    for (size_t i = 0; i < d; ++i) out[i] = 0.0;
+    for (uint32_t j = 0; j < m.top_k; ++j) {
+      Ffn(m.experts[chosen_[j]], x, expert_out_.data());
+      for (size_t i = 0; i < d; ++i) out[i] += weights_[j] * expert_out_[i];
+    }
+    if (m.shared_experts.empty()) return;
+    double gate = 1.0;
+    if (m.shared_expert_gate.present()) {
+      double g = 0.0;
+      for (size_t i = 0; i < d; ++i) g += Load(m.shared_expert_gate, i) * x[i];
+      gate = 1.0 / (1.0 + std::exp(-g));
+    }
+    for (const FfnView& s : m.shared_experts) {
+      Ffn(s, x, expert_out_.data());
+      for (size_t i = 0; i < d; ++i) out[i] += gate * expert_out_[i];
+    }
+  }
+
+  const Model& model_;
+  std::vector<RoutingParams> routing_;  // [layers], empty params for dense layers
+  // Scratch, sized at creation: [d_model] vectors, [max d_ff_padded] hiddens, [max experts].
+  std::vector<double> x_, h_, f_, y_, expert_out_, a_, b_, logits_, weights_;
+  std::vector<uint32_t> chosen_;
+  RoutingScratch scratch_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateReferenceBackend(const Model& model,
+                                                                const BackendConfig& /*config*/) {
+  return std::unique_ptr<Backend>(new ReferenceBackend(model));
+}
+
+}  // namespace fflite

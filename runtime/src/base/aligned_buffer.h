@@ -1,0 +1,65 @@
+// A heap buffer of floats with 64-byte alignment and optional tail slack (for SIMD kernels that
+// read past the end), allocated once and never resized in a hot path.
+#ifndef FFLITE_RUNTIME_SRC_BASE_ALIGNED_BUFFER_H_
+#define FFLITE_RUNTIME_SRC_BASE_ALIGNED_BUFFER_H_
+
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace fflite {
+
+template <typename T>
+class AlignedBuffer {
+ public:
+  static constexpr size_t kAlignment = 64;
+
+  AlignedBuffer() = default;
+  // Zero-initialised storage for `count` elements plus `tail_bytes` of readable slack.
+  // Returns false on allocation failure (leaves the buffer empty).
+  bool Allocate(size_t count, size_t tail_bytes = 0) {
+    Free();
+    const size_t bytes = (count * sizeof(T) + tail_bytes + kAlignment - 1) / kAlignment * kAlignment;
+    void* p = std::aligned_alloc(kAlignment, bytes == 0 ? kAlignment : bytes);
+    if (p == nullptr) return false;
+    std::memset(p, 0, bytes == 0 ? kAlignment : bytes);
+    data_ = static_cast<T*>(p);
+    size_ = count;
+    return true;
+  }
+  ~AlignedBuffer() { Free(); }
+  AlignedBuffer(AlignedBuffer&& o) noexcept : data_(o.data_), size_(o.size_) {
+    o.data_ = nullptr;
+    o.size_ = 0;
+  }
+  AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
+    if (this != &o) {
+      Free();
+      data_ = o.data_;
+      size_ = o.size_;
+      o.data_ = nullptr;
+      o.size_ = 0;
+    }
+    return *this;
+  }
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  void Free() {
+    std::free(data_);
+    data_ = nullptr;
+    size_ = 0;
+  }
+  T* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace fflite
+
+#endif  // FFLITE_RUNTIME_SRC_BASE_ALIGNED_BUFFER_H_

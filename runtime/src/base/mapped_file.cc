@@ -1,0 +1,74 @@
+// Read-only whole-file mmap with error messages that name the file.
+#include "base/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+
+namespace fflite {
+namespace {
+
+absl::Status ErrnoStatus(int err, const std::string& what) {
+  const std::string msg = absl::StrFormat("%s: %s", what, std::strerror(err));
+  switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+      return absl::NotFoundError(msg);
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(msg);
+    case ENOMEM:
+      return absl::ResourceExhaustedError(msg);
+    default:
+      return absl::UnavailableError(msg);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrFormat("cannot open '%s'", path));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return ErrnoStatus(err, absl::StrFormat("cannot stat '%s'", path));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrFormat("'%s' is not a regular file", path));
+  }
+  if (st.st_size == 0) {
+    ::close(fd);
+    return absl::DataLossError(absl::StrFormat("'%s' is empty", path));
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  const int err = errno;
+  ::close(fd);  // the mapping keeps the file alive
+  if (p == MAP_FAILED) return ErrnoStatus(err, absl::StrFormat("cannot map '%s'", path));
+  return std::unique_ptr<MappedFile>(new MappedFile(static_cast<const uint8_t*>(p), size));
+}
+
+MappedFile::~MappedFile() { ::munmap(const_cast<uint8_t*>(data_), size_); }
+
+void MappedFile::Release(size_t offset, size_t size) const {
+  if (offset >= size_) return;
+  if (size > size_ - offset) size = size_ - offset;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data_) + offset;
+  const uintptr_t end = begin + size;
+  const uintptr_t first = (begin + page - 1) / page * page;
+  const uintptr_t last = end / page * page;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
+}  // namespace fflite

@@ -1,0 +1,250 @@
+// The only extern "C" code: turns absl::Status into fflite_status plus a per-thread message, and
+// makes sure no exception or abort crosses the API.
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "absl/status/status.h"
+#include "fflite/fflite.h"
+#include "format/model.h"
+#include "session/session.h"
+
+struct fflite_model {
+  std::unique_ptr<fflite::Model> model;
+};
+
+struct fflite_session {
+  std::unique_ptr<fflite::Session> session;
+};
+
+namespace {
+
+thread_local std::string g_last_error;
+
+fflite_status ToC(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kOk: return FFLITE_STATUS_OK;
+    case absl::StatusCode::kInvalidArgument: return FFLITE_STATUS_INVALID_ARGUMENT;
+    case absl::StatusCode::kOutOfRange: return FFLITE_STATUS_OUT_OF_RANGE;
+    case absl::StatusCode::kDataLoss: return FFLITE_STATUS_INVALID_MODEL;
+    case absl::StatusCode::kUnimplemented: return FFLITE_STATUS_UNSUPPORTED;
+    case absl::StatusCode::kNotFound: return FFLITE_STATUS_NOT_FOUND;
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kUnavailable: return FFLITE_STATUS_IO_ERROR;
+    case absl::StatusCode::kResourceExhausted: return FFLITE_STATUS_OUT_OF_MEMORY;
+    case absl::StatusCode::kFailedPrecondition: return FFLITE_STATUS_UNAVAILABLE;
+    default: return FFLITE_STATUS_INTERNAL;
+  }
+}
+
+fflite_status Fail(fflite_status status, const char* message) {
+  try {
+    g_last_error = message;
+  } catch (...) {
+    // Out of memory while recording the message: keep the status.
+  }
+  return status;
+}
+
+fflite_status Report(const absl::Status& st) {
+  if (st.ok()) {
+    g_last_error.clear();
+    return FFLITE_STATUS_OK;
+  }
+  return Fail(ToC(st.code()), std::string(st.message()).c_str());
+}
+
+// Runs `body`, turning exceptions (allocation failures in the standard library) into statuses.
+template <typename F>
+fflite_status Guard(F&& body) {
+  try {
+    return Report(body());
+  } catch (const std::bad_alloc&) {
+    return Fail(FFLITE_STATUS_OUT_OF_MEMORY, "out of memory");
+  } catch (const std::exception& e) {
+    return Fail(FFLITE_STATUS_INTERNAL, e.what());
+  } catch (...) {
+    return Fail(FFLITE_STATUS_INTERNAL, "unknown exception");
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* fflite_version(void) { return "0.1.0"; }
+
+const char* fflite_last_error_message(void) { return g_last_error.c_str(); }
+
+const char* fflite_status_name(fflite_status status) {
+  switch (status) {
+    case FFLITE_STATUS_OK: return "OK";
+    case FFLITE_STATUS_INVALID_ARGUMENT: return "INVALID_ARGUMENT";
+    case FFLITE_STATUS_OUT_OF_RANGE: return "OUT_OF_RANGE";
+    case FFLITE_STATUS_INVALID_MODEL: return "INVALID_MODEL";
+    case FFLITE_STATUS_UNSUPPORTED: return "UNSUPPORTED";
+    case FFLITE_STATUS_NOT_FOUND: return "NOT_FOUND";
+    case FFLITE_STATUS_IO_ERROR: return "IO_ERROR";
+    case FFLITE_STATUS_OUT_OF_MEMORY: return "OUT_OF_MEMORY";
+    case FFLITE_STATUS_UNAVAILABLE: return "UNAVAILABLE";
+    case FFLITE_STATUS_INTERNAL: return "INTERNAL";
+  }
+  return "UNKNOWN";
+}
+
+fflite_status fflite_model_load_file(const char* path, fflite_model** out_model) {
+  if (out_model == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "out_model is null");
+  *out_model = nullptr;
+  if (path == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "path is null");
+  return Guard([&]() -> absl::Status {
+    absl::StatusOr<std::unique_ptr<fflite::Model>> loaded = fflite::Model::LoadFile(path);
+    if (!loaded.ok()) return loaded.status();
+    *out_model = new fflite_model{std::move(*loaded)};
+    return absl::OkStatus();
+  });
+}
+
+fflite_status fflite_model_load_buffer(const void* data, size_t size, fflite_model** out_model) {
+  if (out_model == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "out_model is null");
+  *out_model = nullptr;
+  if (data == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "data is null");
+  return Guard([&]() -> absl::Status {
+    absl::StatusOr<std::unique_ptr<fflite::Model>> loaded = fflite::Model::LoadBuffer(data, size);
+    if (!loaded.ok()) return loaded.status();
+    *out_model = new fflite_model{std::move(*loaded)};
+    return absl::OkStatus();
+  });
+}
+
+void fflite_model_free(fflite_model* model) { delete model; }
+
+fflite_status fflite_model_num_layers(const fflite_model* model, int32_t* out_count) {
+  if (model == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "model is null");
+  if (out_count == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "out_count is null");
+  *out_count = static_cast<int32_t>(model->model->layers().size());
+  return Report(absl::OkStatus());
+}
+
+fflite_status fflite_model_d_model(const fflite_model* model, int32_t* out_d_model) {
+  if (model == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "model is null");
+  if (out_d_model == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "out_d_model is null");
+  *out_d_model = static_cast<int32_t>(model->model->d_model());
+  return Report(absl::OkStatus());
+}
+
+fflite_status fflite_model_layer_info(const fflite_model* model, int32_t layer,
+                                      fflite_layer_info* out_info) {
+  if (model == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "model is null");
+  if (out_info == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "out_info is null");
+  const size_t size = out_info->struct_size;
+  if (size < sizeof(size_t)) {
+    return Fail(FFLITE_STATUS_INVALID_ARGUMENT,
+                "out_info->struct_size is too small; set it to sizeof(fflite_layer_info)");
+  }
+  const auto& layers = model->model->layers();
+  if (layer < 0 || static_cast<size_t>(layer) >= layers.size()) {
+    return Report(absl::OutOfRangeError("layer " + std::to_string(layer) +
+                                        " is out of range: the model has " +
+                                        std::to_string(layers.size()) + " layers"));
+  }
+  const fflite::LayerView& l = layers[static_cast<size_t>(layer)];
+  const fflite::FfnView& f = l.kind == fflite::LayerKind::kDense ? l.ffn : l.moe.experts[0];
+  fflite_layer_info info;
+  std::memset(&info, 0, sizeof(info));
+  info.struct_size = sizeof(info) < size ? sizeof(info) : size;
+  info.kind = l.kind == fflite::LayerKind::kDense ? FFLITE_LAYER_DENSE : FFLITE_LAYER_MOE;
+  info.d_model = static_cast<int32_t>(model->model->d_model());
+  info.d_ff = static_cast<int32_t>(f.d_ff);
+  info.d_ff_padded = static_cast<int32_t>(f.d_ff_padded);
+  if (l.kind == fflite::LayerKind::kMoe) {
+    info.num_experts = static_cast<int32_t>(l.moe.num_experts);
+    info.top_k = static_cast<int32_t>(l.moe.top_k);
+    info.num_shared_experts = static_cast<int32_t>(l.moe.shared_experts.size());
+  }
+  info.dtype = static_cast<fflite_dtype>(f.up.dtype);
+  info.activation = static_cast<fflite_activation>(f.activation);
+  info.gated = f.gated ? 1 : 0;
+  // Only the bytes the caller's struct has: a caller built against an older header is safe.
+  std::memcpy(out_info, &info, info.struct_size);
+  return Report(absl::OkStatus());
+}
+
+void fflite_session_options_init(fflite_session_options* options) {
+  if (options == nullptr) return;
+  std::memset(options, 0, sizeof(*options));
+  options->struct_size = sizeof(*options);
+  options->num_threads = 1;
+  options->backend = FFLITE_BACKEND_AUTO;
+  options->max_tokens = 512;
+}
+
+fflite_status fflite_session_create(const fflite_model* model,
+                                    const fflite_session_options* options,
+                                    fflite_session** out_session) {
+  if (out_session == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "out_session is null");
+  *out_session = nullptr;
+  if (model == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "model is null");
+  fflite_session_options opts;
+  fflite_session_options_init(&opts);
+  if (options != nullptr) {
+    const size_t size = options->struct_size;
+    if (size < offsetof(fflite_session_options, num_threads)) {
+      return Fail(FFLITE_STATUS_INVALID_ARGUMENT,
+                  "options->struct_size is too small; call fflite_session_options_init");
+    }
+    if (size > sizeof(opts)) {
+      // From a newer fflite: fine as long as the fields we do not know are left at zero.
+      const auto* extra = reinterpret_cast<const unsigned char*>(options) + sizeof(opts);
+      for (size_t i = 0; i < size - sizeof(opts); ++i) {
+        if (extra[i] != 0) {
+          return Fail(FFLITE_STATUS_INVALID_ARGUMENT,
+                      "options->struct_size is from a newer fflite and sets fields this "
+                      "version does not know");
+        }
+      }
+    }
+    std::memcpy(&opts, options, size < sizeof(opts) ? size : sizeof(opts));
+    opts.struct_size = sizeof(opts);
+  }
+  fflite::SessionOptions so;
+  so.num_threads = opts.num_threads;
+  if (opts.max_tokens < 1) {
+    return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "options->max_tokens must be at least 1");
+  }
+  so.max_tokens = static_cast<size_t>(opts.max_tokens);
+  switch (opts.backend) {
+    case FFLITE_BACKEND_AUTO: so.backend = "auto"; break;
+    case FFLITE_BACKEND_REFERENCE: so.backend = "reference"; break;
+    case FFLITE_BACKEND_XNNPACK: so.backend = "xnnpack"; break;
+    case FFLITE_BACKEND_CUDA: so.backend = "cuda"; break;
+    default:
+      return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "options->backend is not a known backend");
+  }
+  return Guard([&]() -> absl::Status {
+    absl::StatusOr<std::unique_ptr<fflite::Session>> session =
+        fflite::Session::Create(*model->model, so);
+    if (!session.ok()) return session.status();
+    *out_session = new fflite_session{std::move(*session)};
+    return absl::OkStatus();
+  });
+}
+
+void fflite_session_free(fflite_session* session) { delete session; }
+
+const char* fflite_session_backend_name(const fflite_session* session) {
+  return session == nullptr ? "" : session->session->backend_name();
+}
+
+fflite_status fflite_session_run(fflite_session* session, int32_t layer, const float* input,
+                                 size_t n_tokens, float* output) {
+  if (session == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "session is null");
+  if (layer < 0) {
+    return Report(absl::OutOfRangeError("layer " + std::to_string(layer) + " is negative"));
+  }
+  return Guard([&] {
+    return session->session->Run(static_cast<size_t>(layer), input, n_tokens, output);
+  });
+}
+
+}  // extern "C"

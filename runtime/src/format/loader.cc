@@ -1,0 +1,488 @@
+// Reads a model file: FlatBuffers verifier first, then semantic validation of every offset, size,
+// shape, dtype, enum, alignment and MoE parameter, before any weight byte is touched.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "base/mapped_file.h"
+#include "base/status_macros.h"
+#include "flatbuffers/flatbuffers.h"
+#include "format/model.h"
+
+namespace fflite {
+
+size_t DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::F32: return 4;
+    case DType::F16: return 2;
+    case DType::BF16: return 2;
+    default: return 0;
+  }
+}
+
+const char* DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::F32: return "f32";
+    case DType::F16: return "f16";
+    case DType::BF16: return "bf16";
+    default: return "invalid";
+  }
+}
+
+const char* ActivationName(Activation activation) {
+  switch (activation) {
+    case Activation::RELU: return "relu";
+    case Activation::GELU_ERF: return "gelu";
+    case Activation::GELU_TANH: return "gelu_tanh";
+    case Activation::SILU: return "silu";
+    case Activation::SIGMOID: return "sigmoid";
+    default: return "invalid";
+  }
+}
+
+absl::Status CheckHostByteOrder(bool host_is_little_endian) {
+  if (host_is_little_endian) return absl::OkStatus();
+  return absl::UnimplementedError(
+      "this host is big-endian; fflite files are little-endian and are read only on "
+      "little-endian hosts");
+}
+
+namespace {
+
+// Largest d_model / d_ff accepted: far above any real model, small enough that shapes cannot
+// overflow 64-bit sizes.
+constexpr uint64_t kMaxDim = 1u << 20;
+constexpr uint32_t kMaxExperts = 1u << 16;
+constexpr uint32_t kMaxLayers = 1u << 16;
+
+bool HostIsLittleEndian() {
+  const uint16_t probe = 1;
+  uint8_t first;
+  std::memcpy(&first, &probe, 1);
+  return first == 1;
+}
+
+absl::Status Bad(const std::string& msg) { return absl::DataLossError(msg); }
+
+std::string ShapeString(const std::vector<uint64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+struct Range {
+  uint64_t begin, end;
+  std::string name;
+};
+
+}  // namespace
+
+class ModelParser {
+ public:
+  ModelParser(Model* model, const schema::Model* root) : model_(model), root_(root) {}
+
+  absl::Status Parse();
+
+ private:
+  absl::Status ParseTensor(const schema::Tensor* t, const std::string& path,
+                           const std::vector<uint64_t>& expected_shape, bool required,
+                           TensorView* out);
+  absl::Status ParseFfn(const schema::Ffn* f, const std::string& path, FfnView* out);
+  absl::Status ParseMoe(const schema::Moe* m, const std::string& path, MoeView* out);
+  absl::Status ParseNorm(const schema::Norm* n, const std::string& path, NormView* out);
+  absl::Status CheckOverlaps();
+
+  Model* model_;
+  const schema::Model* root_;
+  std::vector<Range> ranges_;
+};
+
+absl::Status ModelParser::ParseTensor(const schema::Tensor* t, const std::string& path,
+                                      const std::vector<uint64_t>& expected_shape, bool required,
+                                      TensorView* out) {
+  *out = TensorView();
+  if (t == nullptr) {
+    if (required) return Bad(absl::StrCat(path, ": required tensor is missing"));
+    return absl::OkStatus();
+  }
+  const DType dtype = t->dtype();
+  const size_t elem = DTypeSize(dtype);
+  if (elem == 0) {
+    return Bad(absl::StrFormat("%s: dtype %d is not a known dtype (f32=1, f16=2, bf16=3)", path,
+                               static_cast<int>(dtype)));
+  }
+  std::vector<uint64_t> shape;
+  if (t->shape() != nullptr) shape.assign(t->shape()->begin(), t->shape()->end());
+  if (shape != expected_shape) {
+    return Bad(absl::StrFormat("%s: shape %s does not match the expected %s", path,
+                               ShapeString(shape), ShapeString(expected_shape)));
+  }
+  uint64_t numel = 1;
+  for (uint64_t d : shape) numel *= d;  // each d <= kMaxDim, rank <= 2: no overflow
+  const uint64_t expected_size = numel * elem;
+  if (t->size() != expected_size) {
+    return Bad(absl::StrFormat("%s: size %d bytes does not match shape %s of %s (%d bytes)", path,
+                               t->size(), ShapeString(shape), DTypeName(dtype), expected_size));
+  }
+  const uint64_t data_size = model_->data_size_;
+  if (t->offset() % kTensorAlignment != 0) {
+    return Bad(absl::StrFormat("%s: offset %d is not a multiple of %d", path, t->offset(),
+                               kTensorAlignment));
+  }
+  if (t->offset() > data_size || t->size() > data_size - t->offset()) {
+    return Bad(absl::StrFormat("%s: offset %d + size %d exceeds data section of %d bytes", path,
+                               t->offset(), t->size(), data_size));
+  }
+  out->dtype = dtype;
+  out->shape = std::move(shape);
+  out->offset = t->offset();
+  out->size = t->size();
+  out->data = model_->bytes_ + model_->data_offset_ + t->offset();
+  if (t->size() > 0) ranges_.push_back({t->offset(), t->offset() + t->size(), path});
+  return absl::OkStatus();
+}
+
+absl::Status ModelParser::ParseFfn(const schema::Ffn* f, const std::string& path, FfnView* out) {
+  if (f == nullptr) return Bad(absl::StrCat(path, ": missing"));
+  const auto act = f->activation();
+  if (act == Activation::INVALID || act > Activation::MAX) {
+    return Bad(absl::StrFormat("%s.activation: value %d is not a known activation (1..%d)", path,
+                               static_cast<int>(act), static_cast<int>(Activation::MAX)));
+  }
+  out->activation = act;
+  out->gated = f->gated();
+  out->d_model = f->d_model();
+  out->d_ff = f->d_ff();
+  out->d_ff_padded = f->d_ff_padded();
+  if (out->d_model != model_->d_model_) {
+    return Bad(absl::StrFormat("%s.d_model: %d differs from the model's d_model %d", path,
+                               out->d_model, model_->d_model_));
+  }
+  if (out->d_ff == 0) return Bad(absl::StrCat(path, ".d_ff: must be at least 1, got 0"));
+  if (out->d_ff_padded < out->d_ff || out->d_ff_padded > kMaxDim) {
+    return Bad(absl::StrFormat("%s.d_ff_padded: %d must be in [d_ff = %d, %d]", path,
+                               out->d_ff_padded, out->d_ff, kMaxDim));
+  }
+  const uint64_t d = out->d_model, ff = out->d_ff_padded;
+  FFLITE_RETURN_IF_ERROR(ParseTensor(f->up(), path + ".up", {ff, d}, true, &out->up));
+  if (out->gated) {
+    FFLITE_RETURN_IF_ERROR(ParseTensor(f->gate(), path + ".gate", {ff, d}, true, &out->gate));
+  } else if (f->gate() != nullptr) {
+    return Bad(absl::StrCat(path, ".gate: present but the FFN is not gated"));
+  }
+  FFLITE_RETURN_IF_ERROR(ParseTensor(f->down(), path + ".down", {d, ff}, true, &out->down));
+  FFLITE_RETURN_IF_ERROR(ParseTensor(f->up_bias(), path + ".up_bias", {ff}, false, &out->up_bias));
+  if (!out->gated && f->gate_bias() != nullptr) {
+    return Bad(absl::StrCat(path, ".gate_bias: present but the FFN is not gated"));
+  }
+  FFLITE_RETURN_IF_ERROR(
+      ParseTensor(f->gate_bias(), path + ".gate_bias", {ff}, false, &out->gate_bias));
+  FFLITE_RETURN_IF_ERROR(
+      ParseTensor(f->down_bias(), path + ".down_bias", {d}, false, &out->down_bias));
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Experts of one MoE share one shape so that they can be batched and packed alike.
+std::string FfnShapeDifference(const FfnView& a, const FfnView& b) {
+  if (a.activation != b.activation) {
+    return absl::StrFormat("activation %s vs %s", ActivationName(b.activation),
+                           ActivationName(a.activation));
+  }
+  if (a.gated != b.gated) return absl::StrFormat("gated %d vs %d", b.gated, a.gated);
+  if (a.d_ff != b.d_ff) return absl::StrFormat("d_ff %d vs %d", b.d_ff, a.d_ff);
+  if (a.d_ff_padded != b.d_ff_padded) {
+    return absl::StrFormat("d_ff_padded %d vs %d", b.d_ff_padded, a.d_ff_padded);
+  }
+  const TensorView* ta[] = {&a.up, &a.gate, &a.down, &a.up_bias, &a.gate_bias, &a.down_bias};
+  const TensorView* tb[] = {&b.up, &b.gate, &b.down, &b.up_bias, &b.gate_bias, &b.down_bias};
+  const char* names[] = {"up", "gate", "down", "up_bias", "gate_bias", "down_bias"};
+  for (int i = 0; i < 6; ++i) {
+    if (ta[i]->present() != tb[i]->present()) {
+      return absl::StrFormat("%s %s vs %s", names[i], tb[i]->present() ? "present" : "absent",
+                             ta[i]->present() ? "present" : "absent");
+    }
+    if (ta[i]->present() && ta[i]->dtype != tb[i]->dtype) {
+      return absl::StrFormat("%s dtype %s vs %s", names[i], DTypeName(tb[i]->dtype),
+                             DTypeName(ta[i]->dtype));
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+absl::Status ModelParser::ParseMoe(const schema::Moe* m, const std::string& path, MoeView* out) {
+  out->num_experts = m->num_experts();
+  out->top_k = m->top_k();
+  out->scoring = m->scoring();
+  out->normalize_top_k = m->normalize_top_k();
+  out->routed_scaling_factor = m->routed_scaling_factor();
+  out->n_group = m->n_group();
+  out->topk_group = m->topk_group();
+  out->group_scoring = m->group_scoring();
+  const uint32_t e = out->num_experts;
+  if (e == 0 || e > kMaxExperts) {
+    return Bad(absl::StrFormat("%s.num_experts: %d must be in [1, %d]", path, e, kMaxExperts));
+  }
+  if (out->top_k == 0 || out->top_k > e) {
+    return Bad(absl::StrFormat("%s.top_k: %d must be in [1, num_experts = %d]", path, out->top_k,
+                               e));
+  }
+  if (out->scoring != Scoring::SOFTMAX && out->scoring != Scoring::SIGMOID) {
+    return Bad(absl::StrFormat("%s.scoring: value %d is not a known scoring (softmax=1, sigmoid=2)",
+                               path, static_cast<int>(out->scoring)));
+  }
+  if (!std::isfinite(out->routed_scaling_factor) || out->routed_scaling_factor <= 0.0f) {
+    return Bad(absl::StrFormat("%s.routed_scaling_factor: %g must be finite and positive", path,
+                               out->routed_scaling_factor));
+  }
+  if (out->n_group == 0 || out->n_group > e || e % out->n_group != 0) {
+    return Bad(absl::StrFormat("%s.n_group: %d must divide num_experts = %d", path, out->n_group,
+                               e));
+  }
+  if (out->n_group > 1) {
+    if (out->topk_group == 0 || out->topk_group > out->n_group) {
+      return Bad(absl::StrFormat("%s.topk_group: %d must be in [1, n_group = %d]", path,
+                                 out->topk_group, out->n_group));
+    }
+    const uint32_t per_group = e / out->n_group;
+    if (out->top_k > out->topk_group * per_group) {
+      return Bad(absl::StrFormat(
+          "%s.top_k: %d exceeds the %d experts in topk_group = %d groups of %d", path,
+          out->top_k, out->topk_group * per_group, out->topk_group, per_group));
+    }
+    if (out->group_scoring != GroupScoring::HIGHEST && out->group_scoring != GroupScoring::TOP2_SUM) {
+      return Bad(absl::StrFormat(
+          "%s.group_scoring: value %d is not a known group scoring (highest=1, top2_sum=2)", path,
+          static_cast<int>(out->group_scoring)));
+    }
+    if (out->group_scoring == GroupScoring::TOP2_SUM && per_group < 2) {
+      return Bad(absl::StrFormat("%s.group_scoring: top2_sum needs at least 2 experts per group, "
+                                 "got %d", path, per_group));
+    }
+  }
+  const uint64_t d = model_->d_model_;
+  FFLITE_RETURN_IF_ERROR(ParseTensor(m->router(), path + ".router", {e, d}, true, &out->router));
+  FFLITE_RETURN_IF_ERROR(
+      ParseTensor(m->router_bias(), path + ".router_bias", {e}, false, &out->router_bias));
+  FFLITE_RETURN_IF_ERROR(ParseTensor(m->score_correction_bias(), path + ".score_correction_bias",
+                                     {e}, false, &out->score_correction_bias));
+  const auto* experts = m->experts();
+  const uint32_t n_experts = experts == nullptr ? 0 : experts->size();
+  if (n_experts != e) {
+    return Bad(absl::StrFormat("%s.experts: %d experts stored, num_experts is %d", path, n_experts,
+                               e));
+  }
+  out->experts.resize(e);
+  for (uint32_t i = 0; i < e; ++i) {
+    const std::string p = absl::StrFormat("%s.experts[%d]", path, i);
+    FFLITE_RETURN_IF_ERROR(ParseFfn(experts->Get(i), p, &out->experts[i]));
+    const std::string diff = FfnShapeDifference(out->experts[0], out->experts[i]);
+    if (!diff.empty()) {
+      return Bad(absl::StrFormat("%s: shape differs from experts[0] (%s)", p, diff));
+    }
+  }
+  if (m->shared_experts() != nullptr) {
+    if (m->shared_experts()->size() > kMaxExperts) {
+      return Bad(absl::StrFormat("%s.shared_experts: %d exceeds %d", path,
+                                 m->shared_experts()->size(), kMaxExperts));
+    }
+    out->shared_experts.resize(m->shared_experts()->size());
+    for (uint32_t i = 0; i < out->shared_experts.size(); ++i) {
+      FFLITE_RETURN_IF_ERROR(ParseFfn(m->shared_experts()->Get(i),
+                                      absl::StrFormat("%s.shared_experts[%d]", path, i),
+                                      &out->shared_experts[i]));
+    }
+  }
+  if (m->shared_expert_gate() != nullptr && out->shared_experts.empty()) {
+    return Bad(absl::StrCat(path, ".shared_expert_gate: present but there are no shared experts"));
+  }
+  FFLITE_RETURN_IF_ERROR(ParseTensor(m->shared_expert_gate(), path + ".shared_expert_gate",
+                                     {1, d}, false, &out->shared_expert_gate));
+  return absl::OkStatus();
+}
+
+absl::Status ModelParser::ParseNorm(const schema::Norm* n, const std::string& path,
+                                    NormView* out) {
+  if (n == nullptr) return absl::OkStatus();
+  out->present = true;
+  out->kind = n->kind();
+  out->placement = n->placement();
+  out->eps = n->eps();
+  out->unit_offset = n->unit_offset();
+  if (out->kind != NormKind::LAYER_NORM && out->kind != NormKind::RMS_NORM) {
+    return Bad(absl::StrFormat("%s.kind: value %d is not a known norm (layer_norm=1, rms_norm=2)",
+                               path, static_cast<int>(out->kind)));
+  }
+  if (out->placement != NormPlacement::PRE && out->placement != NormPlacement::POST) {
+    return Bad(absl::StrFormat("%s.placement: value %d is not a known placement (pre=1, post=2)",
+                               path, static_cast<int>(out->placement)));
+  }
+  if (!std::isfinite(out->eps) || out->eps < 0.0f) {
+    return Bad(absl::StrFormat("%s.eps: %g must be finite and not negative", path, out->eps));
+  }
+  const uint64_t d = model_->d_model_;
+  FFLITE_RETURN_IF_ERROR(ParseTensor(n->weight(), path + ".weight", {d}, true, &out->weight));
+  if (n->bias() != nullptr && out->kind != NormKind::LAYER_NORM) {
+    return Bad(absl::StrCat(path, ".bias: only a layer_norm has a bias"));
+  }
+  FFLITE_RETURN_IF_ERROR(ParseTensor(n->bias(), path + ".bias", {d}, false, &out->bias));
+  return absl::OkStatus();
+}
+
+absl::Status ModelParser::CheckOverlaps() {
+  std::sort(ranges_.begin(), ranges_.end(),
+            [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  for (size_t i = 1; i < ranges_.size(); ++i) {
+    if (ranges_[i].begin < ranges_[i - 1].end) {
+      return Bad(absl::StrFormat("%s: bytes [%d, %d) overlap %s [%d, %d)", ranges_[i].name,
+                                 ranges_[i].begin, ranges_[i].end, ranges_[i - 1].name,
+                                 ranges_[i - 1].begin, ranges_[i - 1].end));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModelParser::Parse() {
+  const schema::Model* r = root_;
+  model_->version_major_ = r->version_major();
+  model_->version_minor_ = r->version_minor();
+  if (r->version_major() == 0) {
+    return Bad("version_major: 0 is not a valid format version (the first is 1)");
+  }
+  if (r->version_major() > kFormatVersionMajor) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "file format version %d.%d is newer than this fflite reads (%d.%d); upgrade fflite",
+        r->version_major(), r->version_minor(), kFormatVersionMajor, kFormatVersionMinor));
+  }
+  const uint64_t size = model_->size_;
+  const uint64_t off = r->data_offset();
+  const uint64_t data_size = r->data_size();
+  const uint64_t flatbuffer_end = 4 + static_cast<uint64_t>(flatbuffers::ReadScalar<uint32_t>(model_->bytes_));
+  if (off % kDataAlignment != 0 || off < flatbuffer_end) {
+    return Bad(absl::StrFormat(
+        "data_offset: %d must be a multiple of %d at or after the metadata's end (%d)", off,
+        kDataAlignment, flatbuffer_end));
+  }
+  if (off > size || data_size > size - off) {
+    return Bad(absl::StrFormat("data section: offset %d + size %d exceeds file of %d bytes", off,
+                               data_size, size));
+  }
+  model_->data_offset_ = off;
+  model_->data_size_ = data_size;
+  model_->d_model_ = r->d_model();
+  if (r->d_model() == 0 || r->d_model() > kMaxDim) {
+    return Bad(absl::StrFormat("d_model: %d must be in [1, %d]", r->d_model(), kMaxDim));
+  }
+  if (r->metadata() != nullptr) {
+    for (uint32_t i = 0; i < r->metadata()->size(); ++i) {
+      const schema::KeyValue* kv = r->metadata()->Get(i);
+      if (kv == nullptr || kv->key() == nullptr) {
+        return Bad(absl::StrFormat("metadata[%d]: missing key", i));
+      }
+      model_->metadata_.emplace_back(kv->key()->str(),
+                                     kv->value() == nullptr ? "" : kv->value()->str());
+    }
+  }
+  const auto* layers = r->layers();
+  if (layers == nullptr || layers->size() == 0) return Bad("layers: the model has no layers");
+  if (layers->size() > kMaxLayers) {
+    return Bad(absl::StrFormat("layers: %d exceeds %d", layers->size(), kMaxLayers));
+  }
+  model_->layers_.resize(layers->size());
+  for (uint32_t i = 0; i < layers->size(); ++i) {
+    const schema::Layer* l = layers->Get(i);
+    LayerView& out = model_->layers_[i];
+    const std::string path = absl::StrFormat("layers[%d]", i);
+    out.name = l->name() == nullptr ? "" : l->name()->str();
+    out.residual = l->residual();
+    switch (l->body_type()) {
+      case schema::Body::Ffn:
+        out.kind = LayerKind::kDense;
+        FFLITE_RETURN_IF_ERROR(ParseFfn(l->body_as_Ffn(), path + ".ffn", &out.ffn));
+        break;
+      case schema::Body::Moe:
+        out.kind = LayerKind::kMoe;
+        if (l->body_as_Moe() == nullptr) return Bad(path + ".moe: missing");
+        FFLITE_RETURN_IF_ERROR(ParseMoe(l->body_as_Moe(), path + ".moe", &out.moe));
+        break;
+      default:
+        return Bad(absl::StrFormat("%s.body: missing or unknown body type %d (ffn=1, moe=2)", path,
+                                   static_cast<int>(l->body_type())));
+    }
+    FFLITE_RETURN_IF_ERROR(ParseNorm(l->norm(), path + ".norm", &out.norm));
+  }
+  return CheckOverlaps();
+}
+
+namespace {
+
+absl::StatusOr<const schema::Model*> VerifyRoot(const uint8_t* bytes, uint64_t size) {
+  FFLITE_RETURN_IF_ERROR(CheckHostByteOrder(HostIsLittleEndian()));
+  if (bytes == nullptr) return absl::InvalidArgumentError("model buffer is null");
+  constexpr uint64_t kMinSize = 12;  // size prefix, root offset, file identifier
+  if (size < kMinSize) {
+    return Bad(absl::StrFormat(
+        "file is %d bytes, too small for an fflite header (at least %d)", size, kMinSize));
+  }
+  if (std::memcmp(bytes + 8, schema::ModelIdentifier(), 4) != 0) {
+    std::string got;
+    for (int i = 8; i < 12; ++i) {
+      const char c = static_cast<char>(bytes[i]);
+      got += (c >= 32 && c < 127) ? std::string(1, c) : absl::StrFormat("\\x%02x", bytes[i]);
+    }
+    return Bad(absl::StrFormat("not an fflite file: identifier '%s' (expected 'FFLT')", got));
+  }
+  const uint64_t fb_size = flatbuffers::ReadScalar<uint32_t>(bytes);
+  if (fb_size > size - 4) {
+    return Bad(absl::StrFormat("metadata: size %d exceeds the %d bytes after the size prefix "
+                               "(file truncated?)", fb_size, size - 4));
+  }
+  if (fb_size + 4 >= FLATBUFFERS_MAX_BUFFER_SIZE) {
+    return Bad(absl::StrFormat("metadata: size %d exceeds the FlatBuffers limit", fb_size));
+  }
+  flatbuffers::Verifier verifier(bytes, static_cast<size_t>(fb_size + 4));
+  if (!schema::VerifySizePrefixedModelBuffer(verifier)) {
+    return Bad(absl::StrFormat("metadata: %d bytes fail FlatBuffers verification (corrupt or "
+                               "truncated file)", fb_size));
+  }
+  return schema::GetSizePrefixedModel(bytes);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Model>> Model::LoadBuffer(const void* data, size_t size) {
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  FFLITE_ASSIGN_OR_RETURN(const schema::Model* root, VerifyRoot(bytes, size));
+  std::unique_ptr<Model> model(new Model());
+  model->bytes_ = bytes;
+  model->size_ = size;
+  FFLITE_RETURN_IF_ERROR(ModelParser(model.get(), root).Parse());
+  return model;
+}
+
+absl::StatusOr<std::unique_ptr<Model>> Model::LoadFile(const std::string& path) {
+  FFLITE_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
+  absl::StatusOr<std::unique_ptr<Model>> model = LoadBuffer(file->data(), file->size());
+  if (!model.ok()) {
+    return absl::Status(model.status().code(),
+                        absl::StrCat(path, ": ", model.status().message()));
+  }
+  (*model)->file_ = std::move(file);
+  return model;
+}
+
+Model::~Model() = default;
+
+void Model::ReleaseTensorPages(const TensorView& tensor) const {
+  if (file_ == nullptr || !tensor.present()) return;
+  file_->Release(static_cast<size_t>(data_offset_ + tensor.offset), static_cast<size_t>(tensor.size));
+}
+
+}  // namespace fflite

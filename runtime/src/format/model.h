@@ -1,0 +1,141 @@
+// The loaded, validated, immutable model: plain views over the file's metadata and weights.
+// Everything here was checked by the loader, so backends read it without further checks.
+#ifndef FFLITE_RUNTIME_SRC_FORMAT_MODEL_H_
+#define FFLITE_RUNTIME_SRC_FORMAT_MODEL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "fflite/schema/fflite_generated.h"
+
+namespace fflite {
+
+class MappedFile;
+
+// The schema's enums are the runtime's enums: one definition, in schemas/fflite.fbs.
+using DType = schema::DType;
+using Activation = schema::Activation;
+using NormKind = schema::NormKind;
+using NormPlacement = schema::NormPlacement;
+using Scoring = schema::Scoring;
+using GroupScoring = schema::GroupScoring;
+
+// Format version this build writes; it reads every file with the same major version.
+inline constexpr uint32_t kFormatVersionMajor = 1;
+inline constexpr uint32_t kFormatVersionMinor = 0;
+// The data section starts at a multiple of this (the largest page size in use, 64 KiB on some
+// arm64 kernels), so that its pages can be mapped and released on their own.
+inline constexpr uint64_t kDataAlignment = 65536;
+// Every tensor starts at a multiple of this inside the data section (a cache line; SIMD loads).
+inline constexpr uint64_t kTensorAlignment = 64;
+
+size_t DTypeSize(DType dtype);     // 0 for an invalid dtype
+const char* DTypeName(DType dtype);  // "f32", "f16", "bf16", or "invalid"
+const char* ActivationName(Activation activation);
+
+enum class LayerKind { kDense = 1, kMoe = 2 };
+
+struct TensorView {
+  DType dtype = DType::INVALID;
+  std::vector<uint64_t> shape;
+  uint64_t offset = 0;             // in the data section
+  uint64_t size = 0;               // bytes
+  const uint8_t* data = nullptr;   // nullptr: the optional tensor is absent
+  bool present() const { return data != nullptr; }
+  uint64_t numel() const { return DTypeSize(dtype) == 0 ? 0 : size / DTypeSize(dtype); }
+};
+
+// up, gate: [d_ff_padded, d_model]; down: [d_model, d_ff_padded]; biases [d_ff_padded] / [d_model].
+struct FfnView {
+  Activation activation = Activation::INVALID;
+  bool gated = false;
+  uint32_t d_model = 0;
+  uint32_t d_ff = 0;
+  uint32_t d_ff_padded = 0;
+  TensorView up, gate, down, up_bias, gate_bias, down_bias;
+};
+
+struct MoeView {
+  uint32_t num_experts = 0;
+  uint32_t top_k = 0;
+  Scoring scoring = Scoring::INVALID;
+  bool normalize_top_k = false;
+  float routed_scaling_factor = 1.0f;
+  TensorView router;                 // [num_experts, d_model]
+  TensorView router_bias;            // [num_experts], optional
+  TensorView score_correction_bias;  // [num_experts], optional
+  uint32_t n_group = 1;
+  uint32_t topk_group = 1;
+  GroupScoring group_scoring = GroupScoring::HIGHEST;
+  std::vector<FfnView> experts;         // num_experts, one shape
+  std::vector<FfnView> shared_experts;  // always on
+  TensorView shared_expert_gate;        // [1, d_model], optional
+};
+
+struct NormView {
+  bool present = false;
+  NormKind kind = NormKind::INVALID;
+  NormPlacement placement = NormPlacement::INVALID;
+  float eps = 0.0f;
+  bool unit_offset = false;
+  TensorView weight;  // [d_model]
+  TensorView bias;    // [d_model], optional
+};
+
+struct LayerView {
+  std::string name;
+  LayerKind kind = LayerKind::kDense;
+  FfnView ffn;  // kDense
+  MoeView moe;  // kMoe
+  NormView norm;
+  bool residual = false;
+};
+
+// Thread safety: immutable after loading; share it freely across threads and sessions.
+class Model {
+ public:
+  // Maps `path` and validates it. Errors: NotFound/PermissionDenied/Unavailable for I/O,
+  // DataLoss for a malformed file (the message names the field, the value and the limit),
+  // Unimplemented for a newer format major version or a big-endian host.
+  static absl::StatusOr<std::unique_ptr<Model>> LoadFile(const std::string& path);
+  // Validates a caller's buffer without copying it: the buffer must outlive the model.
+  static absl::StatusOr<std::unique_ptr<Model>> LoadBuffer(const void* data, size_t size);
+  ~Model();
+
+  uint32_t d_model() const { return d_model_; }
+  uint32_t version_major() const { return version_major_; }
+  uint32_t version_minor() const { return version_minor_; }
+  const std::vector<LayerView>& layers() const { return layers_; }
+  const std::vector<std::pair<std::string, std::string>>& metadata() const { return metadata_; }
+  uint64_t data_size() const { return data_size_; }
+  uint64_t file_size() const { return size_; }
+  // Hands the pages of a tensor back to the kernel when the model is file-backed (after a backend
+  // has copied the weights); a no-op for caller buffers. The data stays readable.
+  void ReleaseTensorPages(const TensorView& tensor) const;
+
+ private:
+  Model() = default;
+  friend class ModelParser;
+  std::unique_ptr<MappedFile> file_;  // null when loaded from a caller's buffer
+  const uint8_t* bytes_ = nullptr;
+  uint64_t size_ = 0;
+  uint64_t data_offset_ = 0;
+  uint64_t data_size_ = 0;
+  uint32_t d_model_ = 0;
+  uint32_t version_major_ = 0;
+  uint32_t version_minor_ = 0;
+  std::vector<LayerView> layers_;
+  std::vector<std::pair<std::string, std::string>> metadata_;
+};
+
+// Exposed for tests: refuses a big-endian host with the message the loader gives.
+absl::Status CheckHostByteOrder(bool host_is_little_endian);
+
+}  // namespace fflite
+
+#endif  // FFLITE_RUNTIME_SRC_FORMAT_MODEL_H_

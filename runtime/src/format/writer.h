@@ -1,0 +1,107 @@
+// Builds a model file from in-memory (or lazily produced) tensors and writes it atomically.
+// Tensors are produced one at a time while writing, so a model larger than memory can be written
+// by a converter whose tensors read from mapped checkpoints.
+#ifndef FFLITE_RUNTIME_SRC_FORMAT_WRITER_H_
+#define FFLITE_RUNTIME_SRC_FORMAT_WRITER_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "format/model.h"
+
+namespace fflite {
+
+// A tensor in its logical (unpadded) shape. `fill` writes product(shape) elements of `dtype`
+// into `dst` (exactly `bytes` bytes); it is called once, while the file is written.
+struct TensorSource {
+  DType dtype = DType::F32;
+  std::vector<uint64_t> shape;
+  std::function<absl::Status(uint8_t* dst, uint64_t bytes)> fill;
+  bool present() const { return static_cast<bool>(fill); }
+};
+
+// A tensor that owns its f32 values.
+TensorSource TensorFromF32(std::vector<uint64_t> shape, std::vector<float> values);
+// A tensor over a caller's bytes, which must stay valid until the write returns.
+TensorSource TensorFromBytes(DType dtype, std::vector<uint64_t> shape, const void* data);
+
+// Logical shapes: up, gate [d_ff, d_model]; down [d_model, d_ff]; up_bias, gate_bias [d_ff];
+// down_bias [d_model]. The writer pads d_ff with zeros to WriteOptions::d_ff_alignment.
+struct FfnSpec {
+  Activation activation = Activation::INVALID;
+  bool gated = false;
+  uint32_t d_ff = 0;
+  TensorSource up, gate, down, up_bias, gate_bias, down_bias;
+};
+
+struct MoeSpec {
+  uint32_t top_k = 0;
+  Scoring scoring = Scoring::SOFTMAX;
+  bool normalize_top_k = false;
+  float routed_scaling_factor = 1.0f;
+  TensorSource router;                 // [num_experts, d_model]
+  TensorSource router_bias;            // [num_experts], optional
+  TensorSource score_correction_bias;  // [num_experts], optional
+  uint32_t n_group = 1;
+  uint32_t topk_group = 1;
+  GroupScoring group_scoring = GroupScoring::HIGHEST;
+  std::vector<FfnSpec> experts;         // num_experts = experts.size()
+  std::vector<FfnSpec> shared_experts;  // optional
+  TensorSource shared_expert_gate;      // [1, d_model], optional
+};
+
+struct NormSpec {
+  NormKind kind = NormKind::RMS_NORM;
+  NormPlacement placement = NormPlacement::PRE;
+  float eps = 1e-5f;
+  bool unit_offset = false;
+  TensorSource weight;  // [d_model]
+  TensorSource bias;    // [d_model], optional (layer_norm only)
+};
+
+struct LayerSpec {
+  std::string name;
+  LayerKind kind = LayerKind::kDense;
+  FfnSpec ffn;  // kDense
+  MoeSpec moe;  // kMoe
+  std::optional<NormSpec> norm;
+  bool residual = false;
+};
+
+struct ModelSpec {
+  uint32_t d_model = 0;
+  std::vector<LayerSpec> layers;
+  std::vector<std::pair<std::string, std::string>> metadata;
+};
+
+struct WriteOptions {
+  uint32_t d_ff_alignment = 64;          // d_ff_padded = d_ff rounded up to this (>= 1)
+  std::optional<DType> dtype;            // store every tensor as this; default: as given
+  bool page_align_experts = false;       // start each expert at a multiple of kDataAlignment
+  // Called after each tensor is written with (bytes written, total bytes of the data section).
+  std::function<void(uint64_t, uint64_t)> progress;
+};
+
+// Writes `spec` to `path` atomically: into an unnamed temporary file in the same folder, which is
+// then linked in place of `path` by rename, so a failure or a crash leaves any existing file
+// untouched and no partial file behind. Errors: InvalidArgument for a spec that is not a valid
+// model (the message names the layer and tensor), the fill's own errors, I/O errors by errno.
+absl::Status WriteModelFile(const ModelSpec& spec, const WriteOptions& options,
+                            const std::string& path);
+// The same bytes, in memory (for tests and for loading from a buffer).
+absl::StatusOr<std::vector<uint8_t>> WriteModelBuffer(const ModelSpec& spec,
+                                                      const WriteOptions& options);
+
+// Element conversion used by the writer (and tests): `count` elements from `src` of `from` to
+// `dst` of `to`. Rounds to nearest even when narrowing.
+void ConvertElements(DType from, const uint8_t* src, DType to, uint8_t* dst, uint64_t count);
+
+}  // namespace fflite
+
+#endif  // FFLITE_RUNTIME_SRC_FORMAT_WRITER_H_

@@ -1,0 +1,76 @@
+// Session creation (backend choice, option checks) and argument checks for run().
+#include "session/session.h"
+
+#include <cstdint>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+
+namespace fflite {
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Create(const Model& model,
+                                                         const SessionOptions& options) {
+  if (options.num_threads < 1 || options.num_threads > kMaxThreads) {
+    return absl::InvalidArgumentError(absl::StrFormat("num_threads: %d must be in [1, %d]",
+                                                      options.num_threads, kMaxThreads));
+  }
+  if (options.max_tokens < 1 || options.max_tokens > kMaxTokensLimit) {
+    return absl::InvalidArgumentError(absl::StrFormat("max_tokens: %d must be in [1, %d]",
+                                                      options.max_tokens, kMaxTokensLimit));
+  }
+  const BackendEntry* entry = nullptr;
+  if (options.backend == "auto") {
+    for (const BackendEntry& e : Backends()) {
+      std::string why;
+      if (e.available(&why)) {
+        entry = &e;
+        break;
+      }
+    }
+    if (entry == nullptr) return absl::FailedPreconditionError("no backend can run on this machine");
+  } else {
+    entry = FindBackend(options.backend);
+    if (entry == nullptr) {
+      std::vector<std::string> names;
+      for (const BackendEntry& e : Backends()) names.push_back(e.name);
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "backend '%s' is not built into this fflite (built: %s)", options.backend,
+          absl::StrJoin(names, ", ")));
+    }
+    std::string why;
+    if (!entry->available(&why)) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("backend '%s' cannot run here: %s", entry->name, why));
+    }
+  }
+  BackendConfig config;
+  config.num_threads = options.num_threads;
+  config.max_tokens = options.max_tokens;
+  FFLITE_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, entry->create(model, config));
+  return std::unique_ptr<Session>(
+      new Session(model, entry->name, options.max_tokens, std::move(backend)));
+}
+
+absl::Status Session::Run(size_t layer, const float* input, size_t n_tokens, float* output) {
+  if (input == nullptr) return absl::InvalidArgumentError("input is null");
+  if (output == nullptr) return absl::InvalidArgumentError("output is null");
+  const size_t num_layers = model_.layers().size();
+  if (layer >= num_layers) {
+    return absl::OutOfRangeError(
+        absl::StrFormat("layer %d is out of range: the model has %d layers", layer, num_layers));
+  }
+  if (n_tokens == 0 || n_tokens > max_tokens_) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "n_tokens %d must be in [1, max_tokens = %d] (max_tokens is a session option)", n_tokens,
+        max_tokens_));
+  }
+  const size_t bytes = n_tokens * model_.d_model() * sizeof(float);
+  const auto in = reinterpret_cast<uintptr_t>(input), out = reinterpret_cast<uintptr_t>(output);
+  if (in < out + bytes && out < in + bytes) {
+    return absl::InvalidArgumentError("input and output overlap; pass separate buffers");
+  }
+  return backend_->Run(layer, input, n_tokens, output);
+}
+
+}  // namespace fflite

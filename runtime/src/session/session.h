@@ -1,0 +1,51 @@
+// A session: one model, one backend instance, the caller's limits. Checks run() arguments; the
+// backend trusts them.
+#ifndef FFLITE_RUNTIME_SRC_SESSION_SESSION_H_
+#define FFLITE_RUNTIME_SRC_SESSION_SESSION_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "backends/backend.h"
+#include "format/model.h"
+
+namespace fflite {
+
+struct SessionOptions {
+  int num_threads = 1;
+  std::string backend = "auto";  // "auto" or a registry name
+  size_t max_tokens = 512;
+};
+
+inline constexpr size_t kMaxTokensLimit = size_t{1} << 20;
+inline constexpr int kMaxThreads = 1024;
+
+// Thread safety: one thread at a time. The model must outlive the session.
+class Session {
+ public:
+  // Errors: InvalidArgument for bad options (threads, max_tokens, unknown backend name),
+  // FailedPrecondition when the named backend is not built or cannot run here, and the backend's own errors.
+  static absl::StatusOr<std::unique_ptr<Session>> Create(const Model& model,
+                                                         const SessionOptions& options);
+
+  // Errors: InvalidArgument (null or overlapping buffers), OutOfRange (layer, n_tokens).
+  absl::Status Run(size_t layer, const float* input, size_t n_tokens, float* output);
+
+  const char* backend_name() const { return backend_name_; }
+  const Model& model() const { return model_; }
+  size_t max_tokens() const { return max_tokens_; }
+
+ private:
+  Session(const Model& model, const char* name, size_t max_tokens, std::unique_ptr<Backend> b)
+      : model_(model), backend_name_(name), max_tokens_(max_tokens), backend_(std::move(b)) {}
+  const Model& model_;
+  const char* backend_name_;
+  size_t max_tokens_;
+  std::unique_ptr<Backend> backend_;
+};
+
+}  // namespace fflite
+
+#endif  // FFLITE_RUNTIME_SRC_SESSION_SESSION_H_

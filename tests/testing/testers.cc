@@ -1,0 +1,87 @@
+// FfnTester / MoeTester: random layer -> backend vs reference.
+#include "testing/testers.h"
+
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+#include "gtest/gtest.h"
+#include "testing/tolerances.h"
+
+namespace fflite {
+namespace testing {
+
+bool ExpectOutputsNear(const std::vector<float>& want, const std::vector<float>& got, size_t tokens,
+                       size_t d, double rel_tol, const std::string& what) {
+  if (want.size() != tokens * d || got.size() != tokens * d) {
+    ADD_FAILURE() << what << ": output sizes " << want.size() << " / " << got.size();
+    return false;
+  }
+  for (size_t t = 0; t < tokens; ++t) {
+    double sq = 0.0;
+    for (size_t i = 0; i < d; ++i) sq += static_cast<double>(want[t * d + i]) * want[t * d + i];
+    const double rms = std::sqrt(sq / static_cast<double>(d));
+    for (size_t i = 0; i < d; ++i) {
+      const double w = want[t * d + i], g = got[t * d + i];
+      const double tol = rel_tol * (std::fabs(w) + rms);
+      if (!(std::fabs(g - w) <= tol)) {
+        ADD_FAILURE() << absl::StrFormat(
+            "%s: token %d, feature %d: got %.9g, want %.9g (|diff| %.3g > tol %.3g, row rms %.3g)",
+            what, t, i, g, w, std::fabs(g - w), tol, rms);
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+template <typename Derived>
+void LayerTesterBase<Derived>::TestLayer(LayerSpec layer, Rng& rng,
+                                         const std::string& backend) const {
+  if (norm_kind_.has_value()) {
+    layer.norm = RandomNorm(*norm_kind_, norm_placement_, ffn_.d_model, rng);
+  }
+  layer.residual = residual_;
+  ModelSpec spec;
+  spec.d_model = ffn_.d_model;
+  spec.layers.push_back(std::move(layer));
+  WriteOptions options;
+  options.dtype = dtype_;
+  options.d_ff_alignment = alignment_;
+  auto built = BuildModel(spec, options);
+  ASSERT_TRUE(built.ok()) << built.status();
+  const std::vector<float> input = rng.Vec(tokens_ * ffn_.d_model, 2.0f);
+  auto want = RunLayer(*built->model, "reference", 0, input, tokens_, 1);
+  ASSERT_TRUE(want.ok()) << want.status();
+  auto got = RunLayer(*built->model, backend, 0, input, tokens_, threads_);
+  ASSERT_TRUE(got.ok()) << got.status();
+  const std::string what = absl::StrFormat(
+      "%s vs reference (d_model %d, d_ff %d, tokens %d, %s, gated %d, bias %d, %s, threads %d)",
+      backend, ffn_.d_model, ffn_.d_ff, tokens_, ActivationName(ffn_.activation), ffn_.gated,
+      ffn_.bias, DTypeName(dtype_), threads_);
+  ExpectOutputsNear(*want, *got, tokens_, ffn_.d_model,
+                    tolerance_ < 0 ? kF32RelTol : tolerance_, what);
+}
+
+void FfnTester::Test(const std::string& backend) const {
+  Rng rng(seed_);
+  LayerSpec layer;
+  layer.kind = LayerKind::kDense;
+  layer.ffn = RandomFfn(ffn_, rng);
+  TestLayer(std::move(layer), rng, backend);
+}
+
+void MoeTester::Test(const std::string& backend) const {
+  Rng rng(seed_);
+  MoeParams p = moe_;
+  p.expert = ffn_;
+  LayerSpec layer;
+  layer.kind = LayerKind::kMoe;
+  layer.moe = RandomMoe(p, rng);
+  TestLayer(std::move(layer), rng, backend);
+}
+
+template class LayerTesterBase<FfnTester>;
+template class LayerTesterBase<MoeTester>;
+
+}  // namespace testing
+}  // namespace fflite

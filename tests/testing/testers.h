@@ -1,0 +1,81 @@
+// Tester builders used by every backend's tests:
+//   FfnTester().d_model(61).d_ff(173).tokens(7).activation(Activation::GELU_ERF).gated(true)
+//       .Test("xnnpack");
+// builds a random model with the real writer, runs it through `backend` and through the reference
+// backend, and compares with the tolerance from tolerances.h.
+#ifndef FFLITE_TESTS_TESTING_TESTERS_H_
+#define FFLITE_TESTS_TESTING_TESTERS_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "format/model.h"
+#include "format/writer.h"
+#include "testing/model_builder.h"
+
+namespace fflite {
+namespace testing {
+
+// Compares [tokens, d] outputs row by row: |got - want| <= rel_tol · (|want| + rms(want row)).
+// Adds a gtest failure naming the first bad element and returns false on mismatch.
+bool ExpectOutputsNear(const std::vector<float>& want, const std::vector<float>& got, size_t tokens,
+                       size_t d, double rel_tol, const std::string& what);
+
+// Common layer options of both testers.
+template <typename Derived>
+class LayerTesterBase {
+ public:
+  Derived& d_model(uint32_t v) { ffn_.d_model = v; return self(); }
+  Derived& d_ff(uint32_t v) { ffn_.d_ff = v; return self(); }
+  Derived& activation(Activation v) { ffn_.activation = v; return self(); }
+  Derived& gated(bool v) { ffn_.gated = v; return self(); }
+  Derived& bias(bool v) { ffn_.bias = v; return self(); }
+  Derived& tokens(size_t v) { tokens_ = v; return self(); }
+  Derived& threads(int v) { threads_ = v; return self(); }
+  Derived& norm(NormKind kind, NormPlacement placement) {
+    norm_kind_ = kind;
+    norm_placement_ = placement;
+    return self();
+  }
+  Derived& residual(bool v) { residual_ = v; return self(); }
+  Derived& dtype(DType v) { dtype_ = v; return self(); }
+  Derived& d_ff_alignment(uint32_t v) { alignment_ = v; return self(); }
+  Derived& seed(uint32_t v) { seed_ = v; return self(); }
+  Derived& tolerance(double v) { tolerance_ = v; return self(); }
+
+ protected:
+  Derived& self() { return static_cast<Derived&>(*this); }
+  // Wraps `layer` into a one-layer model, runs it through `backend` and the reference, compares.
+  void TestLayer(LayerSpec layer, Rng& rng, const std::string& backend) const;
+
+  FfnParams ffn_;
+  size_t tokens_ = 3;
+  int threads_ = 1;
+  std::optional<NormKind> norm_kind_;
+  NormPlacement norm_placement_ = NormPlacement::PRE;
+  bool residual_ = false;
+  DType dtype_ = DType::F32;
+  uint32_t alignment_ = 64;
+  uint32_t seed_ = 1;
+  double tolerance_ = -1.0;  // < 0: kF32RelTol
+};
+
+class FfnTester : public LayerTesterBase<FfnTester> {
+ public:
+  void Test(const std::string& backend) const;
+};
+
+class MoeTester : public LayerTesterBase<MoeTester> {
+ public:
+  MoeTester& moe(const MoeParams& p) { moe_ = p; return *this; }
+  void Test(const std::string& backend) const;
+
+ private:
+  MoeParams moe_;
+};
+
+}  // namespace testing
+}  // namespace fflite
+
+#endif  // FFLITE_TESTS_TESTING_TESTERS_H_

@@ -1,0 +1,32 @@
+// Every tolerance the tests use, in one place, each with its reasoning.
+#ifndef FFLITE_TESTS_TESTING_TOLERANCES_H_
+#define FFLITE_TESTS_TESTING_TOLERANCES_H_
+
+namespace fflite {
+namespace testing {
+
+// Hand-worked values against the reference backend. The reference accumulates in double and
+// rounds once to f32 at the end, so it is within 0.5 ulp of the exact value; the hand values are
+// computed in double by the test. 1e-6 relative (about 8 f32 ulps) plus 1e-6 absolute (for
+// outputs near zero) leaves room for the f32 inputs and the final rounding and nothing else.
+inline constexpr double kHandRelTol = 1e-6;
+inline constexpr double kHandAbsTol = 1e-6;
+
+// An optimised f32 backend against the reference. Each output is a sum of d_ff products of
+// f32-rounded intermediates; with the f32 accumulation of blocked GEMMs the error grows like
+// sqrt(K)·eps·Σ|terms| in practice (and K·eps in the worst case). The tests scale the tolerance
+// by the magnitude of the terms, so we state it relative to the output's scale:
+//   |got - want| <= kF32RelTol · (|want| + scale), scale = RMS of the reference output row.
+// 2e-4 is ~1700 f32 ulps: above the sqrt(K) growth for K up to a few thousand with margin, and far
+// below any real bug (a wrong activation, bias or index moves outputs by O(scale)).
+inline constexpr double kF32RelTol = 2e-4;
+
+// Vectorised activations (polynomial/rational approximations of exp, erf, tanh) against the
+// double formulas: the kernels aim for a few ulps; 2e-6 relative + 1e-7 absolute bounds them.
+inline constexpr double kActivationRelTol = 2e-6;
+inline constexpr double kActivationAbsTol = 1e-7;
+
+}  // namespace testing
+}  // namespace fflite
+
+#endif  // FFLITE_TESTS_TESTING_TOLERANCES_H_
