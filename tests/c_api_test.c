@@ -1,1 +1,221 @@
-int main(void){return 0;}
+/* The C API from C (C99): misuse gets a status and a message, never a crash; a real model runs.
+ * Usage: c_api_test MODEL.fflite (the two-layer model written by make_test_model). */
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fflite/fflite.h"
+
+static int failures = 0;
+static int checks = 0;
+
+#define CHECK(cond)                                                   \
+  do {                                                                \
+    ++checks;                                                         \
+    if (!(cond)) {                                                    \
+      ++failures;                                                     \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+    }                                                                 \
+  } while (0)
+
+/* Expects `call` to return `status` with a message containing `needle`. */
+#define CHECK_STATUS(call, status, needle)                                         \
+  do {                                                                             \
+    fflite_status st_ = (call);                                                    \
+    ++checks;                                                                      \
+    if (st_ != (status) || strstr(fflite_last_error_message(), (needle)) == NULL) { \
+      ++failures;                                                                  \
+      fprintf(stderr, "%s:%d: %s -> %s '%s', want %s '%s'\n", __FILE__, __LINE__, #call, \
+              fflite_status_name(st_), fflite_last_error_message(),                \
+              fflite_status_name(status), (needle));                               \
+    }                                                                              \
+  } while (0)
+
+static void test_loading(const char* path) {
+  fflite_model* model = (fflite_model*)0x1;
+  unsigned char junk[64];
+  memset(junk, 'x', sizeof(junk));
+  CHECK_STATUS(fflite_model_load_file(NULL, &model), FFLITE_STATUS_INVALID_ARGUMENT, "path");
+  CHECK(model == NULL);
+  CHECK_STATUS(fflite_model_load_file(path, NULL), FFLITE_STATUS_INVALID_ARGUMENT, "out_model");
+  CHECK_STATUS(fflite_model_load_file("/nonexistent.fflite", &model), FFLITE_STATUS_NOT_FOUND,
+               "/nonexistent.fflite");
+  CHECK_STATUS(fflite_model_load_buffer(NULL, 10, &model), FFLITE_STATUS_INVALID_ARGUMENT, "data");
+  CHECK_STATUS(fflite_model_load_buffer(junk, sizeof(junk), &model), FFLITE_STATUS_INVALID_MODEL,
+               "not an fflite file");
+  CHECK_STATUS(fflite_model_load_buffer(junk, 3, &model), FFLITE_STATUS_INVALID_MODEL,
+               "too small");
+  CHECK(model == NULL);
+  fflite_model_free(NULL);
+}
+
+static void test_queries(const fflite_model* model) {
+  int32_t n = 0, d = 0;
+  fflite_layer_info info;
+  CHECK(fflite_model_num_layers(model, &n) == FFLITE_STATUS_OK && n == 2);
+  CHECK(strcmp(fflite_last_error_message(), "") == 0);
+  CHECK(fflite_model_d_model(model, &d) == FFLITE_STATUS_OK && d == 16);
+  CHECK_STATUS(fflite_model_num_layers(NULL, &n), FFLITE_STATUS_INVALID_ARGUMENT, "model");
+  CHECK_STATUS(fflite_model_num_layers(model, NULL), FFLITE_STATUS_INVALID_ARGUMENT, "out_count");
+
+  memset(&info, 0, sizeof(info));
+  info.struct_size = sizeof(info);
+  CHECK(fflite_model_layer_info(model, 0, &info) == FFLITE_STATUS_OK);
+  CHECK(info.kind == FFLITE_LAYER_DENSE && info.d_model == 16 && info.d_ff == 40 &&
+        info.d_ff_padded == 64 && info.num_experts == 0 && info.dtype == FFLITE_DTYPE_F32 &&
+        info.activation == FFLITE_ACTIVATION_GELU_TANH && info.gated == 1);
+  CHECK(fflite_model_layer_info(model, 1, &info) == FFLITE_STATUS_OK);
+  CHECK(info.kind == FFLITE_LAYER_MOE && info.num_experts == 4 && info.top_k == 2 &&
+        info.num_shared_experts == 1 && info.activation == FFLITE_ACTIVATION_SILU);
+  CHECK_STATUS(fflite_model_layer_info(model, 2, &info), FFLITE_STATUS_OUT_OF_RANGE,
+               "layer 2 is out of range");
+  CHECK_STATUS(fflite_model_layer_info(model, -1, &info), FFLITE_STATUS_OUT_OF_RANGE, "-1");
+  info.struct_size = 0;
+  CHECK_STATUS(fflite_model_layer_info(model, 0, &info), FFLITE_STATUS_INVALID_ARGUMENT,
+               "struct_size");
+  /* An older caller's smaller struct: only its bytes are written. */
+  {
+    unsigned char buf[sizeof(fflite_layer_info) + 8];
+    fflite_layer_info* old = (fflite_layer_info*)buf;
+    memset(buf, 0xab, sizeof(buf));
+    old->struct_size = offsetof(fflite_layer_info, d_ff);
+    CHECK(fflite_model_layer_info(model, 0, old) == FFLITE_STATUS_OK);
+    CHECK(old->d_model == 16);
+    CHECK(buf[offsetof(fflite_layer_info, d_ff)] == 0xab);
+  }
+}
+
+static void test_session_options(const fflite_model* model) {
+  fflite_session* session = (fflite_session*)0x1;
+  fflite_session_options opts;
+  fflite_session_options_init(&opts);
+  fflite_session_options_init(NULL);
+  CHECK(opts.struct_size == sizeof(opts) && opts.num_threads == 1 && opts.max_tokens == 512);
+
+  CHECK_STATUS(fflite_session_create(NULL, &opts, &session), FFLITE_STATUS_INVALID_ARGUMENT,
+               "model");
+  CHECK(session == NULL);
+  CHECK_STATUS(fflite_session_create(model, &opts, NULL), FFLITE_STATUS_INVALID_ARGUMENT,
+               "out_session");
+  opts.num_threads = 0;
+  CHECK_STATUS(fflite_session_create(model, &opts, &session), FFLITE_STATUS_INVALID_ARGUMENT,
+               "num_threads");
+  fflite_session_options_init(&opts);
+  opts.max_tokens = -5;
+  CHECK_STATUS(fflite_session_create(model, &opts, &session), FFLITE_STATUS_INVALID_ARGUMENT,
+               "max_tokens");
+  fflite_session_options_init(&opts);
+  opts.backend = (fflite_backend)99;
+  CHECK_STATUS(fflite_session_create(model, &opts, &session), FFLITE_STATUS_INVALID_ARGUMENT,
+               "backend");
+  fflite_session_options_init(&opts);
+  opts.backend = FFLITE_BACKEND_CUDA; /* not built here, or built without a GPU present */
+  {
+    fflite_status st = fflite_session_create(model, &opts, &session);
+    if (st == FFLITE_STATUS_OK) {
+      fflite_session_free(session); /* a machine with a GPU and a CUDA build */
+    } else {
+      CHECK(st == FFLITE_STATUS_UNAVAILABLE && strstr(fflite_last_error_message(), "cuda"));
+    }
+  }
+  fflite_session_options_init(&opts);
+  opts.struct_size = 2;
+  CHECK_STATUS(fflite_session_create(model, &opts, &session), FFLITE_STATUS_INVALID_ARGUMENT,
+               "struct_size");
+
+  /* An options struct from an older fflite (without max_tokens) gets the default 512. */
+  fflite_session_options_init(&opts);
+  opts.struct_size = offsetof(fflite_session_options, max_tokens);
+  opts.max_tokens = 0; /* beyond the old struct: must be ignored */
+  CHECK(fflite_session_create(model, &opts, &session) == FFLITE_STATUS_OK);
+  fflite_session_free(session);
+
+  /* A newer fflite's larger struct: fine while the unknown tail is zero. */
+  {
+    unsigned char buf[sizeof(fflite_session_options) + 16];
+    fflite_session_options* newer = (fflite_session_options*)buf;
+    memset(buf, 0, sizeof(buf));
+    fflite_session_options_init(newer);
+    newer->struct_size = sizeof(buf);
+    CHECK(fflite_session_create(model, newer, &session) == FFLITE_STATUS_OK);
+    fflite_session_free(session);
+    buf[sizeof(fflite_session_options) + 3] = 1;
+    CHECK_STATUS(fflite_session_create(model, newer, &session), FFLITE_STATUS_INVALID_ARGUMENT,
+                 "newer fflite");
+  }
+  /* NULL options: defaults. */
+  CHECK(fflite_session_create(model, NULL, &session) == FFLITE_STATUS_OK);
+  CHECK(strlen(fflite_session_backend_name(session)) > 0);
+  fflite_session_free(session);
+  fflite_session_free(NULL);
+  CHECK(strcmp(fflite_session_backend_name(NULL), "") == 0);
+}
+
+static void test_run(const fflite_model* model) {
+  fflite_session* session = NULL;
+  fflite_session_options opts;
+  float in[16 * 4], out[16 * 4], again[16 * 4];
+  int i;
+  fflite_session_options_init(&opts);
+  opts.max_tokens = 4;
+  opts.backend = FFLITE_BACKEND_REFERENCE;
+  CHECK(fflite_session_create(model, &opts, &session) == FFLITE_STATUS_OK);
+  CHECK(strcmp(fflite_session_backend_name(session), "reference") == 0);
+  for (i = 0; i < 16 * 4; ++i) in[i] = (float)((i * 37) % 23) / 11.0f - 1.0f;
+
+  CHECK_STATUS(fflite_session_run(NULL, 0, in, 1, out), FFLITE_STATUS_INVALID_ARGUMENT, "session");
+  CHECK_STATUS(fflite_session_run(session, -1, in, 1, out), FFLITE_STATUS_OUT_OF_RANGE, "layer");
+  CHECK_STATUS(fflite_session_run(session, 2, in, 1, out), FFLITE_STATUS_OUT_OF_RANGE,
+               "the model has 2 layers");
+  CHECK_STATUS(fflite_session_run(session, 0, in, 0, out), FFLITE_STATUS_OUT_OF_RANGE, "n_tokens 0");
+  CHECK_STATUS(fflite_session_run(session, 0, in, 5, out), FFLITE_STATUS_OUT_OF_RANGE, "max_tokens = 4");
+  CHECK_STATUS(fflite_session_run(session, 0, in, (size_t)-1, out), FFLITE_STATUS_OUT_OF_RANGE,
+               "n_tokens");
+  CHECK_STATUS(fflite_session_run(session, 0, NULL, 1, out), FFLITE_STATUS_INVALID_ARGUMENT, "input");
+  CHECK_STATUS(fflite_session_run(session, 0, in, 1, NULL), FFLITE_STATUS_INVALID_ARGUMENT, "output");
+  CHECK_STATUS(fflite_session_run(session, 0, in, 2, in + 16), FFLITE_STATUS_INVALID_ARGUMENT,
+               "overlap");
+
+  for (i = 0; i < 2; ++i) {
+    int j, finite = 1;
+    CHECK(fflite_session_run(session, i, in, 4, out) == FFLITE_STATUS_OK);
+    CHECK(fflite_session_run(session, i, in, 4, again) == FFLITE_STATUS_OK);
+    CHECK(memcmp(out, again, sizeof(out)) == 0);
+    for (j = 0; j < 16 * 4; ++j) finite &= isfinite(out[j]) ? 1 : 0;
+    CHECK(finite);
+    /* One token alone gives the same row as within a batch. */
+    CHECK(fflite_session_run(session, i, in + 16, 1, again) == FFLITE_STATUS_OK);
+    CHECK(memcmp(out + 16, again, 16 * sizeof(float)) == 0);
+  }
+  /* NaN and Inf inputs propagate; they never crash. */
+  in[3] = NAN;
+  in[16 + 5] = INFINITY;
+  for (i = 0; i < 2; ++i) {
+    CHECK(fflite_session_run(session, i, in, 2, out) == FFLITE_STATUS_OK);
+    CHECK(isnan(out[0]) || isnan(out[3]));
+  }
+  fflite_session_free(session);
+}
+
+int main(int argc, char** argv) {
+  fflite_model* model = NULL;
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s MODEL.fflite\n", argv[0]);
+    return 2;
+  }
+  CHECK(strlen(fflite_version()) >= 5);
+  CHECK(strcmp(fflite_status_name(FFLITE_STATUS_INVALID_MODEL), "INVALID_MODEL") == 0);
+  test_loading(argv[1]);
+  if (fflite_model_load_file(argv[1], &model) != FFLITE_STATUS_OK) {
+    fprintf(stderr, "cannot load %s: %s\n", argv[1], fflite_last_error_message());
+    return 1;
+  }
+  test_queries(model);
+  test_session_options(model);
+  test_run(model);
+  fflite_model_free(model);
+  printf("c_api_test: %d checks, %d failed\n", checks, failures);
+  return failures == 0 ? 0 : 1;
+}

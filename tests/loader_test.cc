@@ -1,2 +1,348 @@
-// placeholder, being written
+// Loader rejections, each asserting its specific message: truncation at many points, wrong
+// identifier, newer version, offsets past the end, overlapping or misaligned tensors, shape and
+// size mismatches, bad enums, zero dimensions, bad MoE parameters, experts of different shapes;
+// plus single-byte corruption of the metadata, which must never crash.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "flatbuffers/flatbuffers.h"
+#include "format/model.h"
+#include "format/writer.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/model_builder.h"
+#include "testing/status_matchers.h"
+
+namespace fflite {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::StatusIs;
+constexpr auto kDataLoss = absl::StatusCode::kDataLoss;
+
+// Layer 0: gated dense FFN with biases and a pre RMSNorm. Layer 1: MoE, 4 experts in 2 groups,
+// top-2, correction bias, one shared expert with its gate, post LayerNorm.
+ModelSpec BaseSpec() {
+  testing::Rng rng(42);
+  ModelSpec spec;
+  spec.d_model = 8;
+  testing::FfnParams fp;
+  fp.d_model = 8;
+  fp.d_ff = 12;
+  fp.bias = true;
+  LayerSpec dense;
+  dense.name = "dense";
+  dense.ffn = testing::RandomFfn(fp, rng);
+  dense.norm = testing::RandomNorm(NormKind::RMS_NORM, NormPlacement::PRE, 8, rng);
+  dense.residual = true;
+  spec.layers.push_back(std::move(dense));
+  testing::MoeParams mp;
+  mp.expert = fp;
+  mp.expert.bias = false;
+  mp.num_experts = 4;
+  mp.top_k = 2;
+  mp.n_group = 2;
+  mp.topk_group = 1;
+  mp.score_correction_bias = true;
+  mp.num_shared = 1;
+  mp.shared_gate = true;
+  LayerSpec moe;
+  moe.name = "moe";
+  moe.kind = LayerKind::kMoe;
+  moe.moe = testing::RandomMoe(mp, rng);
+  moe.norm = testing::RandomNorm(NormKind::LAYER_NORM, NormPlacement::POST, 8, rng);
+  spec.layers.push_back(std::move(moe));
+  return spec;
+}
+
+class LoaderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto bytes = WriteModelBuffer(BaseSpec(), WriteOptions());
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    bytes_ = std::move(*bytes);
+  }
+  schema::Model* Root() { return schema::GetMutableSizePrefixedModel(bytes_.data()); }
+  schema::Layer* Layer(int i) { return Root()->mutable_layers()->GetMutableObject(i); }
+  schema::Ffn* DenseFfn() { return static_cast<schema::Ffn*>(Layer(0)->mutable_body()); }
+  schema::Moe* Moe() { return static_cast<schema::Moe*>(Layer(1)->mutable_body()); }
+  schema::Ffn* Expert(int i) { return Moe()->mutable_experts()->GetMutableObject(i); }
+  absl::Status Load() { return Model::LoadBuffer(bytes_.data(), bytes_.size()).status(); }
+
+  std::vector<uint8_t> bytes_;
+};
+
+TEST_F(LoaderTest, ValidModelLoads) {
+  auto model = Model::LoadBuffer(bytes_.data(), bytes_.size());
+  ASSERT_TRUE(model.ok()) << model.status();
+  const Model& m = **model;
+  EXPECT_EQ(m.d_model(), 8u);
+  ASSERT_EQ(m.layers().size(), 2u);
+  EXPECT_EQ(m.layers()[0].name, "dense");
+  EXPECT_EQ(m.layers()[0].ffn.d_ff, 12u);
+  EXPECT_EQ(m.layers()[0].ffn.d_ff_padded, 64u);
+  EXPECT_EQ(m.layers()[1].moe.experts.size(), 4u);
+  EXPECT_EQ(m.version_major(), kFormatVersionMajor);
+  // Layout promises of the format.
+  const uint64_t data_offset = Root()->data_offset();
+  EXPECT_EQ(data_offset % kDataAlignment, 0u);
+  for (const FfnView* f : {&m.layers()[0].ffn, &m.layers()[1].moe.experts[3]}) {
+    EXPECT_EQ(f->up.offset % kTensorAlignment, 0u);
+    EXPECT_EQ(f->down.offset % kTensorAlignment, 0u);
+  }
+}
+
+TEST_F(LoaderTest, TruncatedAtManyPoints) {
+  const uint32_t fb_size = flatbuffers::ReadScalar<uint32_t>(bytes_.data());
+  const uint64_t data_offset = Root()->data_offset();
+  const std::vector<size_t> cuts = {0, 1, 4, 8, 11, 12, 13, 40, fb_size / 2, fb_size, fb_size + 3,
+                                    data_offset, data_offset + 1, bytes_.size() / 2 + 7,
+                                    bytes_.size() - 64, bytes_.size() - 1};
+  for (size_t cut : cuts) {
+    ASSERT_LT(cut, bytes_.size());
+    // A copy of exactly `cut` bytes, so ASan sees any read past the end.
+    std::vector<uint8_t> prefix(bytes_.begin(), bytes_.begin() + cut);
+    const absl::Status st =
+        Model::LoadBuffer(cut == 0 ? bytes_.data() : prefix.data(), cut).status();
+    EXPECT_EQ(st.code(), kDataLoss) << "cut at " << cut << ": " << st;
+    if (cut < 12) {
+      EXPECT_THAT(st, StatusIs(kDataLoss, HasSubstr("too small for an fflite header")));
+    } else if (cut < fb_size + 4u) {
+      EXPECT_THAT(st, StatusIs(kDataLoss, HasSubstr("metadata: size")));
+    } else {
+      EXPECT_THAT(st, StatusIs(kDataLoss, HasSubstr("exceeds file of")));
+    }
+  }
+}
+
+TEST_F(LoaderTest, WrongIdentifier) {
+  std::memcpy(bytes_.data() + 8, "GGUF", 4);
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("not an fflite file: identifier 'GGUF'")));
+}
+
+TEST_F(LoaderTest, NewerMajorVersionIsRefusedWithBothVersions) {
+  ASSERT_TRUE(Root()->mutate_version_major(kFormatVersionMajor + 1));
+  ASSERT_TRUE(Root()->mutate_version_minor(3));
+  EXPECT_THAT(Load(), StatusIs(absl::StatusCode::kUnimplemented,
+                               HasSubstr("file format version 2.3 is newer than this fflite "
+                                         "reads (1.0)")));
+}
+
+TEST_F(LoaderTest, NewerMinorVersionIsAccepted) {
+  ASSERT_TRUE(Root()->mutate_version_minor(kFormatVersionMinor + 5));
+  EXPECT_THAT(Load(), testing::IsOk());
+}
+
+TEST_F(LoaderTest, VersionZeroIsRefused) {
+  ASSERT_TRUE(Root()->mutate_version_major(0));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("version_major: 0")));
+}
+
+TEST_F(LoaderTest, BigEndianHostIsRefused) {
+  EXPECT_THAT(CheckHostByteOrder(false),
+              StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("big-endian")));
+  EXPECT_THAT(CheckHostByteOrder(true), testing::IsOk());
+}
+
+TEST_F(LoaderTest, TensorOffsetPastTheEnd) {
+  const uint64_t data_size = Root()->data_size();
+  ASSERT_TRUE(DenseFfn()->mutable_up()->mutate_offset(data_size));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].ffn.up: offset")));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("exceeds data section of")));
+}
+
+TEST_F(LoaderTest, TensorOffsetOverflowIsCaught) {
+  ASSERT_TRUE(Expert(2)->mutable_down()->mutate_offset(~uint64_t{0} - 63));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[1].moe.experts[2].down: offset")));
+}
+
+TEST_F(LoaderTest, OverlappingTensors) {
+  const uint64_t up = DenseFfn()->up()->offset();
+  ASSERT_TRUE(DenseFfn()->mutable_gate()->mutate_offset(up));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("overlap")));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].ffn.up")));
+}
+
+TEST_F(LoaderTest, MisalignedTensor) {
+  const uint64_t off = Expert(1)->up()->offset();
+  ASSERT_TRUE(Expert(1)->mutable_up()->mutate_offset(off + 4));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[1].moe.experts[1].up: offset")));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("is not a multiple of 64")));
+}
+
+TEST_F(LoaderTest, MisalignedDataSection) {
+  ASSERT_TRUE(Root()->mutate_data_offset(Root()->data_offset() - 64));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("data_offset: ")));
+}
+
+TEST_F(LoaderTest, SizeMismatch) {
+  const uint64_t size = DenseFfn()->down()->size();
+  ASSERT_TRUE(DenseFfn()->mutable_down()->mutate_size(size - 4));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].ffn.down: size")));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("does not match shape [8, 64]")));
+}
+
+TEST_F(LoaderTest, ShapeMismatch) {
+  DenseFfn()->mutable_up()->mutable_shape()->Mutate(0, 63);
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].ffn.up: shape [63, 8] does not "
+                                                    "match the expected [64, 8]")));
+}
+
+TEST_F(LoaderTest, NormShapeMismatch) {
+  Layer(1)->mutable_norm()->mutable_weight()->mutable_shape()->Mutate(0, 7);
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[1].norm.weight: shape [7]")));
+}
+
+TEST_F(LoaderTest, BadDtype) {
+  ASSERT_TRUE(DenseFfn()->mutable_up_bias()->mutate_dtype(static_cast<schema::DType>(9)));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].ffn.up_bias: dtype 9 is not a "
+                                                    "known dtype")));
+}
+
+TEST_F(LoaderTest, BadActivation) {
+  ASSERT_TRUE(DenseFfn()->mutate_activation(static_cast<schema::Activation>(17)));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].ffn.activation: value 17")));
+  ASSERT_TRUE(DenseFfn()->mutate_activation(schema::Activation::INVALID));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].ffn.activation: value 0")));
+}
+
+TEST_F(LoaderTest, BadNormEnums) {
+  ASSERT_TRUE(Layer(0)->mutable_norm()->mutate_kind(schema::NormKind::INVALID));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].norm.kind: value 0")));
+  SetUp();
+  ASSERT_TRUE(Layer(0)->mutable_norm()->mutate_placement(static_cast<schema::NormPlacement>(3)));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].norm.placement: value 3")));
+  SetUp();
+  ASSERT_TRUE(Layer(0)->mutable_norm()->mutate_eps(-1.0f));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].norm.eps")));
+}
+
+TEST_F(LoaderTest, BadScoringEnum) {
+  ASSERT_TRUE(Moe()->mutate_scoring(static_cast<schema::Scoring>(5)));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[1].moe.scoring: value 5")));
+}
+
+TEST_F(LoaderTest, UnknownBodyType) {
+  auto* table = reinterpret_cast<flatbuffers::Table*>(Layer(0));
+  ASSERT_TRUE(table->SetField<uint8_t>(schema::Layer::VT_BODY_TYPE, 7, 0));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].body: missing or unknown body "
+                                                    "type 7")));
+}
+
+TEST_F(LoaderTest, ZeroDimensions) {
+  ASSERT_TRUE(Root()->mutate_d_model(0));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("d_model: 0 must be in [1, 1048576]")));
+  SetUp();
+  ASSERT_TRUE(DenseFfn()->mutate_d_ff(0));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].ffn.d_ff: must be at least 1")));
+  SetUp();
+  ASSERT_TRUE(DenseFfn()->mutate_d_ff_padded(11));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].ffn.d_ff_padded: 11 must be in "
+                                                    "[d_ff = 12")));
+}
+
+TEST_F(LoaderTest, LayerDModelDiffersFromModel) {
+  ASSERT_TRUE(DenseFfn()->mutate_d_model(9));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].ffn.d_model: 9 differs")));
+}
+
+TEST_F(LoaderTest, TopKOutOfRange) {
+  ASSERT_TRUE(Moe()->mutate_top_k(0));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[1].moe.top_k: 0 must be in [1, "
+                                                    "num_experts = 4]")));
+  ASSERT_TRUE(Moe()->mutate_top_k(5));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[1].moe.top_k: 5 must be in")));
+  // Within the expert count but above what the kept groups hold (1 group of 2).
+  ASSERT_TRUE(Moe()->mutate_top_k(3));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[1].moe.top_k: 3 exceeds the 2 "
+                                                    "experts in topk_group")));
+}
+
+TEST_F(LoaderTest, BadGroups) {
+  ASSERT_TRUE(Moe()->mutate_n_group(3));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[1].moe.n_group: 3 must divide "
+                                                    "num_experts = 4")));
+  SetUp();
+  ASSERT_TRUE(Moe()->mutate_topk_group(3));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[1].moe.topk_group: 3")));
+  SetUp();
+  ASSERT_TRUE(Moe()->mutate_group_scoring(static_cast<schema::GroupScoring>(0)));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[1].moe.group_scoring: value 0")));
+}
+
+TEST_F(LoaderTest, NumExpertsDisagreesWithExperts) {
+  ASSERT_TRUE(Moe()->mutate_num_experts(0));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[1].moe.num_experts: 0")));
+  SetUp();
+  ASSERT_TRUE(Moe()->mutate_num_experts(6));
+  // The router's shape is checked against num_experts first.
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[1].moe.router: shape [4, 8]")));
+}
+
+TEST_F(LoaderTest, BadRoutedScalingFactor) {
+  ASSERT_TRUE(Moe()->mutate_routed_scaling_factor(0.0f));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("routed_scaling_factor: 0")));
+}
+
+TEST_F(LoaderTest, ExpertsOfDifferentShapes) {
+  ASSERT_TRUE(Expert(3)->mutate_d_ff(10));  // d_ff_padded (64) stays: tensors still match
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[1].moe.experts[3]: shape differs "
+                                                    "from experts[0] (d_ff 10 vs 12)")));
+  SetUp();
+  ASSERT_TRUE(Expert(1)->mutate_activation(schema::Activation::RELU));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[1].moe.experts[1]: shape differs "
+                                                    "from experts[0] (activation relu vs silu)")));
+}
+
+TEST_F(LoaderTest, GatedFlagWithoutGateTensor) {
+  ASSERT_TRUE(Moe()->mutable_shared_experts()->GetMutableObject(0)->mutate_gated(false));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[1].moe.shared_experts[0].gate: "
+                                                    "present but the FFN is not gated")));
+}
+
+TEST_F(LoaderTest, DataSectionPastTheFile) {
+  ASSERT_TRUE(Root()->mutate_data_size(Root()->data_size() + 1));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("data section: offset")));
+}
+
+// Every single-byte corruption of the metadata is either accepted or refused with DataLoss or
+// Unimplemented; none crashes (the sanitizer build checks for reads out of bounds).
+TEST_F(LoaderTest, SingleByteCorruptionNeverCrashes) {
+  const uint32_t fb_size = flatbuffers::ReadScalar<uint32_t>(bytes_.data());
+  const std::vector<uint8_t> good = bytes_;
+  int refused = 0;
+  for (uint32_t i = 0; i < fb_size + 4; ++i) {
+    for (uint8_t flip : {0x01, 0x80, 0xff}) {
+      bytes_ = good;
+      bytes_[i] ^= flip;
+      const absl::Status st = Load();
+      if (!st.ok()) {
+        ++refused;
+        EXPECT_TRUE(st.code() == kDataLoss || st.code() == absl::StatusCode::kUnimplemented)
+            << "byte " << i << ": " << st;
+      }
+    }
+  }
+  EXPECT_GT(refused, 100);
+}
+
+TEST(LoaderFileTest, MissingFile) {
+  EXPECT_THAT(Model::LoadFile("/nonexistent/dir/model.fflite").status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("/nonexistent/dir/model.fflite")));
+}
+
+TEST(LoaderFileTest, DirectoryIsNotAModel) {
+  EXPECT_THAT(Model::LoadFile("/").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not a regular file")));
+}
+
+TEST(LoaderFileTest, ModelWithoutLayersIsRefusedByTheWriter) {
+  ModelSpec spec;
+  spec.d_model = 4;
+  EXPECT_THAT(WriteModelBuffer(spec, WriteOptions()).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no layers")));
+}
+
+}  // namespace
+}  // namespace fflite

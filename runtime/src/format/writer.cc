@@ -65,7 +65,11 @@ struct PlannedTensor {
 
 class Planner {
  public:
-  Planner(const ModelSpec& spec, const WriteOptions& options) : spec_(spec), options_(options) {}
+  Planner(const ModelSpec& spec, const WriteOptions& options) : spec_(spec), options_(options) {
+    // Store every scalar, defaults included: the file says what it means without relying on the
+    // schema's defaults, and tests can mutate any field in place.
+    fbb_.ForceDefaults(true);
+  }
 
   absl::Status Build();
   const std::vector<PlannedTensor>& tensors() const { return tensors_; }

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The README's second command: installs what is missing, then builds and runs every test:
+#   1. native Release build, the whole suite;
+#   2. the whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# Exits non-zero if any build or test fails.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh || exit 1
+
+jobs=$(nproc 2>/dev/null || echo 2)
+total_passed=0
+total_failed=0
+status=0
+
+# run_suite NAME BUILD_DIR [cmake args...]: configure, build, ctest; adds to the totals.
+run_suite() {
+  local name=$1 dir=$2
+  shift 2
+  echo "== [$name] configure + build ($dir) =="
+  if ! cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DFFLITE_WERROR=ON "$@" >"$dir.configure.log" 2>&1; then
+    cat "$dir.configure.log"; echo "[$name] configure FAILED"; status=1; total_failed=$((total_failed + 1)); return
+  fi
+  if ! cmake --build "$dir" -j"$jobs" >"$dir.build.log" 2>&1; then
+    tail -50 "$dir.build.log"; echo "[$name] build FAILED"; status=1; total_failed=$((total_failed + 1)); return
+  fi
+  echo "== [$name] test =="
+  local log="$dir.ctest.log"
+  (cd "$dir" && ctest -j"$jobs" --output-on-failure --timeout 1200) 2>&1 | tee "$log" | grep -vE '^ +[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed'
+  local rc=${PIPESTATUS[0]}
+  local line passed failed
+  line=$(grep -E 'tests passed, [0-9]+ tests failed out of [0-9]+' "$log" | tail -1)
+  failed=$(echo "$line" | sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\1/')
+  local all
+  all=$(echo "$line" | sed -E 's/.* out of ([0-9]+).*/\1/')
+  if [ -z "$line" ]; then failed=1; all=1; fi
+  passed=$((all - failed))
+  total_passed=$((total_passed + passed))
+  total_failed=$((total_failed + failed))
+  if [ "$rc" -ne 0 ] || [ "$failed" -ne 0 ]; then status=1; echo "[$name] FAILED"; else echo "[$name] OK: $passed passed"; fi
+}
+
+run_suite native build
+run_suite sanitizers build-asan -DFFLITE_SANITIZE=ON
+
+echo
+echo "total: $total_passed passed, $total_failed failed"
+exit $status
