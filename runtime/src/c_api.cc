@@ -4,6 +4,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <type_traits>
 
 #include "absl/status/status.h"
 #include "fflite/fflite.h"
@@ -213,7 +214,11 @@ fflite_status fflite_session_create(const fflite_model* model,
     return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "options->max_tokens must be at least 1");
   }
   so.max_tokens = static_cast<size_t>(opts.max_tokens);
-  switch (opts.backend) {
+  // Read the enum through its underlying type: a C caller may store any int there, and loading
+  // an out-of-range value as the C++ enum type is undefined behaviour.
+  std::underlying_type_t<fflite_backend> backend;
+  std::memcpy(&backend, &opts.backend, sizeof(backend));
+  switch (backend) {
     case FFLITE_BACKEND_AUTO: so.backend = "auto"; break;
     case FFLITE_BACKEND_REFERENCE: so.backend = "reference"; break;
     case FFLITE_BACKEND_XNNPACK: so.backend = "xnnpack"; break;
