@@ -1,8 +1,8 @@
 # Warning flags shared by every fflite target: -Wall -Wextra, warning-free on g++ 12 and clang 14.
 function(fflite_set_warnings target)
-  target_compile_options(${target} PRIVATE -Wall -Wextra -Wshadow=local -Wno-missing-field-initializers)
-  if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
-    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wno-shadow-field-in-constructor>)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-missing-field-initializers)
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    target_compile_options(${target} PRIVATE -Wshadow=local)
   endif()
   if(FFLITE_WERROR)
     target_compile_options(${target} PRIVATE -Werror)

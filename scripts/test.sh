@@ -25,7 +25,7 @@ run_suite() {
   fi
   echo "== [$name] test =="
   local log="$dir.ctest.log"
-  (cd "$dir" && ctest -j"$jobs" --output-on-failure --timeout 1200) 2>&1 | tee "$log" | grep -vE '^ +[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed'
+  (cd "$dir" && ctest -j"$jobs" --output-on-failure --timeout 1200) 2>&1 | tee "$log" | grep -vE '^ +[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed|^ +Start +[0-9]+: '
   local rc=${PIPESTATUS[0]}
   local line passed failed
   line=$(grep -E 'tests passed, [0-9]+ tests failed out of [0-9]+' "$log" | tail -1)
