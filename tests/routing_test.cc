@@ -6,6 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "moe/grouping.h"
 #include "moe/routing.h"
 
 namespace fflite {
@@ -144,6 +145,33 @@ TEST(RoutingTest, NanLogitsPropagate) {
   EXPECT_EQ(r.experts.size(), 2u);
   EXPECT_NE(r.experts[0], r.experts[1]);
   EXPECT_TRUE(std::isnan(r.weights[0]) || std::isnan(r.weights[1]));
+}
+
+}  // namespace
+}  // namespace fflite
+
+namespace fflite {
+namespace {
+
+// Tokens 0..3 route to (top-2): {2, 0}, {0, 1}, {2, 3}, {0, 2}. Expert 0 gets tokens 0, 1, 3;
+// expert 1 gets 1; expert 2 gets 0, 2, 3; expert 3 gets 2; expert 4 none.
+TEST(GroupingTest, CountingSortByExpertKeepsTokenOrder) {
+  const uint32_t experts[] = {2, 0, 0, 1, 2, 3, 0, 2};
+  const double weights[] = {0.7, 0.3, 0.6, 0.4, 0.9, 0.1, 0.5, 0.5};
+  ExpertGroups g;
+  g.Reserve(5, 4, 2);
+  GroupByExpert(experts, weights, 4, 2, 5, &g);
+  EXPECT_THAT(std::vector<uint32_t>(g.offsets.begin(), g.offsets.begin() + 6),
+              ElementsAre(0u, 3u, 4u, 7u, 8u, 8u));
+  EXPECT_THAT(std::vector<uint32_t>(g.tokens.begin(), g.tokens.begin() + 8),
+              ElementsAre(0u, 1u, 3u, 1u, 0u, 2u, 3u, 2u));
+  EXPECT_THAT(std::vector<float>(g.weights.begin(), g.weights.begin() + 8),
+              ElementsAre(0.3f, 0.6f, 0.5f, 0.4f, 0.7f, 0.9f, 0.5f, 0.1f));
+  EXPECT_EQ(g.count(4), 0u);
+  // Regrouping fewer tokens reuses the arrays (no stale counts).
+  GroupByExpert(experts, weights, 1, 2, 5, &g);
+  EXPECT_THAT(std::vector<uint32_t>(g.offsets.begin(), g.offsets.begin() + 6),
+              ElementsAre(0u, 1u, 1u, 2u, 2u, 2u));
 }
 
 }  // namespace
