@@ -172,8 +172,24 @@ TEST_F(LoaderTest, MisalignedTensor) {
 }
 
 TEST_F(LoaderTest, MisalignedDataSection) {
-  ASSERT_TRUE(Root()->mutate_data_offset(Root()->data_offset() - 64));
-  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("data_offset: ")));
+  ASSERT_TRUE(Root()->mutate_data_offset(Root()->data_offset() - 32));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("data_offset: 65504 must be a multiple of 64")));
+}
+
+TEST_F(LoaderTest, DataSectionInsideTheMetadata) {
+  ASSERT_TRUE(Root()->mutate_data_offset(64));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("at or after the metadata's end")));
+}
+
+// Readers accept a compact file whose data section starts on any 64-byte boundary.
+TEST(LoaderCompactTest, CompactDataAlignmentLoads) {
+  WriteOptions options;
+  options.data_alignment = 64;
+  ASSERT_OK_AND_ASSIGN(auto built, testing::BuildModel(BaseSpec(), options));
+  EXPECT_LT(built.bytes.size(), kDataAlignment);
+  options.data_alignment = 96;
+  EXPECT_THAT(WriteModelBuffer(BaseSpec(), options).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("data_alignment: 96")));
 }
 
 TEST_F(LoaderTest, SizeMismatch) {
@@ -342,6 +358,22 @@ TEST(LoaderFileTest, ModelWithoutLayersIsRefusedByTheWriter) {
   spec.d_model = 4;
   EXPECT_THAT(WriteModelBuffer(spec, WriteOptions()).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no layers")));
+}
+
+}  // namespace
+}  // namespace fflite
+
+namespace fflite {
+namespace {
+
+TEST(LoaderBufferTest, MisalignedBufferIsRefused) {
+  auto bytes = WriteModelBuffer(BaseSpec(), WriteOptions());
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  std::vector<uint8_t> shifted(bytes->size() + 1);
+  std::memcpy(shifted.data() + 1, bytes->data(), bytes->size());
+  EXPECT_THAT(Model::LoadBuffer(shifted.data() + 1, bytes->size()).status(),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                ::testing::HasSubstr("is not 8-byte aligned")));
 }
 
 }  // namespace

@@ -86,7 +86,8 @@ FFLITE_API const char* fflite_status_name(fflite_status status);
 FFLITE_API fflite_status fflite_model_load_file(const char* path, fflite_model** out_model);
 
 /* Validates a model held in the caller's memory, without copying it. The caller keeps ownership
- * of `data`, which must stay valid and unchanged until fflite_model_free. */
+ * of `data`, which must stay valid and unchanged until fflite_model_free. `data` must be 8-byte
+ * aligned (64-byte alignment is best; malloc's is enough); otherwise INVALID_ARGUMENT. */
 FFLITE_API fflite_status fflite_model_load_buffer(const void* data, size_t size,
                                                   fflite_model** out_model);
 

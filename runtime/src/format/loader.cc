@@ -115,8 +115,15 @@ absl::Status ModelParser::ParseTensor(const schema::Tensor* t, const std::string
     return Bad(absl::StrFormat("%s: dtype %d is not a known dtype (f32=1, f16=2, bf16=3)", path,
                                static_cast<int>(dtype)));
   }
-  std::vector<uint64_t> shape;
-  if (t->shape() != nullptr) shape.assign(t->shape()->begin(), t->shape()->end());
+  // The verifier does not check the 8-byte alignment of a vector's elements, so a crafted file
+  // can misalign them: copy the bytes out instead of loading them as uint64_t.
+  const uint32_t rank = t->shape() == nullptr ? 0 : t->shape()->size();
+  if (rank != expected_shape.size()) {
+    return Bad(absl::StrFormat("%s: shape has %d dimensions, expected %s", path, rank,
+                               ShapeString(expected_shape)));
+  }
+  std::vector<uint64_t> shape(rank);
+  if (rank > 0) std::memcpy(shape.data(), t->shape()->Data(), rank * sizeof(uint64_t));
   if (shape != expected_shape) {
     return Bad(absl::StrFormat("%s: shape %s does not match the expected %s", path,
                                ShapeString(shape), ShapeString(expected_shape)));
@@ -365,10 +372,12 @@ absl::Status ModelParser::Parse() {
   const uint64_t off = r->data_offset();
   const uint64_t data_size = r->data_size();
   const uint64_t flatbuffer_end = 4 + static_cast<uint64_t>(flatbuffers::ReadScalar<uint32_t>(model_->bytes_));
-  if (off % kDataAlignment != 0 || off < flatbuffer_end) {
+  // Writers start the data section on a page (kDataAlignment); readers need only the tensor
+  // alignment, so that compact files (a model in flash, a fuzzer's seeds) load too.
+  if (off % kTensorAlignment != 0 || off < flatbuffer_end) {
     return Bad(absl::StrFormat(
         "data_offset: %d must be a multiple of %d at or after the metadata's end (%d)", off,
-        kDataAlignment, flatbuffer_end));
+        kTensorAlignment, flatbuffer_end));
   }
   if (off > size || data_size > size - off) {
     return Bad(absl::StrFormat("data section: offset %d + size %d exceeds file of %d bytes", off,
@@ -438,6 +447,13 @@ absl::StatusOr<const schema::Model*> VerifyRoot(const uint8_t* bytes, uint64_t s
       got += (c >= 32 && c < 127) ? std::string(1, c) : absl::StrFormat("\\x%02x", bytes[i]);
     }
     return Bad(absl::StrFormat("not an fflite file: identifier '%s' (expected 'FFLT')", got));
+  }
+  // The verifier checks field alignment relative to the buffer; scalars are then read in place,
+  // so the buffer itself must be aligned for the widest scalar (8 bytes). Mappings always are.
+  if (reinterpret_cast<uintptr_t>(bytes) % 8 != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model buffer at %p is not 8-byte aligned (64-byte alignment is best)",
+        static_cast<const void*>(bytes)));
   }
   const uint64_t fb_size = flatbuffers::ReadScalar<uint32_t>(bytes);
   if (fb_size > size - 4) {

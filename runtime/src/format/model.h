@@ -28,8 +28,9 @@ using GroupScoring = schema::GroupScoring;
 // Format version this build writes; it reads every file with the same major version.
 inline constexpr uint32_t kFormatVersionMajor = 1;
 inline constexpr uint32_t kFormatVersionMinor = 0;
-// The data section starts at a multiple of this (the largest page size in use, 64 KiB on some
-// arm64 kernels), so that its pages can be mapped and released on their own.
+// Writers start the data section at a multiple of this (the largest page size in use, 64 KiB on
+// some arm64 kernels), so that its pages can be mapped and released on their own. Readers accept
+// any multiple of kTensorAlignment.
 inline constexpr uint64_t kDataAlignment = 65536;
 // Every tensor starts at a multiple of this inside the data section (a cache line; SIMD loads).
 inline constexpr uint64_t kTensorAlignment = 64;

@@ -114,7 +114,7 @@ absl::StatusOr<Planner::TensorOffset> Planner::Tensor(const TensorSource& src,
   }
   const DType dtype = options_.dtype.value_or(src.dtype);
   const uint64_t size = Numel(stored) * DTypeSize(dtype);
-  cursor_ = AlignUp(cursor_, page_align ? kDataAlignment : kTensorAlignment);
+  cursor_ = AlignUp(cursor_, page_align ? options_.data_alignment : kTensorAlignment);
   const uint64_t offset = cursor_;
   cursor_ += size;
   tensors_.push_back({&src, path, stored, dtype, offset, size});
@@ -187,6 +187,11 @@ absl::StatusOr<flatbuffers::Offset<schema::Norm>> Planner::Norm(const NormSpec& 
 absl::Status Planner::Build() {
   if (options_.d_ff_alignment == 0) {
     return absl::InvalidArgumentError("d_ff_alignment: must be at least 1");
+  }
+  const uint64_t a = options_.data_alignment;
+  if (a < kTensorAlignment || (a & (a - 1)) != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "data_alignment: %d must be a power of two of at least %d", a, kTensorAlignment));
   }
   std::vector<flatbuffers::Offset<schema::Layer>> layers;
   for (size_t i = 0; i < spec_.layers.size(); ++i) {
@@ -289,7 +294,7 @@ absl::Status Emit(const ModelSpec& spec, const WriteOptions& options, Sink* sink
   FFLITE_RETURN_IF_ERROR(planner.Build());
   flatbuffers::FlatBufferBuilder& fbb = planner.fbb();
   std::vector<uint8_t> meta(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
-  const uint64_t data_offset = AlignUp(meta.size(), kDataAlignment);
+  const uint64_t data_offset = AlignUp(meta.size(), options.data_alignment);
   // Patch the placeholder data_offset in place (the buffer is ours, the layout fixed).
   schema::Model* root = flatbuffers::GetMutableSizePrefixedRoot<schema::Model>(meta.data());
   if (!root->mutate_data_offset(data_offset)) return absl::InternalError("data_offset not stored");

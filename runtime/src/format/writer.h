@@ -83,7 +83,11 @@ struct ModelSpec {
 struct WriteOptions {
   uint32_t d_ff_alignment = 64;          // d_ff_padded = d_ff rounded up to this (>= 1)
   std::optional<DType> dtype;            // store every tensor as this; default: as given
-  bool page_align_experts = false;       // start each expert at a multiple of kDataAlignment
+  bool page_align_experts = false;       // start each expert at a multiple of data_alignment
+  // The data section (and each expert, with page_align_experts) starts at a multiple of this:
+  // a power of two >= kTensorAlignment. Smaller values make compact files (fuzzer seeds, models
+  // kept in flash) at the price of weight pages that cannot be released on their own.
+  uint64_t data_alignment = kDataAlignment;
   // Called after each tensor is written with (bytes written, total bytes of the data section).
   std::function<void(uint64_t, uint64_t)> progress;
 };
