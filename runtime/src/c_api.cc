@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "absl/status/status.h"
+#include "c_status.h"
 #include "fflite/fflite.h"
 #include "format/model.h"
 #include "session/session.h"
@@ -19,11 +20,9 @@ struct fflite_session {
   std::unique_ptr<fflite::Session> session;
 };
 
-namespace {
+namespace fflite {
 
-thread_local std::string g_last_error;
-
-fflite_status ToC(absl::StatusCode code) {
+fflite_status ToCStatus(absl::StatusCode code) {
   switch (code) {
     case absl::StatusCode::kOk: return FFLITE_STATUS_OK;
     case absl::StatusCode::kInvalidArgument: return FFLITE_STATUS_INVALID_ARGUMENT;
@@ -39,6 +38,12 @@ fflite_status ToC(absl::StatusCode code) {
   }
 }
 
+}  // namespace fflite
+
+namespace {
+
+thread_local std::string g_last_error;
+
 fflite_status Fail(fflite_status status, const char* message) {
   try {
     g_last_error = message;
@@ -53,7 +58,7 @@ fflite_status Report(const absl::Status& st) {
     g_last_error.clear();
     return FFLITE_STATUS_OK;
   }
-  return Fail(ToC(st.code()), std::string(st.message()).c_str());
+  return Fail(fflite::ToCStatus(st.code()), std::string(st.message()).c_str());
 }
 
 // Runs `body`, turning exceptions (allocation failures in the standard library) into statuses.
