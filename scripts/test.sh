@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # The README's second command: installs what is missing, then builds and runs every test:
 #   1. native Release build, the whole suite;
-#   2. the whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer.
+#   2. the whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer;
+#   3. the whole suite under ThreadSanitizer (its multi-session tests are the point).
 # Exits non-zero if any build or test fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh || exit 1
+scripts/deps.sh valgrind || exit 1
 
 jobs=$(nproc 2>/dev/null || echo 2)
 total_passed=0
 total_failed=0
+total_skipped=0
 status=0
 
 # run_suite NAME BUILD_DIR [cmake args...]: configure, build, ctest; adds to the totals.
@@ -25,23 +27,27 @@ run_suite() {
   fi
   echo "== [$name] test =="
   local log="$dir.ctest.log"
-  (cd "$dir" && ctest -j"$jobs" --output-on-failure --timeout 1200) 2>&1 | tee "$log" | grep -vE '^ +[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed|^ +Start +[0-9]+: '
+  (cd "$dir" && ctest -j"$jobs" --output-on-failure --timeout 1200) 2>&1 | tee "$log" | grep -vE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed|^ +Start +[0-9]+: '
   local rc=${PIPESTATUS[0]}
-  local line passed failed
+  local line passed failed skipped
   line=$(grep -E 'tests passed, [0-9]+ tests failed out of [0-9]+' "$log" | tail -1)
   failed=$(echo "$line" | sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\1/')
   local all
   all=$(echo "$line" | sed -E 's/.* out of ([0-9]+).*/\1/')
   if [ -z "$line" ]; then failed=1; all=1; fi
-  passed=$((all - failed))
+  # A skipped test (GTEST_SKIP, with its reason in the log) is not counted as passed.
+  skipped=$(grep -cE '^[[:space:]]*[0-9]+ - .* \(Skipped\)$' "$log" || true)
+  passed=$((all - failed - skipped))
   total_passed=$((total_passed + passed))
+  total_skipped=$((total_skipped + skipped))
   total_failed=$((total_failed + failed))
-  if [ "$rc" -ne 0 ] || [ "$failed" -ne 0 ]; then status=1; echo "[$name] FAILED"; else echo "[$name] OK: $passed passed"; fi
+  if [ "$rc" -ne 0 ] || [ "$failed" -ne 0 ]; then status=1; echo "[$name] FAILED"; else echo "[$name] OK: $passed passed, $skipped skipped"; fi
 }
 
 run_suite native build
 run_suite sanitizers build-asan -DFFLITE_SANITIZE=ON
+run_suite threads build-tsan -DFFLITE_TSAN=ON -DFFLITE_BUILD_TOOLS=OFF
 
 echo
-echo "total: $total_passed passed, $total_failed failed"
+echo "total: $total_passed passed, $total_failed failed, $total_skipped skipped"
 exit $status
