@@ -1,6 +1,6 @@
-// The README's main job: runs .fflite models through the C API and prints a few outputs and the
-// timing of each layer. `--demo DIR` first writes two small built-in models (dense and MoE).
-//   fflite-example [--demo DIR] [--tokens N] [--backend auto|reference|xnnpack] MODEL.fflite...
+// The last step of the README's main job: runs .fflite models through the C API and prints a few
+// outputs and the timing of each layer (scripts/example.sh makes and converts the checkpoints).
+//   fflite-example [--tokens N] [--backend auto|reference|xnnpack|cuda] MODEL.fflite...
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -11,65 +11,8 @@
 #include <vector>
 
 #include "fflite/fflite.h"
-#include "format/writer.h"
-#include "testing_free_random.h"
 
 namespace {
-
-// Writes the two demo models into `dir`; returns their paths.
-std::vector<std::string> WriteDemoModels(const std::string& dir) {
-  using namespace fflite;
-  std::vector<std::string> paths;
-  examples::Random rng(7);
-  {
-    // Llama-like dense layers: SwiGLU, RMSNorm before, residual.
-    ModelSpec spec;
-    spec.d_model = 256;
-    spec.metadata = {{"source.architecture", "demo-dense"}};
-    for (int i = 0; i < 4; ++i) {
-      LayerSpec l;
-      l.name = "demo.layers." + std::to_string(i) + ".mlp";
-      l.ffn = examples::RandomFfn(rng, 256, 688, Activation::SILU, /*gated=*/true);
-      l.norm = examples::RmsNorm(rng, 256);
-      l.residual = true;
-      spec.layers.push_back(std::move(l));
-    }
-    paths.push_back(dir + "/demo-dense.fflite");
-    const absl::Status st = WriteModelFile(spec, WriteOptions(), paths.back());
-    if (!st.ok()) {
-      std::fprintf(stderr, "writing %s: %s\n", paths.back().c_str(), st.ToString().c_str());
-      std::exit(1);
-    }
-  }
-  {
-    // Mixtral-like MoE layers: 8 experts, top-2 softmax renormalised, SwiGLU experts.
-    ModelSpec spec;
-    spec.d_model = 256;
-    spec.metadata = {{"source.architecture", "demo-moe"}};
-    for (int i = 0; i < 2; ++i) {
-      LayerSpec l;
-      l.name = "demo.layers." + std::to_string(i) + ".block_sparse_moe";
-      l.kind = LayerKind::kMoe;
-      l.moe.top_k = 2;
-      l.moe.scoring = Scoring::SOFTMAX;
-      l.moe.normalize_top_k = true;
-      l.moe.router = TensorFromF32({8, 256}, rng.Vec(8 * 256, 0.1f));
-      for (int e = 0; e < 8; ++e) {
-        l.moe.experts.push_back(examples::RandomFfn(rng, 256, 344, Activation::SILU, true));
-      }
-      l.norm = examples::RmsNorm(rng, 256);
-      l.residual = true;
-      spec.layers.push_back(std::move(l));
-    }
-    paths.push_back(dir + "/demo-moe.fflite");
-    const absl::Status st = WriteModelFile(spec, WriteOptions(), paths.back());
-    if (!st.ok()) {
-      std::fprintf(stderr, "writing %s: %s\n", paths.back().c_str(), st.ToString().c_str());
-      std::exit(1);
-    }
-  }
-  return paths;
-}
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -143,9 +86,7 @@ int main(int argc, char** argv) {
   fflite_backend backend = FFLITE_BACKEND_AUTO;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--demo" && i + 1 < argc) {
-      for (const std::string& p : WriteDemoModels(argv[++i])) models.push_back(p);
-    } else if (a == "--tokens" && i + 1 < argc) {
+    if (a == "--tokens" && i + 1 < argc) {
       tokens = std::strtoul(argv[++i], nullptr, 10);
     } else if (a == "--backend" && i + 1 < argc) {
       const std::string b = argv[++i];
@@ -157,13 +98,13 @@ int main(int argc, char** argv) {
       models.push_back(a);
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--demo DIR] [--tokens N] [--backend auto|reference|xnnpack|cuda] "
+                   "usage: %s [--tokens N] [--backend auto|reference|xnnpack|cuda] "
                    "MODEL.fflite...\n", argv[0]);
       return 2;
     }
   }
   if (models.empty() || tokens == 0) {
-    std::fprintf(stderr, "nothing to run (give MODEL.fflite files or --demo DIR; tokens >= 1)\n");
+    std::fprintf(stderr, "nothing to run (give MODEL.fflite files; tokens >= 1)\n");
     return 2;
   }
   std::printf("fflite %s\n", fflite_version());

@@ -1,14 +1,39 @@
 #!/usr/bin/env bash
-# The README's first command: installs what is missing, builds fflite, and runs the main job on
-# built-in examples, printing outputs and timings. Outputs go to ./out/.
+# The README's first command: installs what is missing, builds fflite, then runs the main job on
+# two built-in examples: writes a Llama-style and a Mixtral-style checkpoint in Hugging Face layout
+# (config.json + safetensors), converts each to .fflite, inspects it, and runs every layer through
+# the C API, printing outputs and timings. Everything it writes goes to ./out/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 
 jobs=$(nproc 2>/dev/null || echo 2)
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DFFLITE_BUILD_TESTS=OFF >/dev/null
-cmake --build build -j"$jobs" --target fflite-example >/dev/null
+echo "== Building fflite (Release) =="
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$jobs" --target fflite-make-example fflite-convert fflite-inspect \
+  fflite-example >/dev/null
+bin=build
 
+rm -rf out
 mkdir -p out
-echo "== Writing two small models (dense SwiGLU, Mixtral-style MoE) and running them =="
-build/examples/fflite-example --demo out --tokens 16
+echo
+echo "== 1. Two example checkpoints in Hugging Face layout =="
+$bin/converter/fflite-make-example out/llama-ckpt --arch llama --layers 4 --hidden_size 512 \
+  --intermediate_size 1376
+$bin/converter/fflite-make-example out/mixtral-ckpt --arch mixtral --layers 2 --hidden_size 256 \
+  --intermediate_size 704 --experts 8 --top_k 2 --dtype bf16
+
+echo
+echo "== 2. Convert them to .fflite =="
+$bin/converter/fflite-convert out/llama-ckpt out/llama.fflite
+$bin/converter/fflite-convert out/mixtral-ckpt out/mixtral.fflite
+
+echo
+echo "== 3. Inspect =="
+$bin/converter/fflite-inspect out/llama.fflite
+echo
+$bin/converter/fflite-inspect out/mixtral.fflite
+
+echo
+echo "== 4. Run every layer through the C API (1 and 16 tokens) =="
+$bin/examples/fflite-example --tokens 16 out/llama.fflite out/mixtral.fflite

@@ -307,6 +307,15 @@ absl::Status Emit(const ModelSpec& spec, const WriteOptions& options, Sink* sink
     FFLITE_RETURN_IF_ERROR(sink->Zeros(t.offset - written));
     written = t.offset;
     const TensorSource& src = *t.source;
+    if (src.dtype == t.dtype && src.shape == t.stored_shape) {
+      // Stored as produced: no second buffer, so peak memory is one tensor.
+      stored.resize(t.size);
+      FFLITE_RETURN_IF_ERROR(src.fill(stored.data(), stored.size()));
+      FFLITE_RETURN_IF_ERROR(sink->Write(stored.data(), stored.size()));
+      written += t.size;
+      if (options.progress) options.progress(written, planner.data_size());
+      continue;
+    }
     const uint64_t n = Numel(src.shape);
     source.assign(n * DTypeSize(src.dtype), 0);
     FFLITE_RETURN_IF_ERROR(src.fill(source.data(), source.size()));

@@ -1,0 +1,187 @@
+// Conversion driver: picks the mapping by model_type, builds the selected sublayers' specs (lazy
+// sources over the mapped shards) and hands them to the runtime's atomic writer.
+#include "converter/convert.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "base/status_macros.h"
+#include "converter/arch/arch.h"
+#include "converter/checkpoint.h"
+#include "format/writer.h"
+
+namespace fflite {
+namespace converter {
+namespace {
+
+uint64_t Numel(const std::vector<uint64_t>& shape) {
+  uint64_t n = 1;
+  for (uint64_t d : shape) n *= d;
+  return n;
+}
+
+// Counts the tensors of a spec that the writer will fill.
+uint64_t CountTensors(const ModelSpec& spec) {
+  uint64_t n = 0;
+  auto count = [&n](const TensorSource& t) { n += t.present() ? 1 : 0; };
+  auto ffn = [&](const FfnSpec& f) {
+    for (const TensorSource* t : {&f.up, &f.gate, &f.down, &f.up_bias, &f.gate_bias, &f.down_bias}) {
+      count(*t);
+    }
+  };
+  for (const LayerSpec& l : spec.layers) {
+    if (l.kind == LayerKind::kDense) {
+      ffn(l.ffn);
+    } else {
+      count(l.moe.router);
+      count(l.moe.router_bias);
+      count(l.moe.score_correction_bias);
+      count(l.moe.shared_expert_gate);
+      for (const FfnSpec& f : l.moe.experts) ffn(f);
+      for (const FfnSpec& f : l.moe.shared_experts) ffn(f);
+    }
+    if (l.norm.has_value()) {
+      count(l.norm->weight);
+      count(l.norm->bias);
+    }
+  }
+  return n;
+}
+
+// The dtype most of the source's weight bytes have ("mixed" never: the largest share wins).
+std::string SourceDType(const ModelSpec& spec) {
+  uint64_t bytes[4] = {0, 0, 0, 0};
+  auto see = [&](const TensorSource& t) {
+    if (t.present()) bytes[static_cast<int>(t.dtype)] += Numel(t.shape) * DTypeSize(t.dtype);
+  };
+  for (const LayerSpec& l : spec.layers) {
+    const std::vector<FfnSpec>* lists[] = {&l.moe.experts, &l.moe.shared_experts};
+    if (l.kind == LayerKind::kDense) {
+      see(l.ffn.up);
+      see(l.ffn.down);
+    }
+    for (const auto* list : lists) {
+      for (const FfnSpec& f : *list) {
+        see(f.up);
+        see(f.down);
+      }
+    }
+  }
+  int best = 1;
+  for (int i = 2; i < 4; ++i) best = bytes[i] > bytes[best] ? i : best;
+  return DTypeName(static_cast<DType>(best));
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<size_t>> ParseLayerSelection(const std::string& spec, size_t count) {
+  std::set<size_t> chosen;
+  const std::string range_help = count == 0 ? std::string("the model has no FFN sublayers")
+                                            : absl::StrFormat("valid: 0-%d", count - 1);
+  for (absl::string_view part : absl::StrSplit(spec, ',')) {
+    part = absl::StripAsciiWhitespace(part);
+    if (part.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--layers \"%s\": empty entry (use e.g. 0-3,7)", spec));
+    }
+    std::vector<absl::string_view> ends = absl::StrSplit(part, absl::MaxSplits('-', 1));
+    uint64_t lo = 0, hi = 0;
+    if (!absl::SimpleAtoi(ends[0], &lo) || (ends.size() == 2 && !absl::SimpleAtoi(ends[1], &hi))) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--layers \"%s\": \"%s\" is not an index or a range like 2-5", spec, part));
+    }
+    if (ends.size() == 1) hi = lo;
+    if (hi < lo) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--layers \"%s\": range \"%s\" ends before it starts", spec, part));
+    }
+    if (hi >= count) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--layers \"%s\": index %d is out of range: the model has %d FFN sublayers (%s)", spec,
+          hi, count, range_help));
+    }
+    for (uint64_t i = lo; i <= hi; ++i) chosen.insert(static_cast<size_t>(i));
+  }
+  return std::vector<size_t>(chosen.begin(), chosen.end());
+}
+
+absl::StatusOr<DType> ParseDType(const std::string& name) {
+  if (name == "f32") return DType::F32;
+  if (name == "f16") return DType::F16;
+  if (name == "bf16") return DType::BF16;
+  return absl::InvalidArgumentError(
+      absl::StrFormat("dtype \"%s\" is not one of f32, f16, bf16", name));
+}
+
+absl::StatusOr<ConvertResult> ConvertCheckpoint(const std::string& dir, const std::string& output,
+                                                const ConvertOptions& options) {
+  if (options.d_ff_alignment == 0 || options.d_ff_alignment > 65536) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "d_ff alignment %d must be in [1, 65536]", options.d_ff_alignment));
+  }
+  FFLITE_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint, Checkpoint::Open(dir));
+  const HfConfig& config = checkpoint->config();
+  FFLITE_ASSIGN_OR_RETURN(const std::string model_type, config.String("model_type"));
+  FFLITE_ASSIGN_OR_RETURN(const ArchEntry* arch, FindArchitecture(model_type));
+  const ArchContext ctx{*checkpoint, config, model_type, options.include_norm};
+  FFLITE_ASSIGN_OR_RETURN(ArchPlan plan, arch->convert(ctx));
+
+  std::vector<size_t> selected;
+  if (options.layers.empty()) {
+    for (size_t i = 0; i < plan.sublayers.size(); ++i) selected.push_back(i);
+  } else {
+    FFLITE_ASSIGN_OR_RETURN(selected, ParseLayerSelection(options.layers, plan.sublayers.size()));
+  }
+  ModelSpec spec;
+  spec.d_model = plan.d_model;
+  for (size_t i : selected) {
+    FFLITE_ASSIGN_OR_RETURN(LayerSpec layer, plan.sublayers[i].build());
+    if (!options.include_norm) {
+      layer.norm.reset();
+      layer.residual = false;
+    }
+    spec.layers.push_back(std::move(layer));
+  }
+
+  ConvertResult result;
+  result.model_type = model_type;
+  result.sublayers_total = plan.sublayers.size();
+  result.sublayers_written = spec.layers.size();
+  result.tensors = CountTensors(spec);
+
+  spec.metadata = {
+      {"source.architecture", model_type},
+      {"source.dtype", SourceDType(spec)},
+      {"source.sublayers", absl::StrCat(plan.sublayers.size())},
+      {"source.shards", absl::StrCat(checkpoint->files().size())},
+      {"converter.version", kConverterVersion},
+      {"converter.dtype", options.dtype.has_value() ? DTypeName(*options.dtype) : "source"},
+      {"converter.d_ff_alignment", absl::StrCat(options.d_ff_alignment)},
+      {"converter.layers", options.layers.empty() ? "all" : options.layers},
+      {"converter.page_align_experts", options.page_align_experts ? "true" : "false"},
+      {"converter.norm", options.include_norm ? "included" : "omitted (no norm, no residual)"},
+  };
+  for (auto& kv : plan.metadata) spec.metadata.push_back(kv);
+
+  WriteOptions write;
+  write.d_ff_alignment = options.d_ff_alignment;
+  write.dtype = options.dtype;
+  write.page_align_experts = options.page_align_experts;
+  uint64_t done = 0;
+  write.progress = [&](uint64_t bytes, uint64_t total) {
+    ++done;
+    result.data_bytes = total;
+    if (options.progress) options.progress({done, result.tensors, bytes, total});
+  };
+  FFLITE_RETURN_IF_ERROR(WriteModelFile(spec, write, output));
+  return result;
+}
+
+}  // namespace converter
+}  // namespace fflite

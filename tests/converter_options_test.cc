@@ -1,0 +1,269 @@
+// Converter options and tools' library: d_ff padding is exact, layer selection, --no_norm, output
+// dtype, page-aligned experts, metadata, progress, fflite-inspect's summary and the example
+// checkpoint generator.
+#include <cstring>
+
+#include "converter/example_checkpoint.h"
+#include "converter/inspect.h"
+#include "converter/progress.h"
+#include "converter_test_util.h"
+
+namespace fflite {
+namespace testing {
+namespace {
+
+using ::testing::HasSubstr;
+using json = nlohmann::json;
+using converter::ConvertOptions;
+
+constexpr uint64_t kD = 10, kFf = 14, kE = 4;
+
+// A 3-layer Mixtral-style checkpoint (MoE layers exercise experts, router and padding).
+json MixtralCheckpoint(CheckpointWriter& w) {
+  Rng rng(21);
+  for (int l = 0; l < 3; ++l) {
+    const std::string p = "model.layers." + std::to_string(l);
+    w.AddRandom(p + ".post_attention_layernorm.weight", {kD}, rng, 0.2f, "", 1.0f);
+    w.AddRandom(p + ".block_sparse_moe.gate.weight", {kE, kD}, rng, 1.0f);
+    for (size_t e = 0; e < kE; ++e) {
+      AddGatedMlp(w, rng, p + ".block_sparse_moe.experts." + std::to_string(e), kD, kFf, "w1",
+                  "w3", "w2");
+    }
+  }
+  return {{"model_type", "mixtral"}, {"hidden_size", kD}, {"intermediate_size", kFf},
+          {"num_hidden_layers", 3}, {"num_local_experts", kE}, {"num_experts_per_tok", 2}};
+}
+
+std::vector<float> RunAll(const Model& m, size_t layer, size_t tokens = 5) {
+  Rng rng(5);
+  const std::vector<float> input = rng.Vec(tokens * m.d_model(), 1.0f);
+  auto out = RunLayer(m, "reference", layer, input, tokens);
+  EXPECT_OK(out.status());
+  return out.ok() ? *out : std::vector<float>();
+}
+
+TEST_F(ConverterTest, PaddingIsExact) {
+  CheckpointWriter w;
+  const json config = MixtralCheckpoint(w);
+  ConvertOptions a1, a64;
+  a1.d_ff_alignment = 1;
+  a64.d_ff_alignment = 64;
+  auto m1 = Convert(w, config, a1, 1, "a1.fflite");
+  auto m64 = Convert(w, config, a64, 1, "a64.fflite");
+  ASSERT_NE(m1, nullptr);
+  ASSERT_NE(m64, nullptr);
+  EXPECT_EQ(m1->layers()[0].moe.experts[0].d_ff_padded, kFf);
+  EXPECT_EQ(m64->layers()[0].moe.experts[0].d_ff_padded, 64u);
+  for (size_t l = 0; l < 3; ++l) {
+    const std::vector<float> y1 = RunAll(*m1, l), y64 = RunAll(*m64, l);
+    ASSERT_EQ(y1.size(), y64.size());
+    EXPECT_EQ(std::memcmp(y1.data(), y64.data(), y1.size() * sizeof(float)), 0) << "layer " << l;
+  }
+}
+
+TEST_F(ConverterTest, LayerSelection) {
+  CheckpointWriter w;
+  const json config = MixtralCheckpoint(w);
+  auto all = Convert(w, config, {}, 1, "all.fflite");
+  ConvertOptions o;
+  o.layers = "2,0";
+  auto some = Convert(w, config, o, 1, "some.fflite");
+  ASSERT_NE(all, nullptr);
+  ASSERT_NE(some, nullptr);
+  ASSERT_EQ(some->layers().size(), 2u);
+  EXPECT_EQ(some->layers()[0].name, "model.layers.0.block_sparse_moe");
+  EXPECT_EQ(some->layers()[1].name, "model.layers.2.block_sparse_moe");
+  EXPECT_EQ(RunAll(*some, 0), RunAll(*all, 0));
+  EXPECT_EQ(RunAll(*some, 1), RunAll(*all, 2));
+  bool found = false;
+  for (const auto& [k, v] : some->metadata()) {
+    if (k == "converter.layers") {
+      EXPECT_EQ(v, "2,0");
+      found = true;
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST(ParseLayerSelection, AcceptsIndicesAndRanges) {
+  ASSERT_OK_AND_ASSIGN(auto v, converter::ParseLayerSelection("0-3,7, 2", 8));
+  EXPECT_EQ(v, std::vector<size_t>({0, 1, 2, 3, 7}));
+  EXPECT_THAT(converter::ParseLayerSelection("8", 8),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("index 8 is out of range")));
+  EXPECT_THAT(converter::ParseLayerSelection("3-1", 8),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("ends before it starts")));
+  EXPECT_THAT(converter::ParseLayerSelection("a", 8),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("\"a\" is not an index")));
+  EXPECT_THAT(converter::ParseLayerSelection("1,,2", 8),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("empty entry")));
+  EXPECT_THAT(converter::ParseLayerSelection("-1", 8),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not an index")));
+}
+
+TEST_F(ConverterTest, NoNormLeavesTheBareFfn) {
+  Rng rng(22);
+  CheckpointWriter w;
+  const std::string p = "model.layers.0";
+  // No norm weight in the checkpoint at all: --no_norm must not need it.
+  AddGatedMlp(w, rng, p + ".mlp", kD, kFf);
+  const json config = {{"model_type", "llama"}, {"hidden_size", kD}, {"intermediate_size", kFf},
+                       {"num_hidden_layers", 1}};
+  ConvertOptions o;
+  o.include_norm = false;
+  auto model = Convert(w, config, o);
+  ASSERT_NE(model, nullptr);
+  EXPECT_FALSE(model->layers()[0].norm.present);
+  EXPECT_FALSE(model->layers()[0].residual);
+  ExpectLayer(*model, 0, [&](const Vec& x) { return HfGatedMlp(w, p + ".mlp", "silu", x); });
+}
+
+TEST_F(ConverterTest, OutputDTypeRoundsEveryTensor) {
+  Rng rng(23);
+  CheckpointWriter w;
+  const std::string p = "model.layers.0";
+  w.AddRandom(p + ".post_attention_layernorm.weight", {kD}, rng, 0.2f, "", 1.0f);
+  AddGatedMlp(w, rng, p + ".mlp", kD, kFf);
+  const json config = {{"model_type", "llama"}, {"hidden_size", kD}, {"intermediate_size", kFf},
+                       {"num_hidden_layers", 1}, {"rms_norm_eps", 1e-5}};
+  for (const char* dtype : {"BF16", "F16"}) {
+    ConvertOptions o;
+    ASSERT_OK_AND_ASSIGN(o.dtype, converter::ParseDType(std::string(dtype) == "F16" ? "f16" : "bf16"));
+    auto model = Convert(w, config, o, 1, std::string(dtype) + ".fflite");
+    ASSERT_NE(model, nullptr);
+    EXPECT_EQ(model->layers()[0].ffn.down.dtype, *o.dtype);
+    EXPECT_EQ(model->layers()[0].norm.weight.dtype, *o.dtype);
+    // The same computation over the weights rounded to the output dtype.
+    CheckpointWriter r;
+    for (const char* n : {".post_attention_layernorm.weight", ".mlp.gate_proj.weight",
+                          ".mlp.up_proj.weight", ".mlp.down_proj.weight"}) {
+      r.Add(p + n, {1}, {0.0f});  // placeholder shape; only Get() is used
+      const_cast<std::vector<float>&>(r.Get(p + n)) = w.Get(p + n);
+      for (float& v : const_cast<std::vector<float>&>(r.Get(p + n))) v = RoundToDType(dtype, v);
+    }
+    ExpectLayer(*model, 0, [&](const Vec& x) {
+      const Vec h = HfRmsNorm(x, r.Get(p + ".post_attention_layernorm.weight"), 1e-5);
+      return Add(x, HfGatedMlp(r, p + ".mlp", "silu", h));
+    });
+  }
+  EXPECT_THAT(converter::ParseDType("f64"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not one of f32, f16, bf16")));
+}
+
+TEST_F(ConverterTest, PageAlignedExpertsAndMetadata) {
+  CheckpointWriter w;
+  const json config = MixtralCheckpoint(w);
+  ConvertOptions o;
+  o.page_align_experts = true;
+  std::vector<converter::ConvertProgress> seen;
+  o.progress = [&](const converter::ConvertProgress& p) { seen.push_back(p); };
+  auto model = Convert(w, config, o);
+  ASSERT_NE(model, nullptr);
+  for (const LayerView& l : model->layers()) {
+    for (const FfnView& e : l.moe.experts) EXPECT_EQ(e.up.offset % kDataAlignment, 0u);
+  }
+  // 3 layers × (router + norm + 4 experts × 3 matrices).
+  ASSERT_EQ(seen.size(), 3u * (2 + kE * 3));
+  for (size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].tensors_done, i + 1);
+    EXPECT_EQ(seen[i].tensors_total, seen.size());
+    if (i > 0) {
+      EXPECT_GE(seen[i].bytes_done, seen[i - 1].bytes_done);
+    }
+  }
+  EXPECT_LE(seen.back().bytes_done, seen.back().bytes_total);
+  std::map<std::string, std::string> meta(model->metadata().begin(), model->metadata().end());
+  EXPECT_EQ(meta["source.architecture"], "mixtral");
+  EXPECT_EQ(meta["source.dtype"], "f32");
+  EXPECT_EQ(meta["converter.dtype"], "source");
+  EXPECT_EQ(meta["converter.d_ff_alignment"], "64");
+  EXPECT_EQ(meta["converter.page_align_experts"], "true");
+  EXPECT_EQ(meta["converter.norm"].rfind("included", 0), 0u);
+  EXPECT_EQ(meta["source.hidden_act"], "silu");
+  EXPECT_THAT(converter::ProgressReporter::FormatBar(seen.back(), 2.0, 10),
+              HasSubstr("100%  42/42 tensors"));
+}
+
+TEST_F(ConverterTest, InspectSummary) {
+  // DeepSeek-style: a dense layer, then MoE with a shared expert, gate bias and grouped routing.
+  Rng rng(24);
+  CheckpointWriter w;
+  const uint64_t E = 4, moe_ff = 6;
+  w.AddRandom("model.layers.0.post_attention_layernorm.weight", {kD}, rng, 0.2f);
+  AddGatedMlp(w, rng, "model.layers.0.mlp", kD, kFf);
+  w.AddRandom("model.layers.1.post_attention_layernorm.weight", {kD}, rng, 0.2f);
+  w.AddRandom("model.layers.1.mlp.gate.weight", {E, kD}, rng, 1.0f);
+  w.AddRandom("model.layers.1.mlp.gate.e_score_correction_bias", {E}, rng, 0.1f);
+  for (size_t e = 0; e < E; ++e) {
+    AddGatedMlp(w, rng, "model.layers.1.mlp.experts." + std::to_string(e), kD, moe_ff);
+  }
+  AddGatedMlp(w, rng, "model.layers.1.mlp.shared_experts", kD, moe_ff);
+  const json config = {{"model_type", "deepseek_v3"}, {"hidden_size", kD},
+                       {"intermediate_size", kFf}, {"moe_intermediate_size", moe_ff},
+                       {"num_hidden_layers", 2}, {"n_routed_experts", E}, {"n_shared_experts", 1},
+                       {"num_experts_per_tok", 2}, {"n_group", 2}, {"topk_group", 1},
+                       {"first_k_dense_replace", 1}};
+  auto model = Convert(w, config);
+  ASSERT_NE(model, nullptr);
+  const converter::ModelSummary s = converter::Summarize(*model, "x.fflite");
+  ASSERT_EQ(s.layers.size(), 2u);
+  const uint64_t f = 4;  // bytes per f32
+  const converter::LayerSummary& dense = s.layers[0];
+  EXPECT_EQ(dense.kind, "dense");
+  EXPECT_EQ(dense.d_ff, kFf);
+  EXPECT_EQ(dense.d_ff_padded, 64u);
+  EXPECT_EQ(dense.parameters, 3 * kD * kFf + kD);
+  EXPECT_EQ(dense.bytes, (3 * kD * 64 + kD) * f);
+  EXPECT_EQ(dense.bytes_per_token, dense.bytes);
+  EXPECT_EQ(dense.flops_per_token, 2 * 3 * kD * kFf);
+  const converter::LayerSummary& moe = s.layers[1];
+  EXPECT_EQ(moe.kind, "moe");
+  EXPECT_EQ(moe.experts, E);
+  EXPECT_EQ(moe.top_k, 2u);
+  EXPECT_EQ(moe.shared_experts, 1u);
+  const uint64_t expert_bytes = 3 * kD * 64 * f, router_bytes = (E * kD + E) * f;
+  EXPECT_EQ(moe.bytes, router_bytes + (E + 1) * expert_bytes + kD * f);
+  EXPECT_EQ(moe.bytes_per_token, router_bytes + (2 + 1) * expert_bytes + kD * f);
+  EXPECT_EQ(moe.flops_per_token, 2 * (E * kD + 3 * 3 * kD * moe_ff));
+  EXPECT_EQ(moe.parameters, E * kD + E + (E + 1) * 3 * kD * moe_ff + kD);
+  EXPECT_EQ(s.parameters, dense.parameters + moe.parameters);
+
+  const std::string table = converter::FormatSummaryTable(s);
+  EXPECT_THAT(table, HasSubstr("model.layers.1.mlp"));
+  EXPECT_THAT(table, HasSubstr("source.architecture"));
+  EXPECT_THAT(table, HasSubstr("deepseek_v3"));
+  const json j = json::parse(converter::FormatSummaryJson(s));
+  EXPECT_EQ(j["layers"][1]["bytes_per_token"], moe.bytes_per_token);
+  EXPECT_EQ(j["totals"]["flops_per_token"], s.flops_per_token);
+  EXPECT_EQ(j["metadata"]["source.architecture"], "deepseek_v3");
+}
+
+TEST_F(ConverterTest, ExampleCheckpointsConvert) {
+  for (const char* arch : {"llama", "mixtral"}) {
+    converter::ExampleOptions o;
+    o.arch = arch;
+    o.layers = 2;
+    o.hidden_size = 16;
+    o.intermediate_size = 24;
+    o.experts = 4;
+    o.vocab_size = 8;
+    o.dtype = "BF16";
+    o.shards = std::string(arch) == "mixtral" ? 2 : 1;
+    const std::string dir = root_ + "/" + arch;
+    ASSERT_OK(converter::MakeExampleCheckpoint(dir, o));
+    const std::string out = out_dir_ + "/" + arch + ".fflite";
+    ASSERT_OK_AND_ASSIGN(auto result, converter::ConvertCheckpoint(dir, out, {}));
+    EXPECT_EQ(result.sublayers_written, 2u);
+    ASSERT_OK_AND_ASSIGN(auto model, Model::LoadFile(out));
+    EXPECT_EQ(model->layers()[0].kind,
+              std::string(arch) == "mixtral" ? LayerKind::kMoe : LayerKind::kDense);
+    EXPECT_EQ(RunAll(*model, 1, 2).size(), 2 * 16u);
+  }
+  converter::ExampleOptions bad;
+  bad.arch = "gpt2";
+  EXPECT_THAT(converter::MakeExampleCheckpoint(root_ + "/bad", bad),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("expected llama or mixtral")));
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace fflite
