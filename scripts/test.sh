@@ -2,7 +2,8 @@
 # The README's second command: installs what is missing, then builds and runs every test:
 #   1. native Release build, the whole suite;
 #   2. the whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer;
-#   3. the whole suite under ThreadSanitizer (its multi-session tests are the point).
+#   3. the whole suite under ThreadSanitizer (its multi-session tests are the point);
+#   4. cross-built for aarch64 and armhf, the whole suite under qemu-user (scripts/test_arm.sh).
 # Exits non-zero if any build or test fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -47,6 +48,11 @@ run_suite() {
 run_suite native build
 run_suite sanitizers build-asan -DFFLITE_SANITIZE=ON
 run_suite threads build-tsan -DFFLITE_TSAN=ON -DFFLITE_BUILD_TOOLS=OFF
+
+# 4. Cross-built for aarch64 and armhf, the whole suite under qemu-user with two CPU models each.
+scripts/test_arm.sh 2>&1 | tee build-arm.log; [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+read -r p f s < <(sed -nE 's/^arm: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped.*/\1 \2 \3/p' build-arm.log)
+total_passed=$((total_passed + ${p:-0})); total_failed=$((total_failed + ${f:-1})); total_skipped=$((total_skipped + ${s:-0}))
 
 echo
 echo "total: $total_passed passed, $total_failed failed, $total_skipped skipped"

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "absl/status/status.h"
+#include "base/platform.h"
 #include "c_status.h"
 #include "fflite/fflite.h"
 #include "format/model.h"
@@ -254,6 +255,42 @@ fflite_status fflite_session_run(fflite_session* session, int32_t layer, const f
   }
   return Guard([&] {
     return session->session->Run(static_cast<size_t>(layer), input, n_tokens, output);
+  });
+}
+
+fflite_status fflite_platform_info_get(fflite_platform_info* out_info) {
+  if (out_info == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "out_info is null");
+  const size_t size = out_info->struct_size;
+  if (size < sizeof(size_t)) {
+    return Fail(FFLITE_STATUS_INVALID_ARGUMENT,
+                "out_info->struct_size is too small; set it to sizeof(fflite_platform_info)");
+  }
+  return Guard([&]() -> absl::Status {
+    const fflite::PlatformInfo& p = fflite::GetPlatformInfo();
+    fflite_platform_info info;
+    std::memset(&info, 0, sizeof(info));
+    info.struct_size = sizeof(info) < size ? sizeof(info) : size;
+    // Copies a string into a fixed field, cut short on a word boundary if it does not fit.
+    auto copy = [](const std::string& from, char* to, size_t capacity) {
+      size_t n = from.size();
+      if (n >= capacity) {
+        n = from.rfind(' ', capacity - 1);
+        if (n == std::string::npos) n = capacity - 1;
+      }
+      std::memcpy(to, from.data(), n);
+      to[n] = '\0';
+    };
+    std::string features;
+    for (const std::string& f : p.features) features += (features.empty() ? "" : " ") + f;
+    copy(p.isa, info.isa, sizeof(info.isa));
+    copy(features, info.features, sizeof(info.features));
+    copy(p.cpu_name, info.cpu_name, sizeof(info.cpu_name));
+    copy(p.uarch, info.uarch, sizeof(info.uarch));
+    info.num_cores = static_cast<int32_t>(p.num_cores);
+    info.num_logical_cpus = static_cast<int32_t>(p.num_logical_cpus);
+    // Only the bytes the caller's struct has: a caller built against an older header is safe.
+    std::memcpy(out_info, &info, info.struct_size);
+    return absl::OkStatus();
   });
 }
 

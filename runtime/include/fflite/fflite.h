@@ -150,6 +150,30 @@ FFLITE_API const char* fflite_session_backend_name(const fflite_session* session
 FFLITE_API fflite_status fflite_session_run(fflite_session* session, int32_t layer,
                                             const float* input, size_t n_tokens, float* output);
 
+/* ---- Platform ---------------------------------------------------------------------------- */
+
+/* What the library detected about the CPU it runs on, so that a user on a device can tell which
+ * code paths run. Set struct_size = sizeof(fflite_platform_info) before the call; fields are only
+ * ever appended, and only the first struct_size bytes are written. Strings are NUL-terminated
+ * (cut short if a name is longer than its field). */
+typedef struct fflite_platform_info {
+  size_t struct_size;
+  char isa[16];           /* what this library was built for: "x86_64", "aarch64", "armv7", ... */
+  char features[256];     /* SIMD features found at run time that kernels select on, separated by
+                             spaces: "sse2 sse4.1 avx fma3 f16c avx2 avx512f ..." on x86,
+                             "neon fp16arith dotprod bf16 sve sve2" on aarch64, "vfpv3 neon
+                             neon-fp16 neon-fma neon-v8 fp16arith dotprod" on armv7; "" if the
+                             CPU could not be probed */
+  char cpu_name[64];      /* the processor's name as the OS reports it, or "" */
+  char uarch[64];         /* distinct core types, e.g. "cortex-a76 cortex-a55", or "" */
+  int32_t num_cores;      /* physical cores, >= 1 */
+  int32_t num_logical_cpus; /* hardware threads, >= num_cores */
+} fflite_platform_info;
+
+/* Fills *out_info; the facts are detected on the first call and then cached. Thread-safe.
+ * Errors: INVALID_ARGUMENT (null pointer, struct_size too small). */
+FFLITE_API fflite_status fflite_platform_info_get(fflite_platform_info* out_info);
+
 #ifdef __cplusplus
 }  /* extern "C" */
 #endif

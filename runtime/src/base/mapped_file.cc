@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
@@ -49,6 +51,13 @@ absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& 
   if (st.st_size == 0) {
     ::close(fd);
     return absl::DataLossError(absl::StrFormat("'%s' is empty", path));
+  }
+  if (static_cast<uint64_t>(st.st_size) > std::numeric_limits<size_t>::max()) {
+    // A 32-bit process (armhf, armeabi-v7a) cannot map a file larger than its address space.
+    ::close(fd);
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("cannot map '%s': %d bytes exceed the %d-bit address space", path,
+                        static_cast<int64_t>(st.st_size), sizeof(size_t) * 8));
   }
   const size_t size = static_cast<size_t>(st.st_size);
   void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);

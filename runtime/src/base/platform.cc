@@ -1,0 +1,167 @@
+// Platform facts through cpuinfo (the library XNNPACK itself selects its kernels with), so that
+// what fflite reports is what its kernels see.
+#include "base/platform.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <cpuinfo.h>
+
+namespace fflite {
+namespace {
+
+const char* CompiledIsa() {
+#if defined(__x86_64__) || defined(_M_X64)
+  return "x86_64";
+#elif defined(__i386__) || defined(_M_IX86)
+  return "x86";
+#elif defined(__aarch64__) || defined(_M_ARM64)
+  return "aarch64";
+#elif defined(__arm__)
+#if defined(__ARM_ARCH) && __ARM_ARCH >= 8
+  return "armv8";
+#elif defined(__ARM_ARCH) && __ARM_ARCH == 7
+  return "armv7";
+#else
+  return "arm";
+#endif
+#else
+  return "unknown";
+#endif
+}
+
+// cpuinfo has no public uarch names; these are the cores fflite's users run on.
+const char* UarchName(cpuinfo_uarch uarch) {
+  switch (uarch) {
+    case cpuinfo_uarch_cortex_a7: return "cortex-a7";
+    case cpuinfo_uarch_cortex_a8: return "cortex-a8";
+    case cpuinfo_uarch_cortex_a9: return "cortex-a9";
+    case cpuinfo_uarch_cortex_a15: return "cortex-a15";
+    case cpuinfo_uarch_cortex_a17: return "cortex-a17";
+    case cpuinfo_uarch_cortex_a35: return "cortex-a35";
+    case cpuinfo_uarch_cortex_a53: return "cortex-a53";
+    case cpuinfo_uarch_cortex_a55r0:
+    case cpuinfo_uarch_cortex_a55: return "cortex-a55";
+    case cpuinfo_uarch_cortex_a57: return "cortex-a57";
+    case cpuinfo_uarch_cortex_a72: return "cortex-a72";
+    case cpuinfo_uarch_cortex_a73: return "cortex-a73";
+    case cpuinfo_uarch_cortex_a75: return "cortex-a75";
+    case cpuinfo_uarch_cortex_a76: return "cortex-a76";
+    case cpuinfo_uarch_cortex_a77: return "cortex-a77";
+    case cpuinfo_uarch_cortex_a78: return "cortex-a78";
+    case cpuinfo_uarch_cortex_x1: return "cortex-x1";
+    case cpuinfo_uarch_neoverse_n1: return "neoverse-n1";
+    case cpuinfo_uarch_neoverse_n2: return "neoverse-n2";
+    case cpuinfo_uarch_neoverse_v1: return "neoverse-v1";
+    case cpuinfo_uarch_haswell: return "haswell";
+    case cpuinfo_uarch_broadwell: return "broadwell";
+    case cpuinfo_uarch_sky_lake: return "skylake";
+    case cpuinfo_uarch_zen: return "zen";
+    case cpuinfo_uarch_zen2: return "zen2";
+    case cpuinfo_uarch_zen3: return "zen3";
+    default: return nullptr;
+  }
+}
+
+std::vector<std::string> Features() {
+  std::vector<std::string> f;
+  auto add = [&f](bool present, const char* name) {
+    if (present) f.emplace_back(name);
+  };
+#if defined(__x86_64__) || defined(__i386__)
+  add(cpuinfo_has_x86_sse2(), "sse2");
+  add(cpuinfo_has_x86_sse4_1(), "sse4.1");
+  add(cpuinfo_has_x86_avx(), "avx");
+  add(cpuinfo_has_x86_fma3(), "fma3");
+  add(cpuinfo_has_x86_f16c(), "f16c");
+  add(cpuinfo_has_x86_avx2(), "avx2");
+  add(cpuinfo_has_x86_avx512f(), "avx512f");
+  add(cpuinfo_has_x86_avx512bw(), "avx512bw");
+  add(cpuinfo_has_x86_avx512dq(), "avx512dq");
+  add(cpuinfo_has_x86_avx512vl(), "avx512vl");
+  add(cpuinfo_has_x86_avx512vnni(), "avx512vnni");
+  add(cpuinfo_has_x86_avx512bf16(), "avx512bf16");
+#elif defined(__aarch64__)
+  add(cpuinfo_has_arm_neon(), "neon");
+  add(cpuinfo_has_arm_neon_fp16_arith(), "fp16arith");
+  add(cpuinfo_has_arm_neon_dot(), "dotprod");
+  add(cpuinfo_has_arm_bf16(), "bf16");
+  add(cpuinfo_has_arm_sve(), "sve");
+  add(cpuinfo_has_arm_sve2(), "sve2");
+#elif defined(__arm__)
+  add(cpuinfo_has_arm_vfpv3(), "vfpv3");
+  add(cpuinfo_has_arm_neon(), "neon");
+  add(cpuinfo_has_arm_neon_fp16(), "neon-fp16");
+  add(cpuinfo_has_arm_neon_fma(), "neon-fma");
+  add(cpuinfo_has_arm_neon_v8(), "neon-v8");
+  add(cpuinfo_has_arm_neon_fp16_arith(), "fp16arith");
+  add(cpuinfo_has_arm_neon_dot(), "dotprod");
+#endif
+  (void)add;
+  return f;
+}
+
+PlatformInfo Detect() {
+  PlatformInfo info;
+  info.isa = CompiledIsa();
+  info.probed = cpuinfo_initialize();
+  if (info.probed) {
+    info.features = Features();
+    info.num_cores = static_cast<int>(cpuinfo_get_cores_count());
+    info.num_logical_cpus = static_cast<int>(cpuinfo_get_processors_count());
+    if (cpuinfo_get_packages_count() > 0) {
+      const cpuinfo_package* package = cpuinfo_get_package(0);
+      info.cpu_name.assign(package->name, strnlen(package->name, CPUINFO_PACKAGE_NAME_MAX));
+      if (info.cpu_name == "Unknown") info.cpu_name.clear();  // cpuinfo's placeholder
+    }
+    // Distinct known core types, in cpuinfo's order (big cores first on big.LITTLE).
+    std::vector<std::string> uarchs;
+    for (uint32_t i = 0; i < cpuinfo_get_uarchs_count(); ++i) {
+      const char* name = UarchName(cpuinfo_get_uarch(i)->uarch);
+      if (name != nullptr && std::find(uarchs.begin(), uarchs.end(), name) == uarchs.end()) {
+        uarchs.emplace_back(name);
+      }
+    }
+    for (const std::string& u : uarchs) info.uarch += (info.uarch.empty() ? "" : " ") + u;
+  }
+  // Fall back on the OS when cpuinfo cannot tell (it failed, or reports nothing).
+  const int os_cpus = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  if (info.num_logical_cpus < 1) info.num_logical_cpus = os_cpus;
+  if (info.num_cores < 1) info.num_cores = info.num_logical_cpus;
+  info.num_logical_cpus = std::max(info.num_logical_cpus, info.num_cores);
+  return info;
+}
+
+}  // namespace
+
+const PlatformInfo& GetPlatformInfo() {
+  static const PlatformInfo* const info = new PlatformInfo(Detect());  // never destroyed
+  return *info;
+}
+
+bool HasCpuFeature(const std::string& feature) {
+  const std::vector<std::string>& f = GetPlatformInfo().features;
+  return std::find(f.begin(), f.end(), feature) != f.end();
+}
+
+std::string PlatformSummary() {
+  const PlatformInfo& p = GetPlatformInfo();
+  std::string s = p.isa;
+  if (!p.cpu_name.empty() || !p.uarch.empty()) {
+    s += ", ";
+    s += p.cpu_name.empty() ? p.uarch : p.cpu_name;
+    if (!p.cpu_name.empty() && !p.uarch.empty()) s += " (" + p.uarch + ")";
+  }
+  s += ", " + std::to_string(p.num_cores) + (p.num_cores == 1 ? " core / " : " cores / ") +
+       std::to_string(p.num_logical_cpus) + (p.num_logical_cpus == 1 ? " thread" : " threads");
+  s += ", features:";
+  if (!p.probed) s += " unknown (cpuinfo could not probe this CPU)";
+  else if (p.features.empty()) s += " none";
+  for (const std::string& f : p.features) s += " " + f;
+  return s;
+}
+
+}  // namespace fflite

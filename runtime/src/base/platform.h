@@ -1,0 +1,38 @@
+// What fflite detects about the CPU it runs on (ISA, SIMD features, cores), so that users on a
+// device and the tools can tell which code paths run. Detected once, with cpuinfo.
+#ifndef FFLITE_BASE_PLATFORM_H_
+#define FFLITE_BASE_PLATFORM_H_
+
+#include <string>
+#include <vector>
+
+namespace fflite {
+
+struct PlatformInfo {
+  // What this library was compiled for: "x86_64", "x86", "aarch64", "armv7", or "unknown".
+  std::string isa;
+  // SIMD features found at run time that kernels (fflite's own and XNNPACK's) select on, in a
+  // fixed order: x86 "sse2 sse4.1 avx fma3 f16c avx2 avx512f avx512bw avx512dq avx512vl
+  // avx512vnni avx512bf16"; aarch64 "neon fp16arith dotprod bf16 sve sve2"; armv7 "vfpv3 neon
+  // neon-fp16 neon-fma neon-v8 fp16arith dotprod". Empty when the CPU could not be probed.
+  std::vector<std::string> features;
+  std::string cpu_name;  // the processor's name as the OS reports it, or ""
+  std::string uarch;     // distinct core types, e.g. "cortex-a76 cortex-a55", or ""
+  int num_cores = 0;         // physical cores (>= 1)
+  int num_logical_cpus = 0;  // hardware threads the OS schedules on (>= num_cores)
+  bool probed = false;       // cpuinfo initialised; otherwise only isa and the counts are known
+};
+
+// The facts of this machine, detected on the first call (thread-safe) and then cached.
+const PlatformInfo& GetPlatformInfo();
+
+// Whether GetPlatformInfo().features holds `feature` (a name as listed above).
+bool HasCpuFeature(const std::string& feature);
+
+// One line for logs and tools, e.g.
+// "aarch64, Cortex-A72 (cortex-a72), 4 cores / 4 threads, features: neon".
+std::string PlatformSummary();
+
+}  // namespace fflite
+
+#endif  // FFLITE_BASE_PLATFORM_H_

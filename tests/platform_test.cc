@@ -1,0 +1,123 @@
+// The platform facts are plausible on every target (x86-64 natively, aarch64 and armv7 under
+// qemu), and the C API reports the same facts as the C++ side, without writing past struct_size.
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "base/platform.h"
+#include "fflite/fflite.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace fflite {
+namespace {
+
+using ::testing::Contains;
+using ::testing::Not;
+
+TEST(PlatformTest, ReportsWhatTheLibraryWasBuiltFor) {
+  const PlatformInfo& p = GetPlatformInfo();
+  // ctest keeps this line in its log: which CPU the suite ran on (under qemu: which model).
+  std::printf("fflite platform: %s\n", PlatformSummary().c_str());
+#if defined(__x86_64__)
+  EXPECT_EQ(p.isa, "x86_64");
+#elif defined(__aarch64__)
+  EXPECT_EQ(p.isa, "aarch64");
+#elif defined(__arm__) && __ARM_ARCH == 7
+  EXPECT_EQ(p.isa, "armv7");
+#endif
+  EXPECT_GE(p.num_cores, 1);
+  EXPECT_GE(p.num_logical_cpus, p.num_cores);
+}
+
+TEST(PlatformTest, BaselineFeaturesArePresent) {
+  const PlatformInfo& p = GetPlatformInfo();
+  ASSERT_TRUE(p.probed) << "cpuinfo could not probe this CPU: " << PlatformSummary();
+#if defined(__x86_64__)
+  EXPECT_THAT(p.features, Contains("sse2"));  // part of the x86-64 baseline
+#elif defined(__aarch64__)
+  EXPECT_THAT(p.features, Contains("neon"));  // part of the ARMv8-A baseline
+#elif defined(__arm__)
+  EXPECT_THAT(p.features, Contains("vfpv3"));  // Debian's armhf ABI requires VFPv3
+#endif
+  for (const std::string& f : p.features) EXPECT_TRUE(HasCpuFeature(f)) << f;
+  EXPECT_FALSE(HasCpuFeature("no-such-feature"));
+}
+
+// Under qemu-user the CI runs the suite with two CPU models, so that both sides of every
+// feature test in the kernels run; this checks that the library sees the model it was given.
+TEST(PlatformTest, MatchesTheEmulatedCpuModel) {
+#if !defined(__aarch64__) && !defined(__arm__)
+  GTEST_SKIP() << "the ARM builds are the ones run under qemu-user";
+#else
+  const char* qemu_cpu = std::getenv("QEMU_CPU");
+  if (qemu_cpu == nullptr || std::getenv("FFLITE_UNDER_QEMU") == nullptr) {
+    GTEST_SKIP() << "not under qemu-user (QEMU_CPU and FFLITE_UNDER_QEMU unset)";
+  }
+  const PlatformInfo& p = GetPlatformInfo();
+  const std::string cpu = qemu_cpu;
+#if defined(__aarch64__)
+  if (cpu == "cortex-a53") {  // ARMv8.0: no half-precision arithmetic, no dot product
+    EXPECT_THAT(p.features, Not(Contains("fp16arith")));
+    EXPECT_THAT(p.features, Not(Contains("dotprod")));
+  } else if (cpu == "max") {  // every feature qemu emulates
+    EXPECT_THAT(p.features, Contains("fp16arith"));
+    EXPECT_THAT(p.features, Contains("dotprod"));
+  }
+#elif defined(__arm__)
+  if (cpu == "cortex-a7" || cpu == "cortex-a15") {  // ARMv7 NEON + VFPv4 (fused multiply-add)
+    EXPECT_THAT(p.features, Contains("neon"));
+    EXPECT_THAT(p.features, Contains("neon-fma"));
+  } else if (cpu == "cortex-a8" || cpu == "cortex-a9") {  // ARMv7 NEON + VFPv3: no FMA
+    EXPECT_THAT(p.features, Contains("neon"));
+    EXPECT_THAT(p.features, Not(Contains("neon-fma")));
+  }
+#endif
+  std::printf("QEMU_CPU=%s: %s\n", qemu_cpu, PlatformSummary().c_str());
+#endif
+}
+
+TEST(PlatformTest, CApiReportsTheSameFacts) {
+  fflite_platform_info info;
+  std::memset(&info, 0x5a, sizeof(info));
+  info.struct_size = sizeof(info);
+  ASSERT_EQ(fflite_platform_info_get(&info), FFLITE_STATUS_OK) << fflite_last_error_message();
+  const PlatformInfo& p = GetPlatformInfo();
+  EXPECT_EQ(info.struct_size, sizeof(info));
+  EXPECT_EQ(std::string(info.isa), p.isa);
+  ASSERT_NE(std::memchr(info.features, '\0', sizeof(info.features)), nullptr);
+  std::string joined;
+  for (const std::string& f : p.features) joined += (joined.empty() ? "" : " ") + f;
+  EXPECT_EQ(std::string(info.features), joined);
+  EXPECT_EQ(std::string(info.cpu_name), p.cpu_name.substr(0, sizeof(info.cpu_name) - 1));
+  EXPECT_EQ(std::string(info.uarch), p.uarch.substr(0, sizeof(info.uarch) - 1));
+  EXPECT_EQ(info.num_cores, p.num_cores);
+  EXPECT_EQ(info.num_logical_cpus, p.num_logical_cpus);
+}
+
+TEST(PlatformTest, CApiWritesOnlyStructSizeBytes) {
+  // A caller built against an older, smaller struct: only its bytes are written.
+  const size_t old_size = offsetof(fflite_platform_info, features);
+  fflite_platform_info info;
+  std::memset(&info, 0x5a, sizeof(info));
+  info.struct_size = old_size;
+  ASSERT_EQ(fflite_platform_info_get(&info), FFLITE_STATUS_OK) << fflite_last_error_message();
+  EXPECT_EQ(info.struct_size, old_size);
+  EXPECT_EQ(std::string(info.isa), GetPlatformInfo().isa);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(&info);
+  for (size_t i = old_size; i < sizeof(info); ++i) ASSERT_EQ(bytes[i], 0x5a) << "byte " << i;
+}
+
+TEST(PlatformTest, CApiRejectsBadArguments) {
+  EXPECT_EQ(fflite_platform_info_get(nullptr), FFLITE_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(fflite_last_error_message(), ::testing::HasSubstr("out_info is null"));
+  fflite_platform_info info;
+  std::memset(&info, 0, sizeof(info));
+  EXPECT_EQ(fflite_platform_info_get(&info), FFLITE_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(fflite_last_error_message(), ::testing::HasSubstr("struct_size is too small"));
+}
+
+}  // namespace
+}  // namespace fflite
