@@ -26,6 +26,13 @@ inline constexpr double kF32RelTol = 2e-4;
 inline constexpr double kActivationRelTol = 2e-6;
 inline constexpr double kActivationAbsTol = 1e-7;
 
+// Vectorised LayerNorm / RMSNorm against the double formula. The SIMD kernels accumulate the
+// mean and the sum of squares in f32 over 32 (AVX2) or 16 (NEON) lanes, so each lane adds d/32
+// terms: for d up to 4096 that is <= 128 additions, a relative error of at most ~128·eps ≈ 8e-6 in
+// the statistics (typically ~sqrt(128)·eps ≈ 7e-7) and half of that in 1/sqrt(var). 2e-5
+// relative to (|want| + rms(want)) covers the worst case; a wrong mean, eps or weight is O(1).
+inline constexpr double kNormRelTol = 2e-5;
+
 }  // namespace testing
 }  // namespace fflite
 

@@ -1,0 +1,64 @@
+// Chooses the kernel set for this CPU once, through cpuinfo; lists every set it can run.
+#include <cpuinfo.h>
+
+#include "kernels/kernels.h"
+
+namespace fflite {
+
+F32ActivationFn Kernels::Activation(fflite::Activation activation) const {
+  switch (activation) {
+    case fflite::Activation::GELU_ERF: return gelu_erf;
+    case fflite::Activation::GELU_TANH: return gelu_tanh;
+    case fflite::Activation::SILU: return silu;
+    case fflite::Activation::SIGMOID: return sigmoid;
+    default: return relu;
+  }
+}
+
+const Kernels& ScalarKernels() {
+  static const Kernels kScalar = {"scalar",           F32ReluScalar,   F32GeluErfScalar,
+                                  F32GeluTanhScalar,  F32SiluScalar,   F32SigmoidScalar,
+                                  F32LayerNormScalar, F32RmsNormScalar};
+  return kScalar;
+}
+
+namespace {
+
+#if defined(FFLITE_KERNELS_AVX2)
+const Kernels kAvx2 = {"avx2",      F32ReluAvx2,    F32GeluErfAvx2,   F32GeluTanhAvx2,
+                       F32SiluAvx2, F32SigmoidAvx2, F32LayerNormAvx2, F32RmsNormAvx2};
+#endif
+#if defined(FFLITE_KERNELS_NEON)
+const Kernels kNeon = {"neon",      F32ReluNeon,    F32GeluErfNeon,   F32GeluTanhNeon,
+                       F32SiluNeon, F32SigmoidNeon, F32LayerNormNeon, F32RmsNormNeon};
+#endif
+
+std::vector<const Kernels*> Detect() {
+  std::vector<const Kernels*> sets = {&ScalarKernels()};
+  // cpuinfo_initialize is idempotent and thread-safe; on failure only scalar kernels are used.
+  const bool cpuinfo = cpuinfo_initialize();
+#if defined(FFLITE_KERNELS_AVX2)
+  if (cpuinfo && cpuinfo_has_x86_avx2() && cpuinfo_has_x86_fma3()) sets.push_back(&kAvx2);
+#endif
+#if defined(FFLITE_KERNELS_NEON)
+  // The build targets NEON (__ARM_NEON), so every CPU this binary runs on has it.
+  (void)cpuinfo;
+  sets.push_back(&kNeon);
+#endif
+  (void)cpuinfo;
+  return sets;
+}
+
+}  // namespace
+
+std::vector<const Kernels*> AvailableKernels() {
+  static const std::vector<const Kernels*> kSets = Detect();
+  return kSets;
+}
+
+const Kernels& BestKernels() {
+  static const Kernels* const kBest = AvailableKernels().back();
+  return *kBest;
+}
+
+}  // namespace fflite

@@ -1,0 +1,93 @@
+// Synthetic model specs whose tensors fill themselves with a fast generator while written.
+#include "bench/synthetic.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace fflite {
+namespace bench {
+
+namespace {
+
+// f32 values uniform in ±scale from a xorshift generator (fast enough for 135M weights).
+TensorSource Random(std::vector<uint64_t> shape, float scale, uint32_t seed) {
+  TensorSource t;
+  t.dtype = DType::F32;
+  t.shape = std::move(shape);
+  t.fill = [scale, seed](uint8_t* dst, uint64_t bytes) {
+    uint32_t s = seed * 2654435761u + 1u;
+    for (uint64_t i = 0; i + 4 <= bytes; i += 4) {
+      s ^= s << 13;
+      s ^= s >> 17;
+      s ^= s << 5;
+      const float v = (static_cast<float>(s >> 8) * (1.0f / 8388608.0f) - 1.0f) * scale;
+      std::memcpy(dst + i, &v, 4);
+    }
+    return absl::OkStatus();
+  };
+  return t;
+}
+
+TensorSource Ones(uint64_t n) {
+  TensorSource t;
+  t.dtype = DType::F32;
+  t.shape = {n};
+  t.fill = [](uint8_t* dst, uint64_t bytes) {
+    const float one = 1.0f;
+    for (uint64_t i = 0; i + 4 <= bytes; i += 4) std::memcpy(dst + i, &one, 4);
+    return absl::OkStatus();
+  };
+  return t;
+}
+
+ModelSpec Dense(uint32_t d, uint32_t ff, Activation act, bool gated, bool bias, NormKind norm,
+                NormPlacement placement) {
+  ModelSpec spec;
+  spec.d_model = d;
+  LayerSpec layer;
+  layer.name = "ffn";
+  FfnSpec& f = layer.ffn;
+  f.activation = act;
+  f.gated = gated;
+  f.d_ff = ff;
+  const float s_in = 1.0f / std::sqrt(static_cast<float>(d));
+  const float s_ff = 1.0f / std::sqrt(static_cast<float>(ff));
+  f.up = Random({ff, d}, s_in, 1);
+  if (gated) f.gate = Random({ff, d}, s_in, 2);
+  f.down = Random({d, ff}, s_ff, 3);
+  if (bias) {
+    f.up_bias = Random({ff}, 0.1f, 4);
+    if (gated) f.gate_bias = Random({ff}, 0.1f, 5);
+    f.down_bias = Random({d}, 0.1f, 6);
+  }
+  NormSpec n;
+  n.kind = norm;
+  n.placement = placement;
+  n.eps = 1e-5f;
+  n.weight = Ones(d);
+  if (norm == NormKind::LAYER_NORM) n.bias = Random({d}, 0.1f, 7);
+  layer.norm = std::move(n);
+  layer.residual = true;
+  spec.layers.push_back(std::move(layer));
+  return spec;
+}
+
+}  // namespace
+
+absl::StatusOr<ModelSpec> SyntheticSpec(const std::string& name) {
+  if (name == "llama") {
+    return Dense(4096, 11008, Activation::SILU, true, false, NormKind::RMS_NORM,
+                 NormPlacement::PRE);
+  }
+  if (name == "bert") {
+    return Dense(768, 3072, Activation::GELU_ERF, false, true, NormKind::LAYER_NORM,
+                 NormPlacement::POST);
+  }
+  if (name == "tiny") {
+    return Dense(64, 256, Activation::SILU, true, false, NormKind::RMS_NORM, NormPlacement::PRE);
+  }
+  return absl::InvalidArgumentError("--synthetic: '" + name + "' is not one of llama, bert, tiny");
+}
+
+}  // namespace bench
+}  // namespace fflite

@@ -1,0 +1,424 @@
+// fflite-bench: latency of a model's layers (a .fflite file or a synthetic shape) per backend,
+// token count and thread count, against the machine's own measured roofline and plain XNNPACK.
+#include <cpuinfo.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "backends/backend.h"
+#include "backends/xnnpack/xnnpack_backend.h"
+#include "base/platform.h"
+#include "base/status_macros.h"
+#include "kernels/kernels.h"
+#include "bench/baseline.h"
+#include "bench/roofline.h"
+#include "bench/synthetic.h"
+#include "format/model.h"
+#include "format/writer.h"
+#include "session/session.h"
+
+ABSL_FLAG(std::string, model, "", "a .fflite file to run");
+ABSL_FLAG(std::string, synthetic, "", "a built-in shape instead of --model: llama, bert, tiny");
+ABSL_FLAG(std::string, tokens, "1,128", "token counts per call, comma-separated");
+ABSL_FLAG(std::string, threads, "1", "thread counts, comma-separated");
+ABSL_FLAG(std::string, backend, "auto", "auto, or a backend name (xnnpack, reference)");
+ABSL_FLAG(int, warmup, 2, "untimed runs before the timed ones");
+ABSL_FLAG(int, reps, 10, "timed runs (median, min, max are reported)");
+ABSL_FLAG(bool, cold, false,
+          "rotate through enough sessions (each its own packed weights, > 4x the last-level "
+          "cache in total) that every run reads its weights from memory");
+ABSL_FLAG(
+    bool, baseline, false,
+    "also run plain XNNPACK (one operator per matrix, scalar activations) and print the ratio");
+ABSL_FLAG(bool, aa, false,
+          "with --baseline: compare against a second instance of the same backend instead (an A/A "
+          "run: the ratio shows the measurement's own bias on this machine)");
+ABSL_FLAG(bool, json, false, "print JSON instead of a table");
+ABSL_FLAG(int64_t, slice_kib, -1, "xnnpack: KiB of packed weights per operator (0: unsliced)");
+ABSL_FLAG(int64_t, token_chunk, 0, "xnnpack: tokens per chunk (0: the default)");
+ABSL_FLAG(int64_t, bandwidth_mib, 1024, "buffer for the read-bandwidth measurement");
+
+namespace fflite {
+namespace bench {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// A /proc field in kB (VmRSS in /proc/self/status, MemAvailable in /proc/meminfo); 0 if absent.
+uint64_t ProcKb(const char* file, const std::string& key) {
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key + ":", 0) == 0) {
+      uint64_t kb = 0;
+      std::sscanf(line.c_str() + key.size() + 1, "%" SCNu64, &kb);
+      return kb;
+    }
+  }
+  return 0;
+}
+double RssMb() { return ProcKb("/proc/self/status", "VmRSS") / 1024.0; }
+
+std::vector<int64_t> ParseList(const std::string& flag, const std::string& text) {
+  std::vector<int64_t> values;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(part, &v) || v < 1) {
+      std::fprintf(stderr, "--%s: '%s' is not a list of positive integers\n", flag.c_str(),
+                   text.c_str());
+      std::exit(2);
+    }
+    values.push_back(v);
+  }
+  return values;
+}
+
+// Work per call, over every layer: bytes of weights read at decode (f32 as packed; for MoE the
+// router plus top_k and shared experts, as stored) and FLOPs per token.
+struct Work {
+  double weight_bytes = 0.0;
+  double flops_per_token = 0.0;
+};
+
+Work CountWork(const Model& model) {
+  Work w;
+  auto ffn = [](const FfnView& f, double bytes_per_weight, Work* out, double times) {
+    const double params = static_cast<double>(f.d_model) * f.d_ff_padded * (f.gated ? 3 : 2);
+    out->weight_bytes += times * params * bytes_per_weight;
+    out->flops_per_token += times * 2.0 * params;
+  };
+  for (const LayerView& l : model.layers()) {
+    if (l.kind == LayerKind::kDense) {
+      ffn(l.ffn, 4.0, &w, 1.0);
+    } else {
+      const double bpw = DTypeSize(l.moe.router.dtype);
+      w.weight_bytes += l.moe.router.size;
+      w.flops_per_token += 2.0 * l.moe.router.numel();
+      ffn(l.moe.experts[0], bpw, &w, l.moe.top_k);
+      for (const FfnView& s : l.moe.shared_experts) ffn(s, bpw, &w, 1.0);
+    }
+  }
+  return w;
+}
+
+struct Stats {
+  double median = 0, min = 0, max = 0;  // seconds
+};
+
+Stats Summarise(std::vector<double> t) {
+  std::sort(t.begin(), t.end());
+  return {t[t.size() / 2], t.front(), t.back()};
+}
+
+// Runs every layer in turn (each layer's output is the next one's input), on runner `r % n` of
+// each set. With two sets (ours, baseline) the runs alternate, so that the load of a shared
+// machine falls on both alike, and so does the order within a repetition.
+absl::Status Time(const std::vector<std::vector<std::unique_ptr<Backend>>*>& sets,
+                  const Model& model, size_t tokens, int warmup, int reps,
+                  std::vector<Stats>* stats) {
+  const size_t d = model.d_model();
+  std::vector<float> input(tokens * d), a, b(tokens * d);
+  std::mt19937 gen(1);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (float& v : input) v = dist(gen);
+  std::vector<std::vector<double>> times(sets.size());
+  for (int r = 0; r < warmup + reps; ++r) {
+    for (size_t k = 0; k < sets.size(); ++k) {
+      // Which set goes first alternates too: on this class of machine the first of two
+      // back-to-back runs measured ~10-20% slower in an A/A test (ours against ours).
+      const size_t s = (k + static_cast<size_t>(r)) % sets.size();
+      Backend& runner = *(*sets[s])[static_cast<size_t>(r) % sets[s]->size()];
+      a = input;
+      const double t = Now();
+      for (size_t l = 0; l < model.layers().size(); ++l) {
+        FFLITE_RETURN_IF_ERROR(runner.Run(l, a.data(), tokens, b.data()));
+        std::swap(a, b);
+      }
+      if (r >= warmup) times[s].push_back(Now() - t);
+    }
+  }
+  stats->clear();
+  for (auto& t : times) stats->push_back(Summarise(t));
+  return absl::OkStatus();
+}
+
+struct Row {
+  std::string backend;
+  int threads = 1;
+  size_t tokens = 1;
+  Stats ours, base;
+  bool has_base = false;
+  double gbs = 0, gflops = 0, roof_pct = 0;
+};
+
+// A session's backend, made the way Session::Create makes it (or with the xnnpack tuning flags).
+absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const Model& model, const std::string& name,
+                                                     const BackendConfig& config) {
+  if (name == "xnnpack" &&
+      (absl::GetFlag(FLAGS_slice_kib) >= 0 || absl::GetFlag(FLAGS_token_chunk) > 0)) {
+    XnnpackBackendOptions options;
+    if (absl::GetFlag(FLAGS_slice_kib) >= 0) {
+      options.slice_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_slice_kib)) * 1024;
+    }
+    if (absl::GetFlag(FLAGS_token_chunk) > 0) {
+      options.token_chunk = static_cast<size_t>(absl::GetFlag(FLAGS_token_chunk));
+    }
+    return CreateXnnpackBackendWithOptions(model, config, options);
+  }
+  const BackendEntry* entry = FindBackend(name);
+  if (entry == nullptr) return absl::InvalidArgumentError("unknown backend " + name);
+  return entry->create(model, config);
+}
+
+std::string ResolveBackend(const std::string& name) {
+  if (name != "auto") return name;
+  for (const BackendEntry& e : Backends()) {
+    std::string why;
+    if (e.available(&why)) return e.name;
+  }
+  return "reference";
+}
+
+int Main() {
+  const std::string model_path = absl::GetFlag(FLAGS_model);
+  const std::string synthetic = absl::GetFlag(FLAGS_synthetic);
+  if (model_path.empty() == synthetic.empty()) {
+    std::fprintf(stderr, "give exactly one of --model PATH or --synthetic llama|bert|tiny\n");
+    return 2;
+  }
+  const std::vector<int64_t> token_list = ParseList("tokens", absl::GetFlag(FLAGS_tokens));
+  const std::vector<int64_t> thread_list = ParseList("threads", absl::GetFlag(FLAGS_threads));
+  const std::string backend = ResolveBackend(absl::GetFlag(FLAGS_backend));
+  const bool json = absl::GetFlag(FLAGS_json);
+
+  // The model: a file, or the synthetic shape written with the writer into a temporary file (so
+  // that it is mapped like a real model and its pages can be released after packing).
+  std::string path = model_path;
+  if (!synthetic.empty()) {
+    absl::StatusOr<ModelSpec> spec = SyntheticSpec(synthetic);
+    if (!spec.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(spec.status().message()).c_str());
+      return 2;
+    }
+    const char* tmp = std::getenv("TMPDIR");
+    path = absl::StrFormat("%s/fflite-bench-%d-%s.fflite", tmp != nullptr ? tmp : "/tmp",
+                           static_cast<int>(getpid()), synthetic);
+    const absl::Status st = WriteModelFile(*spec, WriteOptions(), path);
+    if (!st.ok()) {
+      std::fprintf(stderr, "writing the synthetic model: %s\n", st.ToString().c_str());
+      return 1;
+    }
+  }
+  // File read time: one sequential read() of the whole file (from the page cache if it is there).
+  double read_s = 0.0;
+  {
+    const int fd = open(path.c_str(), O_RDONLY);
+    if (fd >= 0) {
+      std::vector<char> buf(size_t{16} << 20);
+      const double t = Now();
+      while (read(fd, buf.data(), buf.size()) > 0) {
+      }
+      read_s = Now() - t;
+      close(fd);
+    }
+  }
+  const double t_load = Now();
+  absl::StatusOr<std::unique_ptr<Model>> loaded = Model::LoadFile(path);
+  const double load_s = Now() - t_load;
+  if (!synthetic.empty()) std::remove(path.c_str());  // the mapping keeps it alive
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "%s\n", loaded.status().ToString().c_str());
+    return 1;
+  }
+  const Model& model = **loaded;
+  const Work work = CountWork(model);
+
+  // The roofline of this machine, measured now.
+  const double bw =
+      MeasureReadBandwidth(static_cast<size_t>(absl::GetFlag(FLAGS_bandwidth_mib)) << 20, 5);
+  const FmaPeak peak = MeasureFmaPeak();
+
+  // Cold mode: enough copies of the packed weights that the caches hold none of them by the time
+  // a copy is used again (> 4x LLC), bounded by half of the available memory.
+  const bool cold = absl::GetFlag(FLAGS_cold);
+  bool with_base = absl::GetFlag(FLAGS_baseline);
+  const double llc = cpuinfo_initialize() ? cpuinfo_get_max_cache_size() : (32u << 20);
+  size_t copies = 1;
+  if (cold) {
+    copies = std::max<size_t>(2, static_cast<size_t>(std::ceil(4.0 * llc / work.weight_bytes)));
+    const double avail = ProcKb("/proc/meminfo", "MemAvailable") * 1024.0;
+    const size_t fit = static_cast<size_t>(avail / 2 / (work.weight_bytes * (with_base ? 2 : 1)));
+    copies = std::max<size_t>(1, std::min(copies, fit));
+  }
+
+  std::vector<Row> rows;
+  double create_s = 0.0, rss_before = RssMb(), rss_one = 0.0, rss_all = 0.0;
+  for (int64_t threads : thread_list) {
+    BackendConfig config;
+    config.num_threads = static_cast<int>(threads);
+    config.max_tokens =
+        static_cast<size_t>(*std::max_element(token_list.begin(), token_list.end()));
+    std::vector<std::unique_ptr<Backend>> ours, base;
+    // Copies of ours and of the baseline are created in turn, so that neither gets all the
+    // memory allocated first (an A/A run on this VM showed the set created first ~15% slower at
+    // cold decode).
+    for (size_t c = 0; c < copies; ++c) {
+      const double t = Now();
+      absl::StatusOr<std::unique_ptr<Backend>> b = MakeBackend(model, backend, config);
+      if (!b.ok()) {
+        std::fprintf(stderr, "creating %s: %s\n", backend.c_str(), b.status().ToString().c_str());
+        return 1;
+      }
+      if (c == 0 && threads == thread_list.front()) {
+        create_s = Now() - t;
+        rss_one = RssMb();
+      }
+      ours.push_back(std::move(*b));
+      if (with_base) {
+        b = absl::GetFlag(FLAGS_aa) ? MakeBackend(model, backend, config)
+                                    : CreateBaseline(model, config);
+        if (absl::IsUnimplemented(b.status())) {
+          std::fprintf(stderr, "no baseline: %s\n", std::string(b.status().message()).c_str());
+          with_base = false;
+        } else if (!b.ok()) {
+          std::fprintf(stderr, "baseline: %s\n", b.status().ToString().c_str());
+          return 1;
+        } else {
+          base.push_back(std::move(*b));
+        }
+      }
+    }
+    if (threads == thread_list.front()) rss_all = RssMb();
+    for (int64_t tokens : token_list) {
+      Row row;
+      row.backend = backend;
+      row.threads = static_cast<int>(threads);
+      row.tokens = static_cast<size_t>(tokens);
+      std::vector<std::vector<std::unique_ptr<Backend>>*> sets = {&ours};
+      if (with_base) sets.push_back(&base);
+      std::vector<Stats> stats;
+      const absl::Status st = Time(sets, model, row.tokens, absl::GetFlag(FLAGS_warmup),
+                                   absl::GetFlag(FLAGS_reps), &stats);
+      if (!st.ok()) {
+        std::fprintf(stderr, "run: %s\n", st.ToString().c_str());
+        return 1;
+      }
+      row.ours = stats[0];
+      if (with_base) {
+        row.base = stats[1];
+        row.has_base = true;
+      }
+      const double flops = work.flops_per_token * static_cast<double>(tokens);
+      row.gbs = work.weight_bytes / row.ours.median / 1e9;
+      row.gflops = flops / row.ours.median / 1e9;
+      // Roofline time: the larger of streaming the weights once at the measured (1-thread)
+      // bandwidth and the FLOPs at the measured 1-thread FMA peak times the threads.
+      const double roof_s =
+          std::max(work.weight_bytes / (bw * 1e9), flops / (peak.gflops * 1e9 * threads));
+      row.roof_pct = 100.0 * roof_s / row.ours.median;
+      rows.push_back(row);
+    }
+  }
+
+  const std::string what = synthetic.empty() ? model_path : "synthetic " + synthetic;
+  if (json) {
+    std::printf("{\"model\": \"%s\", \"backend\": \"%s\", \"cold\": %s, \"copies\": %zu,\n",
+                what.c_str(), backend.c_str(), cold ? "true" : "false", copies);
+    std::printf(" \"platform\": \"%s\", \"kernels\": \"%s\",\n", PlatformSummary().c_str(),
+                fflite::BestKernels().isa);
+    std::printf(" \"weight_bytes\": %.0f, \"flops_per_token\": %.0f, \"file_bytes\": %" PRIu64
+                ",\n",
+                work.weight_bytes, work.flops_per_token, model.file_size());
+    std::printf(" \"read_bandwidth_gbs\": %.2f, \"fma_peak_gflops\": %.2f, \"fma_isa\": \"%s\",\n",
+                bw, peak.gflops, peak.isa.c_str());
+    std::printf(" \"file_read_s\": %.4f, \"load_s\": %.4f, \"create_s\": %.4f,\n", read_s, load_s,
+                create_s);
+    std::printf(
+        " \"rss_before_mb\": %.1f, \"rss_after_create_mb\": %.1f, "
+        "\"rss_all_copies_mb\": %.1f,\n",
+        rss_before, rss_one, rss_all);
+    std::printf(" \"runs\": [\n");
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      std::printf(
+          "  {\"threads\": %d, \"tokens\": %zu, \"median_ms\": %.4f, \"min_ms\": %.4f, "
+          "\"max_ms\": %.4f, \"weight_gbs\": %.3f, \"gflops\": %.3f, \"roofline_pct\": %.2f",
+          r.threads, r.tokens, r.ours.median * 1e3, r.ours.min * 1e3, r.ours.max * 1e3, r.gbs,
+          r.gflops, r.roof_pct);
+      if (r.has_base) {
+        std::printf(
+            ", \"baseline_median_ms\": %.4f, \"baseline_min_ms\": %.4f, "
+            "\"speedup\": %.3f, \"speedup_by_min\": %.3f",
+            r.base.median * 1e3, r.base.min * 1e3, r.base.median / r.ours.median,
+            r.base.min / r.ours.min);
+      }
+      std::printf("}%s\n", i + 1 < rows.size() ? "," : "");
+    }
+    std::printf(" ]}\n");
+    return 0;
+  }
+  std::printf("platform: %s; fflite kernels: %s\n", PlatformSummary().c_str(),
+              fflite::BestKernels().isa);
+  std::printf("model: %s, %zu layer(s), d_model %u; backend %s%s (%zu cop%s)\n", what.c_str(),
+              model.layers().size(), model.d_model(), backend.c_str(), cold ? ", cold" : "", copies,
+              copies == 1 ? "y" : "ies");
+  std::printf("weights read per call: %.1f MB; %.2f GFLOP per token; file %.1f MB\n",
+              work.weight_bytes / 1e6, work.flops_per_token / 1e9, model.file_size() / 1e6);
+  std::printf(
+      "roofline (measured now, 1 thread): read %.1f GB/s (%d MiB buffer), FMA peak %.1f "
+      "GFLOP/s (%s); LLC %.0f MiB\n",
+      bw, static_cast<int>(absl::GetFlag(FLAGS_bandwidth_mib)), peak.gflops, peak.isa.c_str(),
+      llc / 1048576.0);
+  std::printf("file read %.3f s, load+validate %.4f s, session creation (pack) %.3f s\n", read_s,
+              load_s, create_s);
+  std::printf(
+      "RSS: %.1f MB before sessions, %.1f MB after one, %.1f MB after all %zu%s (weights "
+      "%.1f MB per copy)\n\n",
+      rss_before, rss_one, rss_all, copies, with_base ? " + baseline copies" : "",
+      work.weight_bytes / 1e6);
+  std::printf("%7s %6s %10s %10s %10s %8s %9s %7s", "threads", "tokens", "median ms", "min ms",
+              "max ms", "GB/s", "GFLOP/s", "roof%");
+  if (with_base)
+    std::printf(" %12s %10s %8s %8s", "base med ms", "base min", "speedup", "(by min)");
+  std::printf("\n");
+  for (const Row& r : rows) {
+    std::printf("%7d %6zu %10.3f %10.3f %10.3f %8.2f %9.2f %6.1f%%", r.threads, r.tokens,
+                r.ours.median * 1e3, r.ours.min * 1e3, r.ours.max * 1e3, r.gbs, r.gflops,
+                r.roof_pct);
+    if (r.has_base) {
+      std::printf(" %12.3f %10.3f %7.2fx %7.2fx", r.base.median * 1e3, r.base.min * 1e3,
+                  r.base.median / r.ours.median, r.base.min / r.ours.min);
+    }
+    std::printf("\n");
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace bench
+}  // namespace fflite
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "fflite-bench --synthetic llama --tokens 1,128 --threads 1,2 [--cold] [--baseline] [--json]");
+  absl::ParseCommandLine(argc, argv);
+  return fflite::bench::Main();
+}

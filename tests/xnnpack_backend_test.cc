@@ -1,0 +1,365 @@
+// The xnnpack backend against the reference over shapes (odd, prime, padded or not, 1..300 tokens),
+// every activation, gated or not, biases, norms, residual, f32/f16/bf16, 1 and 3 threads, the
+// scalar and the SIMD kernels, sliced and chunked execution, MoE delegation and released pages.
+#include "backends/xnnpack/xnnpack_backend.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "gtest/gtest.h"
+#include "session/session.h"
+#include "testing/model_builder.h"
+#include "testing/status_matchers.h"
+#include "testing/testers.h"
+#include "testing/tolerances.h"
+
+namespace fflite {
+namespace {
+
+using testing::FfnParams;
+using testing::FfnTester;
+using testing::Rng;
+
+constexpr Activation kActivations[] = {Activation::RELU, Activation::GELU_ERF,
+                                       Activation::GELU_TANH, Activation::SILU,
+                                       Activation::SIGMOID};
+
+// --- The sweep: activation x gated x bias x norm/residual, small odd shapes. ---
+
+enum class NormCase { kNone, kPreRmsResidual, kPostLayerNormResidual, kPreLayerNorm, kPostRms };
+
+struct NormSetup {
+  bool present;
+  NormKind kind;
+  NormPlacement placement;
+  bool residual;
+};
+
+NormSetup NormSetupFor(NormCase c) {
+  switch (c) {
+    case NormCase::kPreRmsResidual: return {true, NormKind::RMS_NORM, NormPlacement::PRE, true};
+    case NormCase::kPostLayerNormResidual:
+      return {true, NormKind::LAYER_NORM, NormPlacement::POST, true};
+    case NormCase::kPreLayerNorm: return {true, NormKind::LAYER_NORM, NormPlacement::PRE, false};
+    case NormCase::kPostRms: return {true, NormKind::RMS_NORM, NormPlacement::POST, false};
+    default: return {false, NormKind::RMS_NORM, NormPlacement::PRE, false};
+  }
+}
+
+using SweepParam = std::tuple<Activation, bool, bool, NormCase>;
+
+class XnnpackSweepTest : public ::testing::TestWithParam<SweepParam> {};
+
+TEST_P(XnnpackSweepTest, MatchesReference) {
+  const auto [activation, gated, bias, norm_case] = GetParam();
+  const NormSetup norm = NormSetupFor(norm_case);
+  // Rotate dtypes, tokens and threads through the sweep so that every combination meets each.
+  const size_t index =
+      static_cast<size_t>(activation) * 20 + gated * 10 + bias * 5 + static_cast<size_t>(norm_case);
+  const DType dtypes[] = {DType::F32, DType::F16, DType::BF16};
+  const size_t tokens[] = {1, 2, 7, 13};
+  FfnTester t;
+  t.d_model(23).d_ff(41).activation(activation).gated(gated).bias(bias).residual(norm.residual);
+  t.dtype(dtypes[index % 3]).tokens(tokens[index % 4]).threads(index % 2 == 0 ? 1 : 3);
+  t.d_ff_alignment(index % 5 == 0 ? 1 : 64).seed(static_cast<uint32_t>(index + 1));
+  if (norm.present) t.norm(norm.kind, norm.placement);
+  t.Test("xnnpack");
+}
+
+std::string SweepName(const ::testing::TestParamInfo<SweepParam>& info) {
+  static const char* const kNorms[] = {"none", "prerms_res", "postln_res", "preln", "postrms"};
+  return absl::StrFormat("%s_%s_%s_%s", ActivationName(std::get<0>(info.param)),
+                         std::get<1>(info.param) ? "gated" : "plain",
+                         std::get<2>(info.param) ? "bias" : "nobias",
+                         kNorms[static_cast<int>(std::get<3>(info.param))]);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, XnnpackSweepTest,
+    ::testing::Combine(::testing::ValuesIn(kActivations), ::testing::Bool(), ::testing::Bool(),
+                       ::testing::Values(NormCase::kNone, NormCase::kPreRmsResidual,
+                                         NormCase::kPostLayerNormResidual, NormCase::kPreLayerNorm,
+                                         NormCase::kPostRms)),
+    SweepName);
+
+// --- Shapes: odd and prime sizes, padded and not, 1 to 300 tokens, 1 and 3 threads. ---
+
+struct Shape {
+  uint32_t d_model, d_ff, alignment;
+  size_t tokens;
+};
+
+class XnnpackShapeTest : public ::testing::TestWithParam<std::tuple<Shape, int>> {};
+
+TEST_P(XnnpackShapeTest, MatchesReference) {
+  const auto [shape, threads] = GetParam();
+  for (bool gated : {false, true}) {
+    FfnTester()
+        .d_model(shape.d_model)
+        .d_ff(shape.d_ff)
+        .d_ff_alignment(shape.alignment)
+        .tokens(shape.tokens)
+        .threads(threads)
+        .activation(gated ? Activation::SILU : Activation::GELU_ERF)
+        .gated(gated)
+        .bias(!gated)
+        .norm(NormKind::RMS_NORM, NormPlacement::PRE)
+        .residual(true)
+        .Test("xnnpack");
+  }
+}
+
+constexpr Shape kShapes[] = {
+    {1, 1, 1, 1},      {2, 3, 64, 2},    {17, 53, 1, 7},     {31, 97, 64, 64},
+    {61, 173, 1, 300}, {64, 128, 64, 5}, {97, 211, 64, 300}, {127, 257, 1, 2},
+};
+
+std::string ShapeName(const ::testing::TestParamInfo<std::tuple<Shape, int>>& info) {
+  const Shape& s = std::get<0>(info.param);
+  return absl::StrFormat("d%d_ff%d_align%d_t%d_threads%d", s.d_model, s.d_ff, s.alignment, s.tokens,
+                         std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(All, XnnpackShapeTest,
+                         ::testing::Combine(::testing::ValuesIn(kShapes), ::testing::Values(1, 3)),
+                         ShapeName);
+
+// A handful of larger layers: several 2 MiB slices per matrix, several token chunks.
+TEST(XnnpackLargerTest, LlamaLikeSwiGlu) {
+  FfnTester()
+      .d_model(512)
+      .d_ff(1376)
+      .tokens(130)
+      .threads(3)
+      .activation(Activation::SILU)
+      .gated(true)
+      .norm(NormKind::RMS_NORM, NormPlacement::PRE)
+      .residual(true)
+      .Test("xnnpack");
+}
+
+TEST(XnnpackLargerTest, BertLikeGeluPostLayerNorm) {
+  FfnTester()
+      .d_model(384)
+      .d_ff(1536)
+      .tokens(67)
+      .activation(Activation::GELU_ERF)
+      .gated(false)
+      .bias(true)
+      .norm(NormKind::LAYER_NORM, NormPlacement::POST)
+      .residual(true)
+      .Test("xnnpack");
+}
+
+TEST(XnnpackLargerTest, Bf16GeGluDecode) {
+  FfnTester()
+      .d_model(1024)
+      .d_ff(2816)
+      .tokens(1)
+      .dtype(DType::BF16)
+      .activation(Activation::GELU_TANH)
+      .gated(true)
+      .Test("xnnpack");
+}
+
+// --- Direct backend runs: options (slices, chunks, kernels), norms FfnTester does not make. ---
+
+// Runs layer 0 of `spec` through the reference and through xnnpack with `options`; compares.
+void CompareWithReference(const ModelSpec& spec, const WriteOptions& write, size_t tokens,
+                          int threads, const XnnpackBackendOptions& options,
+                          const std::string& what) {
+  auto built = testing::BuildModel(spec, write);
+  ASSERT_TRUE(built.ok()) << built.status();
+  Rng rng(11);
+  const std::vector<float> input = rng.Vec(tokens * spec.d_model, 2.0f);
+  auto want = testing::RunLayer(*built->model, "reference", 0, input, tokens, 1);
+  ASSERT_TRUE(want.ok()) << want.status();
+  BackendConfig config;
+  config.num_threads = threads;
+  config.max_tokens = tokens;
+  auto backend = CreateXnnpackBackendWithOptions(*built->model, config, options);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  std::vector<float> got(tokens * spec.d_model);
+  ASSERT_TRUE((*backend)->Run(0, input.data(), tokens, got.data()).ok());
+  testing::ExpectOutputsNear(*want, got, tokens, spec.d_model, testing::kF32RelTol, what);
+}
+
+ModelSpec OneLayer(const FfnParams& p, Rng& rng) {
+  ModelSpec spec;
+  spec.d_model = p.d_model;
+  LayerSpec layer;
+  layer.ffn = testing::RandomFfn(p, rng);
+  spec.layers.push_back(std::move(layer));
+  return spec;
+}
+
+TEST(XnnpackOptionsTest, ManySlicesAndSmallChunks) {
+  for (Activation act : kActivations) {
+    for (bool gated : {false, true}) {
+      Rng rng(3);
+      FfnParams p;
+      p.d_model = 37;
+      p.d_ff = 150;
+      p.activation = act;
+      p.gated = gated;
+      p.bias = true;
+      ModelSpec spec = OneLayer(p, rng);
+      spec.layers[0].norm = testing::RandomNorm(NormKind::LAYER_NORM, NormPlacement::PRE, 37, rng);
+      spec.layers[0].residual = true;
+      XnnpackBackendOptions options;
+      options.slice_bytes = 1;  // 16 output channels per operator: 10 slices of up, 3 of down
+      options.token_chunk = 5;  // 23 tokens in chunks of 5, 5, 5, 5, 3
+      WriteOptions write;
+      write.d_ff_alignment = 1;
+      // 3 threads once: ~70 tiny parallel dispatches per run are slow where threads > cores.
+      const int threads = gated && act == Activation::SILU ? 3 : 1;
+      CompareWithReference(spec, write, 23, threads, options,
+                           absl::StrFormat("sliced %s gated %d", ActivationName(act), gated));
+    }
+  }
+}
+
+TEST(XnnpackOptionsTest, OneOperatorPerMatrix) {
+  Rng rng(4);
+  FfnParams p;
+  p.d_model = 29;
+  p.d_ff = 71;
+  XnnpackBackendOptions options;
+  options.slice_bytes = 0;
+  CompareWithReference(OneLayer(p, rng), WriteOptions(), 9, 1, options, "unsliced");
+}
+
+TEST(XnnpackOptionsTest, ScalarKernelsMatchReference) {
+  for (Activation act : kActivations) {
+    for (NormKind kind : {NormKind::LAYER_NORM, NormKind::RMS_NORM}) {
+      Rng rng(5);
+      FfnParams p;
+      p.d_model = 45;
+      p.d_ff = 83;
+      p.activation = act;
+      p.gated = kind == NormKind::RMS_NORM;
+      ModelSpec spec = OneLayer(p, rng);
+      spec.layers[0].norm = testing::RandomNorm(kind, NormPlacement::POST, 45, rng);
+      spec.layers[0].residual = true;
+      XnnpackBackendOptions options;
+      options.kernels = &ScalarKernels();
+      CompareWithReference(spec, WriteOptions(), 6, 1, options,
+                           absl::StrFormat("scalar kernels, %s", ActivationName(act)));
+    }
+  }
+}
+
+TEST(XnnpackNormTest, UnitOffsetEpsAndLayerNormWithoutBias) {
+  for (NormPlacement placement : {NormPlacement::PRE, NormPlacement::POST}) {
+    for (NormKind kind : {NormKind::LAYER_NORM, NormKind::RMS_NORM}) {
+      Rng rng(6);
+      FfnParams p;
+      p.d_model = 33;
+      p.d_ff = 65;
+      ModelSpec spec = OneLayer(p, rng);
+      NormSpec norm = testing::RandomNorm(kind, placement, 33, rng);
+      norm.unit_offset = true;  // Gemma: (1 + w)
+      norm.eps = 0.5f;          // large enough that a dropped eps shows
+      norm.bias = TensorSource();
+      spec.layers[0].norm = std::move(norm);
+      CompareWithReference(spec, WriteOptions(), 4, 1, XnnpackBackendOptions(), "unit offset");
+    }
+  }
+}
+
+// --- Results do not depend on the thread count: XNNPACK splits rows and columns, never the
+// reduction, so 1 and 3 threads give the same bits. ---
+TEST(XnnpackThreadsTest, SameResultForOneAndThreeThreads) {
+  Rng rng(8);
+  FfnParams p;
+  p.d_model = 96;
+  p.d_ff = 300;
+  ModelSpec spec = OneLayer(p, rng);
+  auto built = testing::BuildModel(spec);
+  ASSERT_TRUE(built.ok()) << built.status();
+  for (size_t tokens : {1, 7, 64}) {
+    const std::vector<float> input = Rng(9).Vec(tokens * 96, 2.0f);
+    auto one = testing::RunLayer(*built->model, "xnnpack", 0, input, tokens, 1);
+    auto three = testing::RunLayer(*built->model, "xnnpack", 0, input, tokens, 3);
+    ASSERT_TRUE(one.ok() && three.ok());
+    testing::ExpectOutputsNear(*one, *three, tokens, 96, testing::kF32RelTol, "1 vs 3 threads");
+  }
+}
+
+// --- MoE layers run through the internal reference, next to dense layers. ---
+TEST(XnnpackMoeTest, MoeLayerMatchesReference) {
+  testing::MoeParams moe;
+  moe.num_experts = 4;
+  moe.top_k = 2;
+  moe.num_shared = 1;
+  testing::MoeTester().d_model(19).d_ff(29).tokens(5).moe(moe).Test("xnnpack");
+}
+
+TEST(XnnpackMoeTest, MixedModelRunsEveryLayer) {
+  Rng rng(10);
+  FfnParams p;
+  p.d_model = 21;
+  p.d_ff = 40;
+  ModelSpec spec = OneLayer(p, rng);
+  LayerSpec moe_layer;
+  moe_layer.kind = LayerKind::kMoe;
+  testing::MoeParams moe;
+  moe.num_experts = 3;
+  moe.top_k = 1;
+  moe.expert = p;
+  moe_layer.moe = testing::RandomMoe(moe, rng);
+  spec.layers.push_back(std::move(moe_layer));
+  spec.layers.push_back(OneLayer(p, rng).layers[0]);
+  auto built = testing::BuildModel(spec);
+  ASSERT_TRUE(built.ok()) << built.status();
+  const std::vector<float> input = rng.Vec(3 * 21, 1.0f);
+  for (size_t layer = 0; layer < 3; ++layer) {
+    auto want = testing::RunLayer(*built->model, "reference", layer, input, 3);
+    auto got = testing::RunLayer(*built->model, "xnnpack", layer, input, 3);
+    ASSERT_TRUE(want.ok() && got.ok());
+    testing::ExpectOutputsNear(*want, *got, 3, 21, testing::kF32RelTol,
+                               absl::StrFormat("layer %d", layer));
+  }
+}
+
+// --- A file-backed model: the backend releases the mapped weight pages after packing, and two
+// sessions on one model both work (the second re-reads the released pages). ---
+TEST(XnnpackFileTest, ReleasesPagesAndStillMatches) {
+  Rng rng(12);
+  FfnParams p;
+  p.d_model = 40;
+  p.d_ff = 100;
+  ModelSpec spec = OneLayer(p, rng);
+  const std::string path = absl::StrFormat("%s/xnnpack_test_%d.fflite", ::testing::TempDir(),
+                                           static_cast<int>(getpid()));
+  ASSERT_TRUE(WriteModelFile(spec, WriteOptions(), path).ok());
+  auto model = Model::LoadFile(path);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const std::vector<float> input = rng.Vec(4 * 40, 1.0f);
+  auto first = testing::RunLayer(**model, "xnnpack", 0, input, 4);
+  auto second = testing::RunLayer(**model, "xnnpack", 0, input, 4);
+  auto want = testing::RunLayer(**model, "reference", 0, input, 4);
+  ASSERT_TRUE(first.ok() && second.ok() && want.ok());
+  testing::ExpectOutputsNear(*want, *first, 4, 40, testing::kF32RelTol, "first session");
+  testing::ExpectOutputsNear(*want, *second, 4, 40, testing::kF32RelTol, "second session");
+  std::remove(path.c_str());
+}
+
+TEST(XnnpackRegistryTest, AutoPicksXnnpack) {
+  std::string why;
+  ASSERT_TRUE(XnnpackBackendAvailable(&why)) << why;
+  Rng rng(13);
+  auto built = testing::BuildModel(OneLayer(FfnParams(), rng));
+  ASSERT_TRUE(built.ok());
+  auto session = Session::Create(*built->model, SessionOptions());
+  ASSERT_TRUE(session.ok()) << session.status();
+  EXPECT_STREQ((*session)->backend_name(), "xnnpack");
+}
+
+}  // namespace
+}  // namespace fflite
