@@ -35,6 +35,7 @@
 #include "backends/reference/reference_backend.h"
 #include "base/aligned_buffer.h"
 #include "base/status_macros.h"
+#include "base/tsan.h"
 #include "format/writer.h"
 
 namespace fflite {
@@ -303,8 +304,11 @@ class XnnpackBackend : public Backend {
   absl::Status RunMatrix(const Matrix& m, size_t n, const float* in, float* out, bool last) {
     SliceJob job{&m, n, in, out, {xnn_status_success}};
     if (threadpool_ != nullptr && m.slices.size() > 1 && n * m.in * m.out >= kMinParallelMacs) {
+      // pthreadpool synchronises the hand-off itself, but TSan cannot see into it.
+      FFLITE_TSAN_RELEASE(&job);
       pthreadpool_parallelize_1d(threadpool_.get(), RunSlice, &job, m.slices.size(),
                                  last ? PTHREADPOOL_FLAG_YIELD_WORKERS : 0);
+      FFLITE_TSAN_ACQUIRE(&job);
     } else {
       for (size_t i = 0; i < m.slices.size(); ++i) RunSlice(&job, i);
     }
@@ -324,12 +328,14 @@ class XnnpackBackend : public Backend {
   };
 
   static void RunSlice(void* context, size_t i) {
+    FFLITE_TSAN_ACQUIRE(context);
     SliceJob& job = *static_cast<SliceJob*>(context);
     const Matrix::Slice& s = job.m->slices[i];
     xnn_status status = xnn_setup_fully_connected_nc_f32(s.op.get(), job.n, job.in,
                                                          job.out + s.first, /*threadpool=*/nullptr);
     if (status == xnn_status_success) status = xnn_run_operator(s.op.get(), nullptr);
     if (status != xnn_status_success) job.status.store(status, std::memory_order_relaxed);
+    FFLITE_TSAN_RELEASE(context);
   }
 
   void Normalize(const LayerPlan& p, const float* in, float* out) const {
