@@ -132,6 +132,13 @@ static void test_session_options(const fflite_model* model) {
   CHECK(fflite_session_create(model, &opts, &session) == FFLITE_STATUS_OK);
   fflite_session_free(session);
 
+  /* An options struct from before expert_budget_bytes: no budget, whatever lies beyond. */
+  fflite_session_options_init(&opts);
+  opts.struct_size = offsetof(fflite_session_options, expert_budget_bytes);
+  opts.expert_budget_bytes = -7; /* beyond the old struct: must be ignored */
+  CHECK(fflite_session_create(model, &opts, &session) == FFLITE_STATUS_OK);
+  fflite_session_free(session);
+
   /* A newer fflite's larger struct: fine while the unknown tail is zero. */
   {
     unsigned char buf[sizeof(fflite_session_options) + 16];
@@ -199,6 +206,61 @@ static void test_run(const fflite_model* model) {
   fflite_session_free(session);
 }
 
+/* Routing statistics: xnnpack (under a 1-byte expert budget: one expert at a time) and the
+ * reference count the same tokens per expert; reset; a dense layer has none; bad arguments. */
+static void test_expert_counts(const fflite_model* model) {
+  fflite_session* s[2] = {NULL, NULL};
+  fflite_session_options opts;
+  float in[16 * 4], out[16 * 4];
+  uint64_t counts[2][5];
+  size_t num = 99, i;
+  int k;
+  for (i = 0; i < 16 * 4; ++i) in[i] = (float)((i * 29) % 17) / 8.0f - 1.0f;
+  for (k = 0; k < 2; ++k) {
+    fflite_session_options_init(&opts);
+    CHECK(opts.expert_budget_bytes == 0);
+    opts.max_tokens = 4;
+    opts.backend = k == 0 ? FFLITE_BACKEND_REFERENCE : FFLITE_BACKEND_XNNPACK;
+    opts.expert_budget_bytes = k == 0 ? 0 : 1;
+    CHECK(fflite_session_create(model, &opts, &s[k]) == FFLITE_STATUS_OK);
+    if (s[k] == NULL) return;
+    CHECK(fflite_session_run(s[k], 1, in, 4, out) == FFLITE_STATUS_OK);
+    CHECK(fflite_session_run(s[k], 1, in + 16, 1, out) == FFLITE_STATUS_OK);
+    CHECK(fflite_session_expert_counts(s[k], 1, NULL, 0, &num) == FFLITE_STATUS_OK && num == 4);
+    memset(counts[k], 0, sizeof(counts[k]));
+    CHECK(fflite_session_expert_counts(s[k], 1, counts[k], 5, &num) == FFLITE_STATUS_OK);
+    CHECK(counts[k][0] + counts[k][1] + counts[k][2] + counts[k][3] == 5 * 2); /* top-2 */
+    CHECK(fflite_session_expert_counts(s[k], 0, counts[k], 5, &num) == FFLITE_STATUS_OK &&
+          num == 0);
+  }
+  CHECK(memcmp(counts[0], counts[1], sizeof(counts[0])) == 0);
+  CHECK_STATUS(fflite_session_expert_counts(s[1], 1, counts[0], 3, &num),
+               FFLITE_STATUS_INVALID_ARGUMENT, "capacity 3");
+  CHECK(num == 4);
+  CHECK_STATUS(fflite_session_expert_counts(s[1], 2, counts[0], 5, &num),
+               FFLITE_STATUS_OUT_OF_RANGE, "layer 2");
+  CHECK_STATUS(fflite_session_expert_counts(NULL, 1, counts[0], 5, &num),
+               FFLITE_STATUS_INVALID_ARGUMENT, "session");
+  CHECK_STATUS(fflite_session_expert_counts(s[1], 1, counts[0], 5, NULL),
+               FFLITE_STATUS_INVALID_ARGUMENT, "out_num_experts");
+  CHECK(fflite_session_reset_expert_counts(s[1]) == FFLITE_STATUS_OK);
+  CHECK(fflite_session_expert_counts(s[1], 1, counts[1], 5, &num) == FFLITE_STATUS_OK);
+  CHECK(counts[1][0] == 0 && counts[1][1] == 0 && counts[1][2] == 0 && counts[1][3] == 0);
+  CHECK_STATUS(fflite_session_reset_expert_counts(NULL), FFLITE_STATUS_INVALID_ARGUMENT,
+               "session");
+  /* A negative budget is refused. */
+  fflite_session_options_init(&opts);
+  opts.expert_budget_bytes = -1;
+  {
+    fflite_session* bad = NULL;
+    CHECK_STATUS(fflite_session_create(model, &opts, &bad), FFLITE_STATUS_INVALID_ARGUMENT,
+                 "expert_budget_bytes");
+    CHECK(bad == NULL);
+  }
+  fflite_session_free(s[0]);
+  fflite_session_free(s[1]);
+}
+
 int main(int argc, char** argv) {
   fflite_model* model = NULL;
   if (argc != 2) {
@@ -215,6 +277,7 @@ int main(int argc, char** argv) {
   test_queries(model);
   test_session_options(model);
   test_run(model);
+  test_expert_counts(model);
   fflite_model_free(model);
   printf("c_api_test: %d checks, %d failed\n", checks, failures);
   return failures == 0 ? 0 : 1;

@@ -220,6 +220,10 @@ fflite_status fflite_session_create(const fflite_model* model,
     return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "options->max_tokens must be at least 1");
   }
   so.max_tokens = static_cast<size_t>(opts.max_tokens);
+  if (opts.expert_budget_bytes < 0) {
+    return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "options->expert_budget_bytes must be at least 0");
+  }
+  so.expert_budget_bytes = static_cast<uint64_t>(opts.expert_budget_bytes);
   // Read the enum through its underlying type: a C caller may store any int there, and loading
   // an out-of-range value as the C++ enum type is undefined behaviour.
   std::underlying_type_t<fflite_backend> backend;
@@ -256,6 +260,41 @@ fflite_status fflite_session_run(fflite_session* session, int32_t layer, const f
   return Guard([&] {
     return session->session->Run(static_cast<size_t>(layer), input, n_tokens, output);
   });
+}
+
+fflite_status fflite_session_expert_counts(const fflite_session* session, int32_t layer,
+                                          uint64_t* out_counts, size_t capacity,
+                                          size_t* out_num_experts) {
+  if (session == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "session is null");
+  if (out_num_experts == nullptr) {
+    return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "out_num_experts is null");
+  }
+  *out_num_experts = 0;
+  if (layer < 0) {
+    return Report(absl::OutOfRangeError("layer " + std::to_string(layer) + " is negative"));
+  }
+  return Guard([&]() -> absl::Status {
+    // The session is used by one thread at a time, so reading its counters here is safe.
+    absl::StatusOr<absl::Span<const uint64_t>> counts =
+        session->session->ExpertCounts(static_cast<size_t>(layer));
+    if (!counts.ok()) return counts.status();
+    *out_num_experts = counts->size();
+    if (counts->empty()) return absl::OkStatus();
+    if (out_counts == nullptr && capacity == 0) return absl::OkStatus();  // a size query
+    if (out_counts == nullptr) return absl::InvalidArgumentError("out_counts is null");
+    if (capacity < counts->size()) {
+      return absl::InvalidArgumentError("capacity " + std::to_string(capacity) +
+                                        " is below the layer's " + std::to_string(counts->size()) +
+                                        " experts");
+    }
+    std::memcpy(out_counts, counts->data(), counts->size() * sizeof(uint64_t));
+    return absl::OkStatus();
+  });
+}
+
+fflite_status fflite_session_reset_expert_counts(fflite_session* session) {
+  if (session == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "session is null");
+  return Guard([&] { return session->session->ResetExpertCounts(); });
 }
 
 fflite_status fflite_platform_info_get(fflite_platform_info* out_info) {

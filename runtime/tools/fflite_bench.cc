@@ -34,7 +34,8 @@
 #include "session/session.h"
 
 ABSL_FLAG(std::string, model, "", "a .fflite file to run");
-ABSL_FLAG(std::string, synthetic, "", "a built-in shape instead of --model: llama, bert, tiny");
+ABSL_FLAG(std::string, synthetic, "",
+          "a built-in shape instead of --model: llama, bert, tiny, mixtral-mini, qwen-moe");
 ABSL_FLAG(std::string, tokens, "1,128", "token counts per call, comma-separated");
 ABSL_FLAG(std::string, threads, "1", "thread counts, comma-separated");
 ABSL_FLAG(std::string, backend, "auto", "auto, or a backend name (xnnpack, reference)");
@@ -53,6 +54,15 @@ ABSL_FLAG(bool, json, false, "print JSON instead of a table");
 ABSL_FLAG(int64_t, slice_kib, -1, "xnnpack: KiB of packed weights per operator (0: unsliced)");
 ABSL_FLAG(int64_t, token_chunk, 0, "xnnpack: tokens per chunk (0: the default)");
 ABSL_FLAG(int64_t, bandwidth_mib, 1024, "buffer for the read-bandwidth measurement");
+ABSL_FLAG(double, expert_budget_fraction, 0.0,
+          "MoE: the session's expert budget as a fraction of all routed experts' packed bytes "
+          "(0: no budget, every expert packed at creation)");
+ABSL_FLAG(bool, vary_tokens, false,
+          "a different random input for each call (from a pool of 64), so that MoE routing "
+          "varies from call to call; both sets get the same inputs");
+ABSL_FLAG(bool, vs_unbudgeted, false,
+          "with --baseline and --expert_budget_fraction: compare against the same backend "
+          "without a budget instead of plain XNNPACK");
 
 namespace fflite {
 namespace bench {
@@ -92,10 +102,14 @@ std::vector<int64_t> ParseList(const std::string& flag, const std::string& text)
 }
 
 // Work per call, over every layer: bytes of weights read at decode (f32 as packed; for MoE the
-// router plus top_k and shared experts, as stored) and FLOPs per token.
+// bytes actually needed: the router plus top_k and shared experts, as stored) and FLOPs per
+// token; and what the packed weights take.
 struct Work {
   double weight_bytes = 0.0;
   double flops_per_token = 0.0;
+  double expert_bytes = 0.0;      // every routed expert, packed (what a budget limits)
+  double non_expert_bytes = 0.0;  // everything else, f32: dense layers, routers, shared experts
+  bool moe = false;
 };
 
 Work CountWork(const Model& model) {
@@ -105,10 +119,19 @@ Work CountWork(const Model& model) {
     out->weight_bytes += times * params * bytes_per_weight;
     out->flops_per_token += times * 2.0 * params;
   };
+  auto f32_ffn = [](const FfnView& f) {
+    return 4.0 * f.d_model * f.d_ff_padded * (f.gated ? 3 : 2);
+  };
   for (const LayerView& l : model.layers()) {
+    w.non_expert_bytes += 4.0 * model.d_model() * (l.norm.present ? 2 : 0);
     if (l.kind == LayerKind::kDense) {
       ffn(l.ffn, 4.0, &w, 1.0);
+      w.non_expert_bytes += f32_ffn(l.ffn);
     } else {
+      w.moe = true;
+      for (const FfnView& e : l.moe.experts) w.expert_bytes += XnnpackPackedFfnBytes(e);
+      w.non_expert_bytes += 4.0 * (l.moe.router.numel() + l.moe.shared_expert_gate.numel());
+      for (const FfnView& s : l.moe.shared_experts) w.non_expert_bytes += f32_ffn(s);
       const double bpw = DTypeSize(l.moe.router.dtype);
       w.weight_bytes += l.moe.router.size;
       w.flops_per_token += 2.0 * l.moe.router.numel();
@@ -131,14 +154,18 @@ Stats Summarise(std::vector<double> t) {
 // Runs every layer in turn (each layer's output is the next one's input), on runner `r % n` of
 // each set. With two sets (ours, baseline) the runs alternate, so that the load of a shared
 // machine falls on both alike, and so does the order within a repetition.
+// With `vary`, each repetition takes the next of 64 random inputs (made before timing).
 absl::Status Time(const std::vector<std::vector<std::unique_ptr<Backend>>*>& sets,
-                  const Model& model, size_t tokens, int warmup, int reps,
+                  const Model& model, size_t tokens, int warmup, int reps, bool vary,
                   std::vector<Stats>* stats) {
   const size_t d = model.d_model();
-  std::vector<float> input(tokens * d), a, b(tokens * d);
+  std::vector<std::vector<float>> inputs(vary ? 64 : 1, std::vector<float>(tokens * d));
+  std::vector<float> a, b(tokens * d);
   std::mt19937 gen(1);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (float& v : input) v = dist(gen);
+  for (auto& input : inputs) {
+    for (float& v : input) v = dist(gen);
+  }
   std::vector<std::vector<double>> times(sets.size());
   for (int r = 0; r < warmup + reps; ++r) {
     for (size_t k = 0; k < sets.size(); ++k) {
@@ -146,7 +173,7 @@ absl::Status Time(const std::vector<std::vector<std::unique_ptr<Backend>>*>& set
       // back-to-back runs measured ~10-20% slower in an A/A test (ours against ours).
       const size_t s = (k + static_cast<size_t>(r)) % sets.size();
       Backend& runner = *(*sets[s])[static_cast<size_t>(r) % sets[s]->size()];
-      a = input;
+      a = inputs[static_cast<size_t>(r) % inputs.size()];
       const double t = Now();
       for (size_t l = 0; l < model.layers().size(); ++l) {
         FFLITE_RETURN_IF_ERROR(runner.Run(l, a.data(), tokens, b.data()));
@@ -166,7 +193,7 @@ struct Row {
   size_t tokens = 1;
   Stats ours, base;
   bool has_base = false;
-  double gbs = 0, gflops = 0, roof_pct = 0;
+  double gbs = 0, gflops = 0, roof_pct = 0, peak_pct = 0;
 };
 
 // A session's backend, made the way Session::Create makes it (or with the xnnpack tuning flags).
@@ -201,7 +228,9 @@ int Main() {
   const std::string model_path = absl::GetFlag(FLAGS_model);
   const std::string synthetic = absl::GetFlag(FLAGS_synthetic);
   if (model_path.empty() == synthetic.empty()) {
-    std::fprintf(stderr, "give exactly one of --model PATH or --synthetic llama|bert|tiny\n");
+    std::fprintf(stderr,
+                 "give exactly one of --model PATH or --synthetic "
+                 "llama|bert|tiny|mixtral-mini|qwen-moe\n");
     return 2;
   }
   const std::vector<int64_t> token_list = ParseList("tokens", absl::GetFlag(FLAGS_tokens));
@@ -250,6 +279,15 @@ int Main() {
   }
   const Model& model = **loaded;
   const Work work = CountWork(model);
+  const double budget_fraction = absl::GetFlag(FLAGS_expert_budget_fraction);
+  const uint64_t budget =
+      budget_fraction > 0 ? std::max<uint64_t>(1, static_cast<uint64_t>(budget_fraction *
+                                                                        work.expert_bytes))
+                          : 0;
+  // Packed bytes of one session: what the cold mode's copies cost.
+  const double packed_bytes =
+      work.non_expert_bytes + (budget > 0 ? std::min<double>(budget, work.expert_bytes)
+                                          : work.expert_bytes);
 
   // The roofline of this machine, measured now.
   const double bw =
@@ -265,17 +303,22 @@ int Main() {
   if (cold) {
     copies = std::max<size_t>(2, static_cast<size_t>(std::ceil(4.0 * llc / work.weight_bytes)));
     const double avail = ProcKb("/proc/meminfo", "MemAvailable") * 1024.0;
-    const size_t fit = static_cast<size_t>(avail / 2 / (work.weight_bytes * (with_base ? 2 : 1)));
+    const size_t fit = static_cast<size_t>(avail / 2 / (packed_bytes * (with_base ? 2 : 1)));
     copies = std::max<size_t>(1, std::min(copies, fit));
   }
 
   std::vector<Row> rows;
-  double create_s = 0.0, rss_before = RssMb(), rss_one = 0.0, rss_all = 0.0;
+  double create_s = 0.0, rss_before = RssMb(), rss_one = 0.0, rss_all = 0.0, rss_end = 0.0;
+  uint64_t resident_experts = 0;
+  std::vector<std::pair<size_t, std::vector<uint64_t>>> histograms;  // (layer, counts)
   for (int64_t threads : thread_list) {
     BackendConfig config;
     config.num_threads = static_cast<int>(threads);
     config.max_tokens =
         static_cast<size_t>(*std::max_element(token_list.begin(), token_list.end()));
+    config.expert_budget_bytes = budget;
+    BackendConfig unbudgeted = config;
+    unbudgeted.expert_budget_bytes = 0;
     std::vector<std::unique_ptr<Backend>> ours, base;
     // Copies of ours and of the baseline are created in turn, so that neither gets all the
     // memory allocated first (an A/A run on this VM showed the set created first ~15% slower at
@@ -293,8 +336,13 @@ int Main() {
       }
       ours.push_back(std::move(*b));
       if (with_base) {
-        b = absl::GetFlag(FLAGS_aa) ? MakeBackend(model, backend, config)
-                                    : CreateBaseline(model, config);
+        if (absl::GetFlag(FLAGS_aa)) {
+          b = MakeBackend(model, backend, config);
+        } else if (absl::GetFlag(FLAGS_vs_unbudgeted)) {
+          b = MakeBackend(model, backend, unbudgeted);
+        } else {
+          b = CreateBaseline(model, config);
+        }
         if (absl::IsUnimplemented(b.status())) {
           std::fprintf(stderr, "no baseline: %s\n", std::string(b.status().message()).c_str());
           with_base = false;
@@ -316,7 +364,8 @@ int Main() {
       if (with_base) sets.push_back(&base);
       std::vector<Stats> stats;
       const absl::Status st = Time(sets, model, row.tokens, absl::GetFlag(FLAGS_warmup),
-                                   absl::GetFlag(FLAGS_reps), &stats);
+                                   absl::GetFlag(FLAGS_reps), absl::GetFlag(FLAGS_vary_tokens),
+                                   &stats);
       if (!st.ok()) {
         std::fprintf(stderr, "run: %s\n", st.ToString().c_str());
         return 1;
@@ -334,7 +383,23 @@ int Main() {
       const double roof_s =
           std::max(work.weight_bytes / (bw * 1e9), flops / (peak.gflops * 1e9 * threads));
       row.roof_pct = 100.0 * roof_s / row.ours.median;
+      row.peak_pct = 100.0 * row.gflops / (peak.gflops * threads);
       rows.push_back(row);
+    }
+    if (threads == thread_list.front()) {
+      rss_end = RssMb();
+      resident_experts = XnnpackResidentExpertBytes(ours.front().get());
+      // The expert histogram of this run: every call of every copy of ours.
+      for (size_t l = 0; l < model.layers().size(); ++l) {
+        if (model.layers()[l].kind != LayerKind::kMoe) continue;
+        std::vector<uint64_t> sum(model.layers()[l].moe.num_experts, 0);
+        for (const auto& o : ours) {
+          const ExpertCounts* c = o->expert_counts();
+          if (c == nullptr) continue;
+          for (size_t e = 0; e < sum.size(); ++e) sum[e] += c->layer(l)[e];
+        }
+        histograms.emplace_back(l, std::move(sum));
+      }
     }
   }
 
@@ -355,14 +420,28 @@ int Main() {
         " \"rss_before_mb\": %.1f, \"rss_after_create_mb\": %.1f, "
         "\"rss_all_copies_mb\": %.1f,\n",
         rss_before, rss_one, rss_all);
+    std::printf(" \"rss_end_mb\": %.1f, \"expert_budget_bytes\": %" PRIu64
+                ", \"resident_expert_bytes\": %" PRIu64 ", \"expert_bytes\": %.0f, "
+                "\"non_expert_bytes\": %.0f,\n",
+                rss_end, budget, resident_experts, work.expert_bytes, work.non_expert_bytes);
+    std::printf(" \"expert_histogram\": {");
+    for (size_t h = 0; h < histograms.size(); ++h) {
+      std::printf("%s\"%zu\": [", h == 0 ? "" : ", ", histograms[h].first);
+      for (size_t e = 0; e < histograms[h].second.size(); ++e) {
+        std::printf("%s%" PRIu64, e == 0 ? "" : ", ", histograms[h].second[e]);
+      }
+      std::printf("]");
+    }
+    std::printf("},\n");
     std::printf(" \"runs\": [\n");
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
       std::printf(
           "  {\"threads\": %d, \"tokens\": %zu, \"median_ms\": %.4f, \"min_ms\": %.4f, "
-          "\"max_ms\": %.4f, \"weight_gbs\": %.3f, \"gflops\": %.3f, \"roofline_pct\": %.2f",
+          "\"max_ms\": %.4f, \"weight_gbs\": %.3f, \"gflops\": %.3f, \"roofline_pct\": %.2f, "
+          "\"fma_peak_pct\": %.2f",
           r.threads, r.tokens, r.ours.median * 1e3, r.ours.min * 1e3, r.ours.max * 1e3, r.gbs,
-          r.gflops, r.roof_pct);
+          r.gflops, r.roof_pct, r.peak_pct);
       if (r.has_base) {
         std::printf(
             ", \"baseline_median_ms\": %.4f, \"baseline_min_ms\": %.4f, "
@@ -394,15 +473,45 @@ int Main() {
       "%.1f MB per copy)\n\n",
       rss_before, rss_one, rss_all, copies, with_base ? " + baseline copies" : "",
       work.weight_bytes / 1e6);
-  std::printf("%7s %6s %10s %10s %10s %8s %9s %7s", "threads", "tokens", "median ms", "min ms",
-              "max ms", "GB/s", "GFLOP/s", "roof%");
+  if (work.moe) {
+    std::printf(
+        "MoE: routed experts %.1f MB packed, non-expert weights %.1f MB; expert budget %s; "
+        "weights read per call above = router + chosen + shared experts (decode roofline)\n",
+        work.expert_bytes / 1e6, work.non_expert_bytes / 1e6,
+        budget > 0 ? absl::StrFormat("%.1f MB (%.3g of the experts)", budget / 1e6,
+                                     budget_fraction).c_str()
+                   : "none");
+    std::printf(
+        "after the runs: RSS %.1f MB (+%.1f over before sessions); resident packed experts of "
+        "the first session %.1f MB; budget + non-expert weights = %.1f MB per session\n",
+        rss_end, rss_end - rss_before, resident_experts / 1e6,
+        (budget > 0 ? budget : work.expert_bytes) / 1e6 + work.non_expert_bytes / 1e6);
+    for (const auto& [layer, counts] : histograms) {
+      uint64_t total = 0, max = 0, min = UINT64_MAX;
+      for (uint64_t c : counts) {
+        total += c;
+        max = std::max(max, c);
+        min = std::min(min, c);
+      }
+      std::printf("expert histogram, layer %zu (tokens routed to each expert over every call; "
+                  "total %" PRIu64 ", min %" PRIu64 ", max %" PRIu64 "):\n ",
+                  layer, total, min, max);
+      for (size_t e = 0; e < counts.size(); ++e) {
+        std::printf(" %zu:%" PRIu64 "%s", e, counts[e], (e + 1) % 12 == 0 ? "\n " : "");
+      }
+      std::printf("\n");
+    }
+    std::printf("\n");
+  }
+  std::printf("%7s %6s %10s %10s %10s %8s %9s %7s %6s", "threads", "tokens", "median ms",
+              "min ms", "max ms", "GB/s", "GFLOP/s", "roof%", "peak%");
   if (with_base)
     std::printf(" %12s %10s %8s %8s", "base med ms", "base min", "speedup", "(by min)");
   std::printf("\n");
   for (const Row& r : rows) {
-    std::printf("%7d %6zu %10.3f %10.3f %10.3f %8.2f %9.2f %6.1f%%", r.threads, r.tokens,
+    std::printf("%7d %6zu %10.3f %10.3f %10.3f %8.2f %9.2f %6.1f%% %5.1f%%", r.threads, r.tokens,
                 r.ours.median * 1e3, r.ours.min * 1e3, r.ours.max * 1e3, r.gbs, r.gflops,
-                r.roof_pct);
+                r.roof_pct, r.peak_pct);
     if (r.has_base) {
       std::printf(" %12.3f %10.3f %7.2fx %7.2fx", r.base.median * 1e3, r.base.min * 1e3,
                   r.base.median / r.ours.median, r.base.min / r.ours.min);
@@ -418,7 +527,8 @@ int Main() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "fflite-bench --synthetic llama --tokens 1,128 --threads 1,2 [--cold] [--baseline] [--json]");
+      "fflite-bench --synthetic llama|mixtral-mini|qwen-moe --tokens 1,128 --threads 1,2 [--cold] "
+      "[--baseline] [--expert_budget_fraction 0.25 [--vary_tokens] [--vs_unbudgeted]] [--json]");
   absl::ParseCommandLine(argc, argv);
   return fflite::bench::Main();
 }

@@ -72,11 +72,13 @@ absl::StatusOr<LoadedModel> BuildModel(const ModelSpec& spec, const WriteOptions
 
 absl::StatusOr<std::vector<float>> RunLayer(const Model& model, const std::string& backend,
                                             size_t layer, const std::vector<float>& input,
-                                            size_t tokens, int threads) {
+                                            size_t tokens, int threads,
+                                            uint64_t expert_budget_bytes) {
   SessionOptions options;
   options.backend = backend;
   options.num_threads = threads;
   options.max_tokens = tokens;
+  options.expert_budget_bytes = expert_budget_bytes;
   FFLITE_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(model, options));
   std::vector<float> output(tokens * model.d_model(), 0.0f);
   FFLITE_RETURN_IF_ERROR(session->Run(layer, input.data(), tokens, output.data()));

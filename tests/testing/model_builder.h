@@ -73,7 +73,8 @@ absl::StatusOr<LoadedModel> BuildModel(const ModelSpec& spec, const WriteOptions
 // Runs one layer through a session of `backend` and returns output [tokens, d_model].
 absl::StatusOr<std::vector<float>> RunLayer(const Model& model, const std::string& backend,
                                             size_t layer, const std::vector<float>& input,
-                                            size_t tokens, int threads = 1);
+                                            size_t tokens, int threads = 1,
+                                            uint64_t expert_budget_bytes = 0);
 
 }  // namespace testing
 }  // namespace fflite

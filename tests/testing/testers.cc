@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
+#include "session/session.h"
 #include "testing/tolerances.h"
 
 namespace fflite {
@@ -50,16 +51,40 @@ void LayerTesterBase<Derived>::TestLayer(LayerSpec layer, Rng& rng,
   auto built = BuildModel(spec, options);
   ASSERT_TRUE(built.ok()) << built.status();
   const std::vector<float> input = rng.Vec(tokens_ * ffn_.d_model, 2.0f);
-  auto want = RunLayer(*built->model, "reference", 0, input, tokens_, 1);
-  ASSERT_TRUE(want.ok()) << want.status();
-  auto got = RunLayer(*built->model, backend, 0, input, tokens_, threads_);
-  ASSERT_TRUE(got.ok()) << got.status();
+  SessionOptions ref_options;
+  ref_options.backend = "reference";
+  ref_options.max_tokens = tokens_;
+  auto ref = Session::Create(*built->model, ref_options);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  SessionOptions session_options;
+  session_options.backend = backend;
+  session_options.num_threads = threads_;
+  session_options.max_tokens = tokens_;
+  session_options.expert_budget_bytes = expert_budget_;
+  auto session = Session::Create(*built->model, session_options);
+  ASSERT_TRUE(session.ok()) << session.status();
+  std::vector<float> want(tokens_ * ffn_.d_model), got(tokens_ * ffn_.d_model);
+  ASSERT_TRUE((*ref)->Run(0, input.data(), tokens_, want.data()).ok());
+  const absl::Status st = (*session)->Run(0, input.data(), tokens_, got.data());
+  ASSERT_TRUE(st.ok()) << st;
   const std::string what = absl::StrFormat(
-      "%s vs reference (d_model %d, d_ff %d, tokens %d, %s, gated %d, bias %d, %s, threads %d)",
+      "%s vs reference (d_model %d, d_ff %d, tokens %d, %s, gated %d, bias %d, %s, threads %d, "
+      "budget %d)",
       backend, ffn_.d_model, ffn_.d_ff, tokens_, ActivationName(ffn_.activation), ffn_.gated,
-      ffn_.bias, DTypeName(dtype_), threads_);
-  ExpectOutputsNear(*want, *got, tokens_, ffn_.d_model,
+      ffn_.bias, DTypeName(dtype_), threads_, expert_budget_);
+  ExpectOutputsNear(want, got, tokens_, ffn_.d_model,
                     tolerance_ < 0 ? kF32RelTol : tolerance_, what);
+  if (built->model->layers()[0].kind == LayerKind::kMoe) {
+    auto want_counts = (*ref)->ExpertCounts(0);
+    auto got_counts = (*session)->ExpertCounts(0);
+    ASSERT_TRUE(want_counts.ok() && got_counts.ok());
+    const std::vector<uint64_t> w(want_counts->begin(), want_counts->end());
+    const std::vector<uint64_t> g(got_counts->begin(), got_counts->end());
+    uint64_t total = 0;
+    for (uint64_t c : w) total += c;
+    EXPECT_EQ(total, tokens_ * built->model->layers()[0].moe.top_k) << what;
+    EXPECT_EQ(g, w) << what << ": routing statistics differ from the reference's";
+  }
 }
 
 void FfnTester::Test(const std::string& backend) const {
@@ -77,6 +102,7 @@ void MoeTester::Test(const std::string& backend) const {
   LayerSpec layer;
   layer.kind = LayerKind::kMoe;
   layer.moe = RandomMoe(p, rng);
+  if (customize_) customize_(&layer.moe);
   TestLayer(std::move(layer), rng, backend);
 }
 

@@ -6,6 +6,8 @@
 #ifndef FFLITE_TESTS_TESTING_TESTERS_H_
 #define FFLITE_TESTS_TESTING_TESTERS_H_
 
+#include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,6 +45,8 @@ class LayerTesterBase {
   Derived& d_ff_alignment(uint32_t v) { alignment_ = v; return self(); }
   Derived& seed(uint32_t v) { seed_ = v; return self(); }
   Derived& tolerance(double v) { tolerance_ = v; return self(); }
+  // Session option of the backend under test (the reference ignores it).
+  Derived& expert_budget(uint64_t bytes) { expert_budget_ = bytes; return self(); }
 
  protected:
   Derived& self() { return static_cast<Derived&>(*this); }
@@ -59,6 +63,7 @@ class LayerTesterBase {
   uint32_t alignment_ = 64;
   uint32_t seed_ = 1;
   double tolerance_ = -1.0;  // < 0: kF32RelTol
+  uint64_t expert_budget_ = 0;
 };
 
 class FfnTester : public LayerTesterBase<FfnTester> {
@@ -66,13 +71,18 @@ class FfnTester : public LayerTesterBase<FfnTester> {
   void Test(const std::string& backend) const;
 };
 
+// For MoE layers Test() also checks the routing statistics: the backend's per-expert token
+// counts (Session::ExpertCounts) must equal the reference's.
 class MoeTester : public LayerTesterBase<MoeTester> {
  public:
   MoeTester& moe(const MoeParams& p) { moe_ = p; return *this; }
+  // Edits the random layer before it is written (tied router rows, a dominant expert, ...).
+  MoeTester& customize(std::function<void(MoeSpec*)> f) { customize_ = std::move(f); return *this; }
   void Test(const std::string& backend) const;
 
  private:
   MoeParams moe_;
+  std::function<void(MoeSpec*)> customize_;
 };
 
 }  // namespace testing

@@ -124,6 +124,13 @@ typedef struct fflite_session_options {
   int32_t num_threads;    /* default 1; >= 1 */
   fflite_backend backend; /* default FFLITE_BACKEND_AUTO */
   int32_t max_tokens;     /* most tokens per fflite_session_run; default 512; >= 1 */
+  /* Most bytes of packed routed-expert weights the session keeps in memory; default 0: no limit.
+   * With a limit, the xnnpack backend packs an MoE expert on first use and drops the least
+   * recently used ones (and their file pages) beyond it, so that a model whose experts do not all
+   * fit in memory still runs; a budget below one expert keeps just the expert in use. Results are
+   * identical whatever the budget. Router, shared experts and dense layers are always resident
+   * and not counted. >= 0. */
+  int64_t expert_budget_bytes;
 } fflite_session_options;
 
 /* Fills `options` with the defaults and sets struct_size. NULL is ignored. */
@@ -149,6 +156,20 @@ FFLITE_API const char* fflite_session_backend_name(const fflite_session* session
  * NaN or Inf in the input propagate to the output; they never crash. */
 FFLITE_API fflite_status fflite_session_run(fflite_session* session, int32_t layer,
                                             const float* input, size_t n_tokens, float* output);
+
+/* Routing statistics: how many tokens each expert of MoE `layer` received since the session was
+ * created or its counts were last reset (a token routed to k experts counts once for each of
+ * them). Writes the expert count to *out_num_experts (0 for a dense layer) and, when capacity is
+ * at least that, the counts to out_counts[0 .. num_experts). out_counts may be NULL when capacity
+ * is 0 (a size query). Errors: INVALID_ARGUMENT (null session or out_num_experts, capacity below
+ * the expert count), OUT_OF_RANGE (layer), UNSUPPORTED (the backend keeps no statistics). */
+FFLITE_API fflite_status fflite_session_expert_counts(const fflite_session* session,
+                                                      int32_t layer, uint64_t* out_counts,
+                                                      size_t capacity, size_t* out_num_experts);
+
+/* Sets every routing count of the session to zero. Errors: INVALID_ARGUMENT (null session),
+ * UNSUPPORTED (the backend keeps no statistics). */
+FFLITE_API fflite_status fflite_session_reset_expert_counts(fflite_session* session);
 
 /* ---- Platform ---------------------------------------------------------------------------- */
 

@@ -11,12 +11,17 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "format/model.h"
+#include "moe/expert_counts.h"
 
 namespace fflite {
 
 struct BackendConfig {
   int num_threads = 1;   // >= 1
   size_t max_tokens = 0; // >= 1: the most tokens one Run may pass
+  // Most bytes of packed routed-expert weights kept in memory (0: no limit). Backends that pack
+  // weights (xnnpack) pack experts on first use and drop the least recently used ones beyond it;
+  // backends that read the model in place ignore it. Results do not depend on it.
+  uint64_t expert_budget_bytes = 0;
 };
 
 // One backend instance serves one session: it may keep scratch and packed weights, and is used by
@@ -27,6 +32,9 @@ class Backend {
   // input, output: [n_tokens, d_model] f32, row-major, not overlapping. The session has already
   // checked layer < layers().size() and 1 <= n_tokens <= max_tokens.
   virtual absl::Status Run(size_t layer, const float* input, size_t n_tokens, float* output) = 0;
+  // Routing statistics: tokens each expert of each MoE layer received since creation or the last
+  // reset (every backend counts through the shared ExpertCounts). nullptr: not kept.
+  virtual ExpertCounts* expert_counts() { return nullptr; }
 };
 
 struct BackendEntry {

@@ -68,7 +68,9 @@ void F32LayerNormAvx2(size_t d, const float* x, const float* w, const float* b, 
 void F32RmsNormAvx2(size_t d, const float* x, const float* w, float eps, float* y);
 #endif
 
-#if defined(__ARM_NEON)
+// aarch64 always has NEON. 32-bit ARM builds (Debian armhf targets VFPv3-D16 without NEON)
+// compile kernels_neon.cc alone with -mfpu=neon and use it only when the CPU reports NEON.
+#if defined(__aarch64__) || defined(__arm__)
 #define FFLITE_KERNELS_NEON 1
 // NEON (armv7 with NEON, aarch64). Fused multiply-add where the target has it.
 void F32ReluNeon(size_t n, const float* x, const float* u, float* y);

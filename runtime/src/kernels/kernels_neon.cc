@@ -1,5 +1,6 @@
 // NEON kernels (aarch64, and armv7 with NEON): 4 floats per vector, the exp/erfc approximations of
-// approx.h. Compiled only when the target has NEON; tested under qemu-aarch64.
+// approx.h. On 32-bit ARM this file alone is compiled with -mfpu=neon (runtime/CMakeLists.txt)
+// and chosen only when the CPU has NEON; tested under qemu-aarch64 and qemu-arm.
 #include "kernels/kernels.h"
 
 #if defined(FFLITE_KERNELS_NEON)

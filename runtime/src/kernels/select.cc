@@ -41,9 +41,11 @@ std::vector<const Kernels*> Detect() {
   if (cpuinfo && cpuinfo_has_x86_avx2() && cpuinfo_has_x86_fma3()) sets.push_back(&kAvx2);
 #endif
 #if defined(FFLITE_KERNELS_NEON)
-  // The build targets NEON (__ARM_NEON), so every CPU this binary runs on has it.
-  (void)cpuinfo;
-  sets.push_back(&kNeon);
+#if defined(__aarch64__)
+  sets.push_back(&kNeon);  // part of the ARMv8-A baseline
+#else
+  if (cpuinfo && cpuinfo_has_arm_neon()) sets.push_back(&kNeon);
+#endif
 #endif
   (void)cpuinfo;
   return sets;

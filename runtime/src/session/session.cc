@@ -47,6 +47,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const Model& model,
   BackendConfig config;
   config.num_threads = options.num_threads;
   config.max_tokens = options.max_tokens;
+  config.expert_budget_bytes = options.expert_budget_bytes;
   FFLITE_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, entry->create(model, config));
   return std::unique_ptr<Session>(
       new Session(model, entry->name, options.max_tokens, std::move(backend)));
@@ -71,6 +72,30 @@ absl::Status Session::Run(size_t layer, const float* input, size_t n_tokens, flo
     return absl::InvalidArgumentError("input and output overlap; pass separate buffers");
   }
   return backend_->Run(layer, input, n_tokens, output);
+}
+
+absl::StatusOr<absl::Span<const uint64_t>> Session::ExpertCounts(size_t layer) {
+  const size_t num_layers = model_.layers().size();
+  if (layer >= num_layers) {
+    return absl::OutOfRangeError(
+        absl::StrFormat("layer %d is out of range: the model has %d layers", layer, num_layers));
+  }
+  fflite::ExpertCounts* counts = backend_->expert_counts();
+  if (counts == nullptr) {
+    return absl::UnimplementedError(
+        absl::StrFormat("backend '%s' keeps no routing statistics", backend_name_));
+  }
+  return counts->layer(layer);
+}
+
+absl::Status Session::ResetExpertCounts() {
+  fflite::ExpertCounts* counts = backend_->expert_counts();
+  if (counts == nullptr) {
+    return absl::UnimplementedError(
+        absl::StrFormat("backend '%s' keeps no routing statistics", backend_name_));
+  }
+  counts->Reset();
+  return absl::OkStatus();
 }
 
 }  // namespace fflite

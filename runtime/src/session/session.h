@@ -17,6 +17,9 @@ struct SessionOptions {
   int num_threads = 1;
   std::string backend = "auto";  // "auto" or a registry name
   size_t max_tokens = 512;
+  // Most bytes of packed routed-expert weights a backend keeps in memory; 0: no limit (xnnpack
+  // then packs every expert at creation). See BackendConfig::expert_budget_bytes.
+  uint64_t expert_budget_bytes = 0;
 };
 
 inline constexpr size_t kMaxTokensLimit = size_t{1} << 20;
@@ -32,6 +35,14 @@ class Session {
 
   // Errors: InvalidArgument (null or overlapping buffers), OutOfRange (layer, n_tokens).
   absl::Status Run(size_t layer, const float* input, size_t n_tokens, float* output);
+
+  // Routing statistics: how many tokens each expert of MoE `layer` received since the session was
+  // created or last reset (a token routed to k experts counts once for each). Empty for a dense
+  // layer. The span is valid until the next Run or Reset. Errors: OutOfRange (layer),
+  // Unimplemented (the backend keeps no statistics).
+  absl::StatusOr<absl::Span<const uint64_t>> ExpertCounts(size_t layer);
+  // Sets every count to zero. Errors: Unimplemented as above.
+  absl::Status ResetExpertCounts();
 
   const char* backend_name() const { return backend_name_; }
   const Model& model() const { return model_; }

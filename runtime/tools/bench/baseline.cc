@@ -1,5 +1,8 @@
 // Baseline: xnn_create_fully_connected_nc_f32 per matrix (whole matrix, one operator), scalar
-// activations, norms and residual, on the same pthreadpool setup as the xnnpack backend.
+// activations, norms and residual, on the same pthreadpool setup as the xnnpack backend. MoE
+// layers as a general engine's loop of dense operators would run them: the router as one
+// operator, the shared routing module, then per active expert its plain operators over the
+// gathered tokens, and the shared experts the same way.
 #include "bench/baseline.h"
 
 #include <pthreadpool.h>
@@ -13,6 +16,8 @@
 #include "absl/strings/str_format.h"
 #include "base/aligned_buffer.h"
 #include "format/writer.h"
+#include "moe/grouping.h"
+#include "moe/routing.h"
 
 namespace fflite {
 namespace bench {
@@ -30,20 +35,36 @@ float Act(Activation a, float x) {
   }
 }
 
-struct Layer {
+struct Ffn {
   xnn_operator_t up = nullptr, gate = nullptr, down = nullptr;
+  const FfnView* view = nullptr;
+};
+
+struct Layer {
+  Ffn ffn;  // dense
   const LayerView* view = nullptr;
   std::vector<float> norm_w, norm_b;  // [d], f32 (unit offset added)
+  // MoE
+  xnn_operator_t router = nullptr;  // [E, d] (+ bias)
+  RoutingParams routing;
+  std::vector<Ffn> experts, shared;
+  std::vector<float> shared_gate;  // [d] or empty
 };
 
 class Baseline : public Backend {
  public:
   explicit Baseline(const Model& model) : model_(model) {}
   ~Baseline() override {
-    for (Layer& l : layers_) {
-      for (xnn_operator_t op : {l.up, l.gate, l.down}) {
+    auto drop = [](Ffn& f) {
+      for (xnn_operator_t op : {f.up, f.gate, f.down}) {
         if (op != nullptr) xnn_delete_operator(op);
       }
+    };
+    for (Layer& l : layers_) {
+      drop(l.ffn);
+      for (Ffn& f : l.experts) drop(f);
+      for (Ffn& f : l.shared) drop(f);
+      if (l.router != nullptr) xnn_delete_operator(l.router);
     }
     if (pool_ != nullptr) pthreadpool_destroy(pool_);
   }
@@ -55,31 +76,62 @@ class Baseline : public Backend {
     if (config.num_threads > 1) pool_ = pthreadpool_create(config.num_threads);
     const size_t d = model_.d_model();
     size_t max_ff = 0;
+    size_t max_e = 0, max_k = 0, max_groups = 1;
+    const float inf = std::numeric_limits<float>::infinity();
+    auto make = [&](const TensorView& w, const TensorView& b, xnn_operator_t* op) {
+      const std::vector<float> wf = ToF32(w), bf = ToF32(b);
+      const size_t out = w.shape[0], in = w.shape[1];
+      return xnn_create_fully_connected_nc_f32(in, out, in, out, wf.data(),
+                                               bf.empty() ? nullptr : bf.data(), -inf, inf, 0,
+                                               op) == xnn_status_success;
+    };
+    auto make_ffn = [&](const FfnView& f, Ffn* out) {
+      out->view = &f;
+      bool ok = make(f.up, f.up_bias, &out->up) && make(f.down, f.down_bias, &out->down);
+      if (f.gated) ok = ok && make(f.gate, f.gate_bias, &out->gate);
+      max_ff = std::max<size_t>(max_ff, f.d_ff_padded);
+      return ok;
+    };
     for (const LayerView& lv : model_.layers()) {
-      if (lv.kind != LayerKind::kDense) {
-        return absl::UnimplementedError("the baseline runs dense layers only");
-      }
       Layer l;
       l.view = &lv;
-      const FfnView& f = lv.ffn;
-      const float inf = std::numeric_limits<float>::infinity();
-      auto make = [&](const TensorView& w, const TensorView& b, xnn_operator_t* op) {
-        const std::vector<float> wf = ToF32(w), bf = ToF32(b);
-        const size_t out = w.shape[0], in = w.shape[1];
-        return xnn_create_fully_connected_nc_f32(in, out, in, out, wf.data(),
-                                                 bf.empty() ? nullptr : bf.data(), -inf, inf, 0,
-                                                 op) == xnn_status_success;
-      };
-      bool ok = make(f.up, f.up_bias, &l.up) && make(f.down, f.down_bias, &l.down);
-      if (f.gated) ok = ok && make(f.gate, f.gate_bias, &l.gate);
+      bool ok = true;
+      if (lv.kind == LayerKind::kDense) {
+        ok = make_ffn(lv.ffn, &l.ffn);
+      } else {
+        const MoeView& m = lv.moe;
+        l.routing = MakeRoutingParams(m);
+        ok = make(m.router, m.router_bias, &l.router);
+        l.experts.resize(m.experts.size());
+        for (size_t e = 0; ok && e < m.experts.size(); ++e) ok = make_ffn(m.experts[e], &l.experts[e]);
+        l.shared.resize(m.shared_experts.size());
+        for (size_t e = 0; ok && e < m.shared_experts.size(); ++e) {
+          ok = make_ffn(m.shared_experts[e], &l.shared[e]);
+        }
+        l.shared_gate = ToF32(m.shared_expert_gate);
+        max_e = std::max<size_t>(max_e, m.num_experts);
+        max_k = std::max<size_t>(max_k, m.top_k);
+        max_groups = std::max<size_t>(max_groups, m.n_group);
+      }
       if (!ok) return absl::InternalError("xnn_create_fully_connected_nc_f32 failed");
       if (lv.norm.present) {
         l.norm_w = ToF32(lv.norm.weight);
         for (float& w : l.norm_w) w += lv.norm.unit_offset ? 1.0f : 0.0f;
         l.norm_b = ToF32(lv.norm.bias);
       }
-      max_ff = std::max<size_t>(max_ff, f.d_ff_padded);
       layers_.push_back(std::move(l));
+    }
+    if (max_e > 0) {
+      const size_t t = config.max_tokens;
+      if (!gx_.Allocate(t * d, XNN_EXTRA_BYTES) || !eo_.Allocate(t * d) ||
+          !logits_.Allocate(t * max_e)) {
+        return absl::ResourceExhaustedError("baseline scratch");
+      }
+      logits_f64_.resize(max_e);
+      experts_.resize(t * max_k);
+      weights_.resize(t * max_k);
+      groups_.Reserve(static_cast<uint32_t>(max_e), t, static_cast<uint32_t>(max_k));
+      scratch_.Reserve(static_cast<uint32_t>(max_e), static_cast<uint32_t>(max_groups));
     }
     const size_t t = config.max_tokens;
     if (!x_.Allocate(t * d, XNN_EXTRA_BYTES) || !a_.Allocate(t * max_ff, XNN_EXTRA_BYTES) ||
@@ -92,7 +144,7 @@ class Baseline : public Backend {
   absl::Status Run(size_t layer, const float* input, size_t n, float* output) override {
     const Layer& l = layers_[layer];
     const LayerView& lv = *l.view;
-    const size_t d = model_.d_model(), ff = lv.ffn.d_ff_padded;
+    const size_t d = model_.d_model();
     const bool pre = lv.norm.present && lv.norm.placement == NormPlacement::PRE;
     const bool post = lv.norm.present && !pre;
     for (size_t t = 0; t < n; ++t) {
@@ -102,14 +154,11 @@ class Baseline : public Backend {
         std::memcpy(x_.data() + t * d, input + t * d, d * sizeof(float));
       }
     }
-    if (!Fc(l.up, n, x_.data(), a_.data())) return absl::InternalError("up");
-    if (lv.ffn.gated) {
-      if (!Fc(l.gate, n, x_.data(), g_.data())) return absl::InternalError("gate");
-      for (size_t i = 0; i < n * ff; ++i) a_.data()[i] *= Act(lv.ffn.activation, g_.data()[i]);
-    } else {
-      for (size_t i = 0; i < n * ff; ++i) a_.data()[i] = Act(lv.ffn.activation, a_.data()[i]);
+    if (lv.kind == LayerKind::kDense) {
+      if (!RunFfn(l.ffn, n, x_.data(), f_.data())) return absl::InternalError("ffn");
+    } else if (!RunMoe(l, n)) {
+      return absl::InternalError("moe");
     }
-    if (!Fc(l.down, n, a_.data(), f_.data())) return absl::InternalError("down");
     for (size_t i = 0; i < n * d; ++i) f_.data()[i] += lv.residual ? input[i] : 0.0f;
     for (size_t t = 0; t < n; ++t) {
       if (post) {
@@ -122,6 +171,61 @@ class Baseline : public Backend {
   }
 
  private:
+  // out[n, d] = FFN(in[n, d])
+  bool RunFfn(const Ffn& f, size_t n, const float* in, float* out) {
+    const FfnView& v = *f.view;
+    const size_t ff = v.d_ff_padded;
+    if (!Fc(f.up, n, in, a_.data())) return false;
+    if (v.gated) {
+      if (!Fc(f.gate, n, in, g_.data())) return false;
+      for (size_t i = 0; i < n * ff; ++i) a_.data()[i] *= Act(v.activation, g_.data()[i]);
+    } else {
+      for (size_t i = 0; i < n * ff; ++i) a_.data()[i] = Act(v.activation, a_.data()[i]);
+    }
+    return Fc(f.down, n, a_.data(), out);
+  }
+
+  // f_[n, d] = Σ_e w · expert_e(x_) + [sigmoid(gate·x_)] · Σ shared(x_)
+  bool RunMoe(const Layer& l, size_t n) {
+    const MoeView& m = l.view->moe;
+    const size_t d = model_.d_model(), e_count = m.num_experts, k = m.top_k;
+    if (!Fc(l.router, n, x_.data(), logits_.data())) return false;
+    for (size_t t = 0; t < n; ++t) {
+      for (size_t e = 0; e < e_count; ++e) logits_f64_[e] = logits_.data()[t * e_count + e];
+      RouteToken(l.routing, logits_f64_.data(), &scratch_, experts_.data() + t * k,
+                 weights_.data() + t * k);
+    }
+    GroupByExpert(experts_.data(), weights_.data(), n, static_cast<uint32_t>(k),
+                  static_cast<uint32_t>(e_count), &groups_);
+    std::memset(f_.data(), 0, n * d * sizeof(float));
+    for (uint32_t e = 0; e < e_count; ++e) {
+      const size_t c = groups_.count(e);
+      if (c == 0) continue;
+      const uint32_t* tok = groups_.tokens.data() + groups_.offsets[e];
+      const float* w = groups_.weights.data() + groups_.offsets[e];
+      for (size_t r = 0; r < c; ++r) {
+        std::memcpy(gx_.data() + r * d, x_.data() + tok[r] * d, d * sizeof(float));
+      }
+      if (!RunFfn(l.experts[e], c, gx_.data(), eo_.data())) return false;
+      for (size_t r = 0; r < c; ++r) {
+        for (size_t i = 0; i < d; ++i) f_.data()[tok[r] * d + i] += w[r] * eo_.data()[r * d + i];
+      }
+    }
+    for (const Ffn& s : l.shared) {
+      if (!RunFfn(s, n, x_.data(), eo_.data())) return false;
+      for (size_t t = 0; t < n; ++t) {
+        float g = 1.0f;
+        if (!l.shared_gate.empty()) {
+          float dot = 0.0f;
+          for (size_t i = 0; i < d; ++i) dot += l.shared_gate[i] * x_.data()[t * d + i];
+          g = 1.0f / (1.0f + std::exp(-dot));
+        }
+        for (size_t i = 0; i < d; ++i) f_.data()[t * d + i] += g * eo_.data()[t * d + i];
+      }
+    }
+    return true;
+  }
+
   static std::vector<float> ToF32(const TensorView& t) {
     std::vector<float> v;
     if (!t.present()) return v;
@@ -155,6 +259,12 @@ class Baseline : public Backend {
   pthreadpool_t pool_ = nullptr;
   std::vector<Layer> layers_;
   AlignedBuffer<float> x_, a_, g_, f_;  // [T, d] + tail, [T, ff] + tail, [T, ff], [T, d]
+  // MoE: gathered tokens [T, d] + tail, expert output [T, d], logits [T, E]
+  AlignedBuffer<float> gx_, eo_, logits_;
+  std::vector<double> logits_f64_, weights_;  // [E], [T, k]
+  std::vector<uint32_t> experts_;             // [T, k]
+  ExpertGroups groups_;
+  RoutingScratch scratch_;
 };
 
 }  // namespace

@@ -13,8 +13,8 @@
 namespace fflite {
 namespace bench {
 
-// A Backend over dense layers only (Unimplemented for a model with MoE layers). The model must
-// outlive it.
+// A Backend over dense and MoE layers (every expert packed as plain operators at creation). The
+// model must outlive it.
 absl::StatusOr<std::unique_ptr<Backend>> CreateBaseline(const Model& model,
                                                         const BackendConfig& config);
 

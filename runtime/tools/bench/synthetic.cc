@@ -72,6 +72,48 @@ ModelSpec Dense(uint32_t d, uint32_t ff, Activation act, bool gated, bool bias, 
   return spec;
 }
 
+FfnSpec SwiGlu(uint32_t d, uint32_t ff, uint32_t seed) {
+  FfnSpec f;
+  f.activation = Activation::SILU;
+  f.gated = true;
+  f.d_ff = ff;
+  f.up = Random({ff, d}, 1.0f / std::sqrt(static_cast<float>(d)), seed);
+  f.gate = Random({ff, d}, 1.0f / std::sqrt(static_cast<float>(d)), seed + 1);
+  f.down = Random({d, ff}, 1.0f / std::sqrt(static_cast<float>(ff)), seed + 2);
+  return f;
+}
+
+// An MoE layer of SwiGLU experts, softmax routing, pre-RMSNorm + residual. The router's weights
+// (±2/sqrt(d)) give logits of about unit spread on normalised inputs, so that routing varies with
+// the input.
+ModelSpec Moe(uint32_t d, uint32_t ff, uint32_t experts, uint32_t top_k, bool normalize,
+              uint32_t shared_ff) {
+  ModelSpec spec;
+  spec.d_model = d;
+  LayerSpec layer;
+  layer.name = "moe";
+  layer.kind = LayerKind::kMoe;
+  MoeSpec& m = layer.moe;
+  m.top_k = top_k;
+  m.scoring = Scoring::SOFTMAX;
+  m.normalize_top_k = normalize;
+  m.router = Random({experts, d}, 2.0f / std::sqrt(static_cast<float>(d)), 11);
+  for (uint32_t e = 0; e < experts; ++e) m.experts.push_back(SwiGlu(d, ff, 100 + 3 * e));
+  if (shared_ff > 0) {
+    m.shared_experts.push_back(SwiGlu(d, shared_ff, 20));
+    m.shared_expert_gate = Random({1, d}, 1.0f / std::sqrt(static_cast<float>(d)), 23);
+  }
+  NormSpec n;
+  n.kind = NormKind::RMS_NORM;
+  n.placement = NormPlacement::PRE;
+  n.eps = 1e-5f;
+  n.weight = Ones(d);
+  layer.norm = std::move(n);
+  layer.residual = true;
+  spec.layers.push_back(std::move(layer));
+  return spec;
+}
+
 }  // namespace
 
 absl::StatusOr<ModelSpec> SyntheticSpec(const std::string& name) {
@@ -86,7 +128,10 @@ absl::StatusOr<ModelSpec> SyntheticSpec(const std::string& name) {
   if (name == "tiny") {
     return Dense(64, 256, Activation::SILU, true, false, NormKind::RMS_NORM, NormPlacement::PRE);
   }
-  return absl::InvalidArgumentError("--synthetic: '" + name + "' is not one of llama, bert, tiny");
+  if (name == "mixtral-mini") return Moe(1024, 3584, 8, 2, true, 0);
+  if (name == "qwen-moe") return Moe(2048, 1408, 60, 4, false, 5632);
+  return absl::InvalidArgumentError("--synthetic: '" + name +
+                                    "' is not one of llama, bert, tiny, mixtral-mini, qwen-moe");
 }
 
 }  // namespace bench

@@ -1,4 +1,5 @@
-// Built-in synthetic layer shapes for fflite-bench (no checkpoint needed): llama, bert, tiny.
+// Built-in synthetic layer shapes for fflite-bench (no checkpoint needed): llama, bert, tiny,
+// mixtral-mini, qwen-moe.
 #ifndef FFLITE_RUNTIME_TOOLS_BENCH_SYNTHETIC_H_
 #define FFLITE_RUNTIME_TOOLS_BENCH_SYNTHETIC_H_
 
@@ -13,6 +14,10 @@ namespace bench {
 // llama: d 4096, d_ff 11008, SwiGLU, no bias, pre-RMSNorm + residual, f32 (541 MB).
 // bert:  d 768, d_ff 3072, GELU (erf), biases, post-LayerNorm + residual, f32 (19 MB).
 // tiny:  d 64, d_ff 256, SwiGLU, pre-RMSNorm + residual, f32.
+// mixtral-mini: MoE, d 1024, 8 SwiGLU experts of d_ff 3584, softmax top-2 renormalised,
+//   pre-RMSNorm + residual, f32 (352 MB).
+// qwen-moe: MoE, d 2048, 60 SwiGLU experts of d_ff 1408, softmax top-4 (not renormalised), one
+//   shared SwiGLU expert of d_ff 5632 behind a sigmoid gate, pre-RMSNorm + residual, f32 (2.2 GB).
 // Weights are pseudo-random, uniform in ±1/sqrt(fan_in); produced while the file is written.
 // Errors: InvalidArgument for an unknown name.
 absl::StatusOr<ModelSpec> SyntheticSpec(const std::string& name);

@@ -75,14 +75,17 @@ class ReferenceBackend : public Backend {
     chosen_.resize(max_experts);
     weights_.resize(max_experts);
     scratch_.Reserve(static_cast<uint32_t>(max_experts), static_cast<uint32_t>(max_groups));
+    counts_.Init(model);
   }
+
+  ExpertCounts* expert_counts() override { return &counts_; }
 
   absl::Status Run(size_t layer, const float* input, size_t n_tokens, float* output) override {
     const LayerView& l = model_.layers()[layer];
     const size_t d = model_.d_model();
     for (size_t t = 0; t < n_tokens; ++t) {
       for (size_t i = 0; i < d; ++i) x_[i] = input[t * d + i];
-      RunToken(l, routing_[layer]);
+      RunToken(layer, l, routing_[layer]);
       for (size_t i = 0; i < d; ++i) output[t * d + i] = static_cast<float>(y_[i]);
     }
     return absl::OkStatus();
@@ -90,7 +93,7 @@ class ReferenceBackend : public Backend {
 
  private:
   // pre-norm:  y = [x +] FFN(Norm(x))      post-norm:  y = Norm([x +] FFN(x))
-  void RunToken(const LayerView& l, const RoutingParams& routing) {
+  void RunToken(size_t layer, const LayerView& l, const RoutingParams& routing) {
     const size_t d = model_.d_model();
     const bool pre = l.norm.present && l.norm.placement == NormPlacement::PRE;
     const bool post = l.norm.present && l.norm.placement == NormPlacement::POST;
@@ -103,6 +106,7 @@ class ReferenceBackend : public Backend {
       Ffn(l.ffn, h_.data(), f_.data());
     } else {
       Moe(l.moe, routing, h_.data(), f_.data());
+      counts_.Add(layer, chosen_.data(), l.moe.top_k);
     }
     for (size_t i = 0; i < d; ++i) f_[i] += l.residual ? x_[i] : 0.0;
     if (post) {
@@ -175,6 +179,7 @@ class ReferenceBackend : public Backend {
   std::vector<double> x_, h_, f_, y_, expert_out_, a_, b_, logits_, weights_;
   std::vector<uint32_t> chosen_;
   RoutingScratch scratch_;
+  ExpertCounts counts_;  // routing statistics
 };
 
 }  // namespace

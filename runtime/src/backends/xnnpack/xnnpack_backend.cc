@@ -1,5 +1,5 @@
-// xnnpack backend: dense FFN layers as sliced XNNPACK fully-connected operators plus fflite
-// kernels; MoE layers delegated to an internal reference backend (until the MoE issue).
+// xnnpack backend: dense FFN layers and MoE experts as sliced XNNPACK fully-connected operators
+// plus fflite kernels; MoE routing through the shared moe/ module, tokens grouped by expert.
 //
 // Why slices. XNNPACK 2022's f32 GEMM walks the output in tiles of mr (7 on AVX-512) tokens by
 // all output channels, so one operator over a whole matrix streams every packed weight from
@@ -20,6 +20,14 @@
 //
 // Threads: the slices of a matrix are shared among the pool's threads (one parallel loop per
 // matrix, each slice's operator on one thread; see RunMatrix).
+//
+// MoE: an expert is an FFN like a dense layer and is packed the same way (PackedFfn). The router
+// (plus the shared-expert gate as one more row) is one f32 operator; each token's logits go to
+// RouteToken in double, the (token, expert) pairs are grouped by a counting sort, and each active
+// expert runs once over the gathered batch of its tokens, so at decode only the top-k experts'
+// weights are read and at prefill each expert's weights are read once per call (see RunMoe).
+// With an expert budget, experts are packed on first use and the least recently used ones are
+// dropped (see Acquire).
 #include "backends/xnnpack/xnnpack_backend.h"
 
 #include <xnnpack.h>
@@ -32,11 +40,20 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "backends/reference/reference_backend.h"
 #include "base/aligned_buffer.h"
 #include "base/status_macros.h"
 #include "base/tsan.h"
 #include "format/writer.h"
+#include "moe/expert_counts.h"
+#include "moe/grouping.h"
+#include "moe/routing.h"
+
+// ThreadSanitizer does not see the synchronisation inside pthreadpool (an uninstrumented system
+// library: its own atomics and futexes), so it would report the job handed to the pool and the
+// buffers the workers write as races. These annotations state the happens-before edges the pool
+// provides: everything before pthreadpool_parallelize_1d happens before each task, and each task
+// happens before its return.
+// (base/tsan.h: FFLITE_TSAN_ACQUIRE / FFLITE_TSAN_RELEASE.)
 
 namespace fflite {
 
@@ -111,14 +128,12 @@ size_t SliceWidth(size_t in, size_t out, size_t slice_bytes, size_t threads) {
   return std::min(out, (width + kSliceAlign - 1) / kSliceAlign * kSliceAlign);
 }
 
-// y = W·x + b, clamped to [out_min, +inf).   W:[out, in] b:[out] or absent.
-absl::Status PackMatrix(const TensorView& w, const TensorView& b, float out_min, size_t slice_bytes,
-                        size_t threads, const std::string& what, Matrix* m) {
-  m->out = static_cast<size_t>(w.shape[0]);
-  m->in = static_cast<size_t>(w.shape[1]);
-  std::vector<float> w_storage, b_storage;
-  const float* weights = AsF32(w, &w_storage);  // [out, in]
-  const float* bias = AsF32(b, &b_storage);     // [out] or nullptr
+// y = W·x + b, clamped to [out_min, +inf).   W:[out, in] f32, b:[out] f32 or nullptr.
+absl::Status PackMatrixF32(const float* weights, const float* bias, size_t out, size_t in,
+                           float out_min, size_t slice_bytes, size_t threads,
+                           const std::string& what, Matrix* m) {
+  m->out = out;
+  m->in = in;
   const size_t width = SliceWidth(m->in, m->out, slice_bytes, threads);
   for (size_t first = 0; first < m->out; first += width) {
     const size_t n = std::min(width, m->out - first);
@@ -138,20 +153,91 @@ absl::Status PackMatrix(const TensorView& w, const TensorView& b, float out_min,
   return absl::OkStatus();
 }
 
-// What one layer runs. Dense layers own their operators; MoE layers go to the reference.
-struct LayerPlan {
-  bool moe = false;
+// The same from the model's tensors (f16/bf16 converted to f32 first).
+absl::Status PackMatrix(const TensorView& w, const TensorView& b, float out_min, size_t slice_bytes,
+                        size_t threads, const std::string& what, Matrix* m) {
+  std::vector<float> w_storage, b_storage;
+  const float* weights = AsF32(w, &w_storage);  // [out, in]
+  const float* bias = AsF32(b, &b_storage);     // [out] or nullptr
+  return PackMatrixF32(weights, bias, static_cast<size_t>(w.shape[0]),
+                       static_cast<size_t>(w.shape[1]), out_min, slice_bytes, threads, what, m);
+}
+
+// One FFN (a dense layer's, a routed expert's or a shared expert's) as packed operators.
+struct PackedFfn {
   Matrix up, gate, down;  // gate: only when gated
   bool gated = false;
   F32ActivationFn activation = nullptr;  // nullptr: fused into `up` (non-gated ReLU clamp)
   size_t d_ff = 0;                       // d_ff_padded: the padding is exact (zeros)
-  NormKind norm = NormKind::INVALID;     // INVALID: no norm
+};
+
+absl::Status PackFfn(const FfnView& f, const Kernels& kernels, size_t slice_bytes, size_t threads,
+                     const std::string& name, PackedFfn* p) {
+  p->gated = f.gated;
+  p->d_ff = f.d_ff_padded;
+  // A plain ReLU FFN needs no activation pass: the up operator clamps at 0.
+  const bool fuse_relu = !f.gated && f.activation == Activation::RELU;
+  p->activation = fuse_relu ? nullptr : kernels.Activation(f.activation);
+  const float inf = std::numeric_limits<float>::infinity();
+  FFLITE_RETURN_IF_ERROR(PackMatrix(f.up, f.up_bias, fuse_relu ? 0.0f : -inf, slice_bytes, threads,
+                                    name + ".up", &p->up));
+  if (f.gated) {
+    FFLITE_RETURN_IF_ERROR(
+        PackMatrix(f.gate, f.gate_bias, -inf, slice_bytes, threads, name + ".gate", &p->gate));
+  }
+  return PackMatrix(f.down, f.down_bias, -inf, slice_bytes, threads, name + ".down", &p->down);
+}
+
+// The packed operators own copies of the weights: hand the file's pages back. Another session
+// of the same model may be reading these pages at this moment (packing the same expert): that is
+// safe, because the mapping is private and read-only, so MADV_DONTNEED only drops page-table
+// entries of clean file pages, and a later touch (in any thread) faults them in again from the
+// page cache or the file, with the same contents.
+void ReleaseFfnPages(const Model& model, const FfnView& f) {
+  for (const TensorView* t : {&f.up, &f.gate, &f.down, &f.up_bias, &f.gate_bias, &f.down_bias}) {
+    model.ReleaseTensorPages(*t);
+  }
+}
+
+// A routed expert: its packed operators while resident, on the LRU list; else null.
+struct ExpertSlot {
+  const FfnView* view = nullptr;
+  size_t layer = 0, expert = 0;
+  uint64_t bytes = 0;  // XnnpackPackedFfnBytes(*view)
+  std::unique_ptr<PackedFfn> ffn;
+  int32_t prev = -1, next = -1;  // LRU neighbours (slot indices), -1 at the ends
+};
+
+// What an MoE layer runs besides its routed experts.
+struct MoePlan {
+  RoutingParams routing;
+  uint32_t num_experts = 0, top_k = 0;
+  // logits[n, router_out] = h · [router; shared_gate]ᵀ + [router_bias; 0]: the shared-expert gate
+  // (Qwen2-MoE) rides along as one more output row of the router's operator.
+  Matrix router;
+  size_t router_out = 0;  // num_experts, + 1 with a shared-expert gate
+  bool shared_gate = false;
+  size_t first_slot = 0;  // the layer's experts are slots_[first_slot, first_slot + num_experts)
+  std::vector<PackedFfn> shared;
+};
+
+// What one layer runs.
+struct LayerPlan {
+  bool moe = false;
+  PackedFfn ffn;  // dense layers
+  MoePlan moe_plan;
+  NormKind norm = NormKind::INVALID;  // INVALID: no norm
   bool pre_norm = false;
   float eps = 0.0f;
   AlignedBuffer<float> norm_weight;  // [d_model], f32, unit offset added
   AlignedBuffer<float> norm_bias;    // [d_model] or empty
   bool residual = false;
 };
+
+// y[i] += a · x[i]   x, y: [n], not overlapping.
+inline void Axpy(size_t n, float a, const float* __restrict x, float* __restrict y) {
+  for (size_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
 
 class XnnpackBackend : public Backend {
  public:
@@ -167,129 +253,355 @@ class XnnpackBackend : public Backend {
             absl::StrFormat("creating a pool of %d threads failed", config.num_threads));
       }
     }
+    slice_bytes_ = options.slice_bytes;
+    budget_ = config.expert_budget_bytes;
     const size_t d = model_.d_model();
     chunk_ = std::max<size_t>(1, std::min(config.max_tokens, options.token_chunk));
-    size_t max_ff = 0;
+    // MoE layers route up to 4 chunks of tokens at once, so that each expert sees ~4x more of
+    // them per batch (at 128 tokens, 8 experts, top-2: 32 per expert instead of 8 with 32-token
+    // chunks); an expert's batch still passes through its FFN in chunks of `chunk_`.
+    moe_chunk_ = std::max<size_t>(1, std::min(config.max_tokens, 4 * options.token_chunk));
+    size_t max_ff = 0, max_experts = 0, max_k = 0, max_groups = 1, max_router_out = 0;
     bool any_moe = false;
     plans_.resize(model_.layers().size());
     for (size_t i = 0; i < model_.layers().size(); ++i) {
       const LayerView& l = model_.layers()[i];
       LayerPlan& p = plans_[i];
+      FFLITE_RETURN_IF_ERROR(PlanNorm(l, i, &p));
       if (l.kind == LayerKind::kMoe) {
-        p.moe = true;
         any_moe = true;
+        FFLITE_RETURN_IF_ERROR(PlanMoe(l, i, &p));
+        const MoeView& m = l.moe;
+        max_ff = std::max<size_t>(max_ff, m.experts[0].d_ff_padded);
+        for (const FfnView& s : m.shared_experts) max_ff = std::max<size_t>(max_ff, s.d_ff_padded);
+        max_experts = std::max<size_t>(max_experts, m.num_experts);
+        max_k = std::max<size_t>(max_k, m.top_k);
+        max_groups = std::max<size_t>(max_groups, m.n_group);
+        max_router_out = std::max(max_router_out, p.moe_plan.router_out);
+      } else {
+        FFLITE_RETURN_IF_ERROR(
+            PackFfn(l.ffn, kernels_, slice_bytes_, threads_,
+                    absl::StrFormat("layers[%d].ffn", i), &p.ffn));
+        max_ff = std::max<size_t>(max_ff, p.ffn.d_ff);
+      }
+    }
+    // Every weight but the routed experts' is packed now: hand the file's pages back.
+    for (const LayerView& l : model_.layers()) {
+      model_.ReleaseTensorPages(l.norm.weight);
+      model_.ReleaseTensorPages(l.norm.bias);
+      if (l.kind == LayerKind::kDense) {
+        ReleaseFfnPages(model_, l.ffn);
         continue;
       }
-      FFLITE_RETURN_IF_ERROR(PlanDense(l, i, options.slice_bytes, &p));
-      max_ff = std::max<size_t>(max_ff, p.d_ff);
-    }
-    // MoE is a later issue: until then its layers run, correctly but slowly, through the
-    // reference backend (which reads the model's weights in place, so those stay mapped).
-    if (any_moe) {
-      FFLITE_ASSIGN_OR_RETURN(moe_backend_, CreateReferenceBackend(model_, config));
-    }
-    // The packed operators own copies of the dense weights: hand the file's pages back.
-    for (const LayerView& l : model_.layers()) {
-      if (l.kind != LayerKind::kDense) continue;
       for (const TensorView* t :
-           {&l.ffn.up, &l.ffn.gate, &l.ffn.down, &l.ffn.up_bias, &l.ffn.gate_bias, &l.ffn.down_bias,
-            &l.norm.weight, &l.norm.bias}) {
+           {&l.moe.router, &l.moe.router_bias, &l.moe.score_correction_bias,
+            &l.moe.shared_expert_gate}) {
         model_.ReleaseTensorPages(*t);
       }
+      for (const FfnView& s : l.moe.shared_experts) ReleaseFfnPages(model_, s);
     }
-    // Scratch, sized once: Run allocates nothing.
+    // Scratch, sized once: Run allocates nothing (but for packing an expert on first use under
+    // a budget, by design).
+    const size_t rows = any_moe ? std::max(chunk_, moe_chunk_) : chunk_;
     if (max_ff > 0) {
-      if (max_ff > std::numeric_limits<size_t>::max() / sizeof(float) / 2 / chunk_) {
+      if (max_ff > std::numeric_limits<size_t>::max() / sizeof(float) / 2 / rows ||
+          d > std::numeric_limits<size_t>::max() / sizeof(float) / 2 / rows) {
         return absl::ResourceExhaustedError(absl::StrFormat(
-            "scratch of %d tokens x d_ff %d does not fit the address space", chunk_, max_ff));
+            "scratch of %d tokens x d_ff %d does not fit the address space", rows, max_ff));
       }
-      const bool ok = in_.Allocate(chunk_ * d, kXnnTailBytes) &&
+      const bool ok = in_.Allocate(rows * d, kXnnTailBytes) &&
                       hidden_.Allocate(chunk_ * max_ff, kXnnTailBytes) &&
-                      gate_.Allocate(chunk_ * max_ff) && out_.Allocate(chunk_ * d);
+                      gate_.Allocate(chunk_ * max_ff) && out_.Allocate(rows * d);
       if (!ok) {
         return absl::ResourceExhaustedError(absl::StrFormat(
-            "allocating scratch for %d tokens (d_model %d, d_ff %d) failed", chunk_, d, max_ff));
+            "allocating scratch for %d tokens (d_model %d, d_ff %d) failed", rows, d, max_ff));
+      }
+    }
+    if (any_moe) {
+      const bool ok = gathered_.Allocate(chunk_ * d, kXnnTailBytes) &&
+                      expert_out_.Allocate(chunk_ * d) &&
+                      logits_.Allocate(moe_chunk_ * max_router_out);
+      if (!ok) return absl::ResourceExhaustedError("allocating MoE scratch failed");
+      logits_f64_.resize(max_experts);
+      routed_experts_.resize(moe_chunk_ * max_k);
+      routed_weights_.resize(moe_chunk_ * max_k);
+      groups_.Reserve(static_cast<uint32_t>(max_experts), moe_chunk_, static_cast<uint32_t>(max_k));
+      route_scratch_.Reserve(static_cast<uint32_t>(max_experts), static_cast<uint32_t>(max_groups));
+    }
+    counts_.Init(model_);
+    // Without a budget every expert is packed now (and its pages released); with one, on first
+    // use.
+    if (budget_ == 0) {
+      for (size_t i = 0; i < slots_.size(); ++i) {
+        PackedFfn* unused;
+        FFLITE_RETURN_IF_ERROR(Acquire(i, &unused));
       }
     }
     return absl::OkStatus();
   }
 
+  ExpertCounts* expert_counts() override { return &counts_; }
+  uint64_t resident_expert_bytes() const { return resident_bytes_; }
+
   absl::Status Run(size_t layer, const float* input, size_t n_tokens, float* output) override {
     const LayerPlan& p = plans_[layer];
-    if (p.moe) return moe_backend_->Run(layer, input, n_tokens, output);
+    if (p.moe) return RunMoe(layer, p, input, n_tokens, output);
     const size_t d = model_.d_model();
     for (size_t t0 = 0; t0 < n_tokens; t0 += chunk_) {
       const size_t n = std::min(chunk_, n_tokens - t0);
       const float* x = input + t0 * d;  // [n, d], the caller's
-      float* y = output + t0 * d;       // [n, d], the caller's
-      // h = PreNorm(x) or x, in scratch: XNNPACK may read past the end of its input, which must
-      // never be the caller's buffer.
-      if (p.norm != NormKind::INVALID && p.pre_norm) {
-        for (size_t t = 0; t < n; ++t) Normalize(p, x + t * d, in_.data() + t * d);
-      } else {
-        std::memcpy(in_.data(), x, n * d * sizeof(float));
-      }
-      // hidden = act(h·gateᵀ + b_gate) ⊙ (h·upᵀ + b_up)   or   act(h·upᵀ + b_up)   [n, d_ff]
-      FFLITE_RETURN_IF_ERROR(RunMatrix(p.up, n, in_.data(), hidden_.data(), /*last=*/false));
-      if (p.gated) {
-        FFLITE_RETURN_IF_ERROR(RunMatrix(p.gate, n, in_.data(), gate_.data(), /*last=*/false));
-        p.activation(n * p.d_ff, gate_.data(), hidden_.data(), hidden_.data());
-      } else if (p.activation != nullptr) {
-        p.activation(n * p.d_ff, hidden_.data(), nullptr, hidden_.data());
-      }
-      // f = hidden·downᵀ + b_down   [n, d]
-      FFLITE_RETURN_IF_ERROR(RunMatrix(p.down, n, hidden_.data(), out_.data(),
-                                       /*last=*/t0 + n == n_tokens));
-      // y = [x +] f, then the post-norm if any.
-      const bool post = p.norm != NormKind::INVALID && !p.pre_norm;
-      if (p.residual) {
-        F32Add(n * d, out_.data(), x, post ? out_.data() : y);
-      } else if (!post) {
-        std::memcpy(y, out_.data(), n * d * sizeof(float));
-      }
-      if (post) {
-        for (size_t t = 0; t < n; ++t) Normalize(p, out_.data() + t * d, y + t * d);
-      }
+      PreNorm(p, x, n);
+      // f = FFN(h)   [n, d]
+      FFLITE_RETURN_IF_ERROR(
+          RunFfn(p.ffn, n, in_.data(), out_.data(), /*last=*/t0 + n == n_tokens));
+      Finish(p, x, n, output + t0 * d);
     }
     return absl::OkStatus();
   }
 
  private:
-  absl::Status PlanDense(const LayerView& l, size_t index, size_t slice_bytes, LayerPlan* p) {
-    const FfnView& f = l.ffn;
-    const std::string name = absl::StrFormat("layers[%d].ffn", index);
-    p->gated = f.gated;
-    p->d_ff = f.d_ff_padded;
-    // A plain ReLU FFN needs no activation pass: the up operator clamps at 0.
-    const bool fuse_relu = !f.gated && f.activation == Activation::RELU;
-    p->activation = fuse_relu ? nullptr : kernels_.Activation(f.activation);
-    const float inf = std::numeric_limits<float>::infinity();
-    FFLITE_RETURN_IF_ERROR(PackMatrix(f.up, f.up_bias, fuse_relu ? 0.0f : -inf, slice_bytes,
-                                      threads_, name + ".up", &p->up));
-    if (f.gated) {
-      FFLITE_RETURN_IF_ERROR(
-          PackMatrix(f.gate, f.gate_bias, -inf, slice_bytes, threads_, name + ".gate", &p->gate));
-    }
-    FFLITE_RETURN_IF_ERROR(
-        PackMatrix(f.down, f.down_bias, -inf, slice_bytes, threads_, name + ".down", &p->down));
+  absl::Status PlanNorm(const LayerView& l, size_t index, LayerPlan* p) {
     p->residual = l.residual;
-    if (l.norm.present) {
-      const size_t d = model_.d_model();
-      p->norm = l.norm.kind;
-      p->pre_norm = l.norm.placement == NormPlacement::PRE;
-      p->eps = l.norm.eps;
-      std::vector<float> storage;
-      const float* w = AsF32(l.norm.weight, &storage);
-      if (!p->norm_weight.Allocate(d)) return absl::ResourceExhaustedError(name + ": norm weight");
-      for (size_t i = 0; i < d; ++i)
-        p->norm_weight.data()[i] = w[i] + (l.norm.unit_offset ? 1.0f : 0.0f);
-      if (l.norm.bias.present()) {
-        const float* b = AsF32(l.norm.bias, &storage);
-        if (!p->norm_bias.Allocate(d)) return absl::ResourceExhaustedError(name + ": norm bias");
-        std::memcpy(p->norm_bias.data(), b, d * sizeof(float));
-      }
+    if (!l.norm.present) return absl::OkStatus();
+    const std::string name = absl::StrFormat("layers[%d].norm", index);
+    const size_t d = model_.d_model();
+    p->norm = l.norm.kind;
+    p->pre_norm = l.norm.placement == NormPlacement::PRE;
+    p->eps = l.norm.eps;
+    std::vector<float> storage;
+    const float* w = AsF32(l.norm.weight, &storage);
+    if (!p->norm_weight.Allocate(d)) return absl::ResourceExhaustedError(name + ": weight");
+    for (size_t i = 0; i < d; ++i) {
+      p->norm_weight.data()[i] = w[i] + (l.norm.unit_offset ? 1.0f : 0.0f);
+    }
+    if (l.norm.bias.present()) {
+      const float* b = AsF32(l.norm.bias, &storage);
+      if (!p->norm_bias.Allocate(d)) return absl::ResourceExhaustedError(name + ": bias");
+      std::memcpy(p->norm_bias.data(), b, d * sizeof(float));
     }
     return absl::OkStatus();
+  }
+
+  absl::Status PlanMoe(const LayerView& l, size_t index, LayerPlan* p) {
+    const MoeView& m = l.moe;
+    MoePlan& mp = p->moe_plan;
+    p->moe = true;
+    const std::string name = absl::StrFormat("layers[%d].moe", index);
+    const size_t d = model_.d_model(), e = m.num_experts;
+    mp.routing = MakeRoutingParams(m);
+    mp.num_experts = m.num_experts;
+    mp.top_k = m.top_k;
+    mp.shared_gate = m.shared_expert_gate.present();
+    mp.router_out = e + (mp.shared_gate ? 1 : 0);
+    // [router_out, d] f32 weights and [router_out] bias (or none).
+    std::vector<float> w(mp.router_out * d), b;
+    ConvertElements(m.router.dtype, m.router.data, DType::F32,
+                    reinterpret_cast<uint8_t*>(w.data()), e * d);
+    if (mp.shared_gate) {
+      ConvertElements(m.shared_expert_gate.dtype, m.shared_expert_gate.data, DType::F32,
+                      reinterpret_cast<uint8_t*>(w.data() + e * d), d);
+    }
+    if (m.router_bias.present()) {
+      b.assign(mp.router_out, 0.0f);
+      ConvertElements(m.router_bias.dtype, m.router_bias.data, DType::F32,
+                      reinterpret_cast<uint8_t*>(b.data()), e);
+    }
+    // One operator (a few KiB to a few hundred KiB), run on the caller's thread.
+    FFLITE_RETURN_IF_ERROR(PackMatrixF32(w.data(), b.empty() ? nullptr : b.data(), mp.router_out,
+                                         d, -std::numeric_limits<float>::infinity(),
+                                         /*slice_bytes=*/0, /*threads=*/1, name + ".router",
+                                         &mp.router));
+    mp.shared.resize(m.shared_experts.size());
+    for (size_t s = 0; s < m.shared_experts.size(); ++s) {
+      FFLITE_RETURN_IF_ERROR(PackFfn(m.shared_experts[s], kernels_, slice_bytes_, threads_,
+                                     absl::StrFormat("%s.shared_experts[%d]", name, s),
+                                     &mp.shared[s]));
+    }
+    if (slots_.size() + e > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+      return absl::ResourceExhaustedError(name + ": too many experts");
+    }
+    mp.first_slot = slots_.size();
+    for (size_t i = 0; i < e; ++i) {
+      ExpertSlot slot;
+      slot.view = &m.experts[i];
+      slot.layer = index;
+      slot.expert = i;
+      slot.bytes = XnnpackPackedFfnBytes(m.experts[i]);
+      slots_.push_back(std::move(slot));
+    }
+    return absl::OkStatus();
+  }
+
+  // in_[n, d] = PreNorm(x) or x: XNNPACK may read past the end of its input, which must never be
+  // the caller's buffer.
+  void PreNorm(const LayerPlan& p, const float* x, size_t n) {
+    const size_t d = model_.d_model();
+    if (p.norm != NormKind::INVALID && p.pre_norm) {
+      for (size_t t = 0; t < n; ++t) Normalize(p, x + t * d, in_.data() + t * d);
+    } else {
+      std::memcpy(in_.data(), x, n * d * sizeof(float));
+    }
+  }
+
+  // y[n, d] = [x +] out_, then the post-norm if any.
+  void Finish(const LayerPlan& p, const float* x, size_t n, float* y) {
+    const size_t d = model_.d_model();
+    const bool post = p.norm != NormKind::INVALID && !p.pre_norm;
+    if (p.residual) {
+      F32Add(n * d, out_.data(), x, post ? out_.data() : y);
+    } else if (!post) {
+      std::memcpy(y, out_.data(), n * d * sizeof(float));
+    }
+    if (post) {
+      for (size_t t = 0; t < n; ++t) Normalize(p, out_.data() + t * d, y + t * d);
+    }
+  }
+
+  // out[n, d] = down( act(in·gateᵀ + b_gate) ⊙ (in·upᵀ + b_up) )  or  down( act(in·upᵀ + b_up) )
+  // in: [n, d] + XNN_EXTRA_BYTES; n <= chunk_; hidden_ and gate_ hold [n, d_ff].
+  absl::Status RunFfn(const PackedFfn& f, size_t n, const float* in, float* out, bool last) {
+    FFLITE_RETURN_IF_ERROR(RunMatrix(f.up, n, in, hidden_.data(), /*last=*/false));
+    if (f.gated) {
+      FFLITE_RETURN_IF_ERROR(RunMatrix(f.gate, n, in, gate_.data(), /*last=*/false));
+      f.activation(n * f.d_ff, gate_.data(), hidden_.data(), hidden_.data());
+    } else if (f.activation != nullptr) {
+      f.activation(n * f.d_ff, hidden_.data(), nullptr, hidden_.data());
+    }
+    return RunMatrix(f.down, n, hidden_.data(), out, last);
+  }
+
+  // MoE, per chunk of up to moe_chunk_ tokens:
+  //   logits = h·routerᵀ (+ gate row) -> RouteToken per token (in double, as every backend)
+  //   -> GroupByExpert (counting sort) -> per active expert, in expert order: gather its tokens,
+  //   run its FFN over them as one batch (in chunks of chunk_), scatter-add w · out into out_
+  //   -> + [sigmoid(gate·h)] · shared(h) -> residual / post-norm.
+  // The order of the additions into out_ depends only on the routing (never on the budget or on
+  // which experts are resident), so results are identical whatever the budget.
+  absl::Status RunMoe(size_t layer, const LayerPlan& p, const float* input, size_t n_tokens,
+                      float* output) {
+    const MoePlan& mp = p.moe_plan;
+    const size_t d = model_.d_model(), ro = mp.router_out;
+    const uint32_t num_experts = mp.num_experts, k = mp.top_k;
+    for (size_t t0 = 0; t0 < n_tokens; t0 += moe_chunk_) {
+      const size_t n = std::min(moe_chunk_, n_tokens - t0);
+      const float* x = input + t0 * d;  // [n, d], the caller's
+      const bool last_chunk = t0 + n == n_tokens;
+      PreNorm(p, x, n);
+      // logits[n, ro]
+      FFLITE_RETURN_IF_ERROR(RunMatrix(mp.router, n, in_.data(), logits_.data(), false));
+      for (size_t t = 0; t < n; ++t) {
+        const float* l = logits_.data() + t * ro;
+        for (uint32_t e = 0; e < num_experts; ++e) logits_f64_[e] = l[e];
+        RouteToken(mp.routing, logits_f64_.data(), &route_scratch_, routed_experts_.data() + t * k,
+                   routed_weights_.data() + t * k);
+      }
+      GroupByExpert(routed_experts_.data(), routed_weights_.data(), n, k, num_experts, &groups_);
+      counts_.Add(layer, groups_);
+      std::memset(out_.data(), 0, n * d * sizeof(float));
+      uint32_t last_expert = 0;
+      for (uint32_t e = 0; e < num_experts; ++e) {
+        if (groups_.count(e) != 0) last_expert = e;
+      }
+      for (uint32_t e = 0; e < num_experts; ++e) {
+        const size_t c = groups_.count(e);
+        if (c == 0) continue;  // at decode: only the top-k experts are touched
+        PackedFfn* f = nullptr;
+        FFLITE_RETURN_IF_ERROR(Acquire(mp.first_slot + e, &f));
+        const uint32_t* tokens = groups_.tokens.data() + groups_.offsets[e];   // [c]
+        const float* weights = groups_.weights.data() + groups_.offsets[e];    // [c]
+        for (size_t r0 = 0; r0 < c; r0 += chunk_) {
+          const size_t m = std::min(chunk_, c - r0);
+          const float* src = gathered_.data();  // [m, d] + tail
+          if (c == n) {
+            // Every token of the chunk, in token order (the counting sort is stable and a token
+            // picks an expert at most once): no gather needed.
+            src = in_.data() + r0 * d;
+          } else {
+            for (size_t r = 0; r < m; ++r) {
+              std::memcpy(gathered_.data() + r * d, in_.data() + tokens[r0 + r] * d,
+                          d * sizeof(float));
+            }
+          }
+          const bool last = last_chunk && mp.shared.empty() && e == last_expert && r0 + m == c;
+          FFLITE_RETURN_IF_ERROR(RunFfn(*f, m, src, expert_out_.data(), last));
+          for (size_t r = 0; r < m; ++r) {
+            Axpy(d, weights[r0 + r], expert_out_.data() + r * d,
+                 out_.data() + tokens[r0 + r] * d);
+          }
+        }
+      }
+      // Shared experts: every token, behind the sigmoid gate if any.
+      for (size_t s = 0; s < mp.shared.size(); ++s) {
+        for (size_t s0 = 0; s0 < n; s0 += chunk_) {
+          const size_t m = std::min(chunk_, n - s0);
+          const bool last = last_chunk && s + 1 == mp.shared.size() && s0 + m == n;
+          FFLITE_RETURN_IF_ERROR(
+              RunFfn(mp.shared[s], m, in_.data() + s0 * d, expert_out_.data(), last));
+          for (size_t r = 0; r < m; ++r) {
+            float g = 1.0f;
+            if (mp.shared_gate) {
+              const double logit = logits_.data()[(s0 + r) * ro + num_experts];
+              g = static_cast<float>(1.0 / (1.0 + std::exp(-logit)));
+            }
+            Axpy(d, g, expert_out_.data() + r * d, out_.data() + (s0 + r) * d);
+          }
+        }
+      }
+      Finish(p, x, n, output + t0 * d);
+    }
+    return absl::OkStatus();
+  }
+
+  // The packed operators of expert slot i, packing it if it is not resident. Under a budget,
+  // least recently used experts are dropped first until it fits; a budget below one expert
+  // leaves only the expert in use (resident until the next one is needed). Only the expert being
+  // run must be resident: experts run one after the other, so an expert used earlier in the same
+  // call may be dropped. The bookkeeping is an intrusive list over slots_: no allocation.
+  absl::Status Acquire(size_t i, PackedFfn** out) {
+    ExpertSlot& s = slots_[i];
+    if (s.ffn != nullptr) {
+      if (budget_ != 0) {
+        Unlink(i);
+        PushFront(i);
+      }
+      *out = s.ffn.get();
+      return absl::OkStatus();
+    }
+    if (budget_ != 0) {
+      while (lru_tail_ >= 0 && resident_bytes_ + s.bytes > budget_) {
+        Evict(static_cast<size_t>(lru_tail_));
+      }
+    }
+    auto packed = std::make_unique<PackedFfn>();
+    FFLITE_RETURN_IF_ERROR(PackFfn(
+        *s.view, kernels_, slice_bytes_, threads_,
+        absl::StrFormat("layers[%d].moe.experts[%d]", s.layer, s.expert), packed.get()));
+    ReleaseFfnPages(model_, *s.view);
+    s.ffn = std::move(packed);
+    resident_bytes_ += s.bytes;
+    PushFront(i);
+    *out = s.ffn.get();
+    return absl::OkStatus();
+  }
+
+  void Evict(size_t i) {
+    Unlink(i);
+    slots_[i].ffn.reset();  // deletes the operators and their packed weights
+    resident_bytes_ -= slots_[i].bytes;
+  }
+  void Unlink(size_t i) {
+    ExpertSlot& s = slots_[i];
+    if (s.prev >= 0) slots_[static_cast<size_t>(s.prev)].next = s.next; else lru_head_ = s.next;
+    if (s.next >= 0) slots_[static_cast<size_t>(s.next)].prev = s.prev; else lru_tail_ = s.prev;
+    s.prev = s.next = -1;
+  }
+  void PushFront(size_t i) {
+    ExpertSlot& s = slots_[i];
+    s.prev = -1;
+    s.next = lru_head_;
+    if (lru_head_ >= 0) slots_[static_cast<size_t>(lru_head_)].prev = static_cast<int32_t>(i);
+    lru_head_ = static_cast<int32_t>(i);
+    if (lru_tail_ < 0) lru_tail_ = lru_head_;
   }
 
   // out[n, m.out] = in[n, m.in] · Wᵀ + b, slice by slice. With threads, one parallel loop over
@@ -304,7 +616,6 @@ class XnnpackBackend : public Backend {
   absl::Status RunMatrix(const Matrix& m, size_t n, const float* in, float* out, bool last) {
     SliceJob job{&m, n, in, out, {xnn_status_success}};
     if (threadpool_ != nullptr && m.slices.size() > 1 && n * m.in * m.out >= kMinParallelMacs) {
-      // pthreadpool synchronises the hand-off itself, but TSan cannot see into it.
       FFLITE_TSAN_RELEASE(&job);
       pthreadpool_parallelize_1d(threadpool_.get(), RunSlice, &job, m.slices.size(),
                                  last ? PTHREADPOOL_FLAG_YIELD_WORKERS : 0);
@@ -328,14 +639,14 @@ class XnnpackBackend : public Backend {
   };
 
   static void RunSlice(void* context, size_t i) {
-    FFLITE_TSAN_ACQUIRE(context);
     SliceJob& job = *static_cast<SliceJob*>(context);
+    FFLITE_TSAN_ACQUIRE(&job);
     const Matrix::Slice& s = job.m->slices[i];
     xnn_status status = xnn_setup_fully_connected_nc_f32(s.op.get(), job.n, job.in,
                                                          job.out + s.first, /*threadpool=*/nullptr);
     if (status == xnn_status_success) status = xnn_run_operator(s.op.get(), nullptr);
     if (status != xnn_status_success) job.status.store(status, std::memory_order_relaxed);
-    FFLITE_TSAN_RELEASE(context);
+    FFLITE_TSAN_RELEASE(&job);
   }
 
   void Normalize(const LayerPlan& p, const float* in, float* out) const {
@@ -351,15 +662,31 @@ class XnnpackBackend : public Backend {
   const Model& model_;
   const Kernels& kernels_;
   size_t threads_ = 1;
+  size_t slice_bytes_ = 0;
   ThreadpoolPtr threadpool_;      // null: one thread (everything runs on the caller's thread)
   std::vector<LayerPlan> plans_;  // [layers]
-  std::unique_ptr<Backend> moe_backend_;  // reference, for MoE layers; null without them
-  size_t chunk_ = 1;
-  // Scratch for one chunk of tokens; the XNNPACK inputs carry XNN_EXTRA_BYTES of tail slack.
-  AlignedBuffer<float> in_;      // [chunk, d_model] + tail: (pre-normed) input
+  size_t chunk_ = 1;              // tokens per FFN pass (dense layers, experts' batches)
+  size_t moe_chunk_ = 1;          // tokens routed and grouped at once in an MoE layer
+  // Routed experts of every MoE layer, resident or not, and the LRU list over the resident ones
+  // (head: most recently used).
+  std::vector<ExpertSlot> slots_;
+  int32_t lru_head_ = -1, lru_tail_ = -1;
+  uint64_t budget_ = 0;          // 0: no budget
+  uint64_t resident_bytes_ = 0;  // Σ bytes of resident experts
+  ExpertCounts counts_;          // routing statistics
+  // Scratch; the XNNPACK inputs carry XNN_EXTRA_BYTES of tail slack.
+  AlignedBuffer<float> in_;      // [max(chunk, moe_chunk), d_model] + tail: (pre-normed) input
   AlignedBuffer<float> hidden_;  // [chunk, max d_ff_padded] + tail: up output, then act ⊙ up
   AlignedBuffer<float> gate_;    // [chunk, max d_ff_padded]: gate output
-  AlignedBuffer<float> out_;     // [chunk, d_model]: down output, then + residual
+  AlignedBuffer<float> out_;     // [max(chunk, moe_chunk), d_model]: FFN / MoE sum, + residual
+  AlignedBuffer<float> gathered_;    // [chunk, d_model] + tail: one expert's tokens
+  AlignedBuffer<float> expert_out_;  // [chunk, d_model]: one expert's output
+  AlignedBuffer<float> logits_;      // [moe_chunk, max router_out]
+  std::vector<double> logits_f64_;   // [max experts]: one token's logits for RouteToken
+  std::vector<uint32_t> routed_experts_;  // [moe_chunk, max top_k]
+  std::vector<double> routed_weights_;    // [moe_chunk, max top_k]
+  ExpertGroups groups_;
+  RoutingScratch route_scratch_;
 };
 
 }  // namespace
@@ -368,6 +695,22 @@ bool XnnpackBackendAvailable(std::string* why) {
   const absl::Status status = InitializeXnnpack();
   if (!status.ok() && why != nullptr) *why = std::string(status.message());
   return status.ok();
+}
+
+uint64_t XnnpackPackedFfnBytes(const FfnView& f) {
+  // XNNPACK packs each slice's weights and bias (zeros when absent) in tiles of nr output
+  // channels (16 on AVX-512; 8 or 4 elsewhere, so this slightly overestimates there).
+  auto matrix = [](uint64_t out, uint64_t in) {
+    const uint64_t padded = (out + kSliceAlign - 1) / kSliceAlign * kSliceAlign;
+    return padded * (in + 1) * sizeof(float);
+  };
+  const uint64_t d = f.d_model, ff = f.d_ff_padded;
+  return matrix(ff, d) * (f.gated ? 2 : 1) + matrix(d, ff);
+}
+
+uint64_t XnnpackResidentExpertBytes(Backend* backend) {
+  auto* x = dynamic_cast<XnnpackBackend*>(backend);
+  return x != nullptr ? x->resident_expert_bytes() : 0;
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateXnnpackBackendWithOptions(

@@ -28,14 +28,25 @@ struct XnnpackBackendOptions {
 // Whether XNNPACK initialises on this CPU; `why` says why not.
 bool XnnpackBackendAvailable(std::string* why);
 
-// Packs every dense layer's weights (f16/bf16 converted to f32) into XNNPACK operators, releases
-// the model's pages of those weights, and sizes the scratch from config.max_tokens. MoE layers run
-// through an internal reference backend until the MoE issue lands. The model must outlive the
-// backend. Errors: ResourceExhausted (memory, threads), Internal (XNNPACK refused an operator).
+// Packs every layer's weights (f16/bf16 converted to f32) into XNNPACK operators, releases the
+// model's pages of those weights, and sizes the scratch from config.max_tokens. MoE experts are
+// packed at creation without a budget (config.expert_budget_bytes == 0), else on first use, the
+// least recently used ones dropped to stay within the budget (a budget below one expert keeps
+// just the expert in use). The model must outlive the backend. Errors: ResourceExhausted (memory,
+// threads), Internal (XNNPACK refused an operator); under a budget Run may give these too, when
+// packing an expert fails.
 absl::StatusOr<std::unique_ptr<Backend>> CreateXnnpackBackend(const Model& model,
                                                               const BackendConfig& config);
 absl::StatusOr<std::unique_ptr<Backend>> CreateXnnpackBackendWithOptions(
     const Model& model, const BackendConfig& config, const XnnpackBackendOptions& options);
+
+// Bytes of packed weights one expert of this shape takes (what the budget counts): every matrix
+// padded to 16 output channels, plus a bias per output channel.
+uint64_t XnnpackPackedFfnBytes(const FfnView& ffn);
+
+// For tests and fflite-bench: bytes of packed routed experts resident now in an xnnpack backend
+// (0 for any other backend).
+uint64_t XnnpackResidentExpertBytes(Backend* backend);
 
 }  // namespace fflite
 

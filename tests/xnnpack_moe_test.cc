@@ -1,0 +1,653 @@
+// MoE on the xnnpack backend against the reference: every routing variant, 1 to 300 tokens, odd
+// sizes, idle experts, all tokens on one expert, ties, 1 and 3 threads, with and without an expert
+// budget (down to a single expert and below), routing statistics (C++ and C API), converted
+// Mixtral / Qwen2-MoE / DeepSeek-V3 checkpoints end to end, and sessions on several threads.
+//
+// Near-ties. xnnpack computes the router product in f32 and routes on those logits (in double);
+// the reference computes the logits in double. Two experts whose scores differ by less than the
+// f32 rounding of the product (~1e-6 relative) may therefore be picked differently. The models
+// here are seeded random ones whose top-k gaps are far larger than that (the router weights are
+// scaled so that logits are O(1)); a test that needs exact ties builds them exactly (identical
+// router rows or an all-zero router give bit-identical logits in both backends). If a new seed
+// ever produces a near-tie, build the router so that the top-k gap is clear rather than widening
+// the tolerance.
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "backends/xnnpack/xnnpack_backend.h"
+#include "converter_test_util.h"
+#include "fflite/fflite.h"
+#include "gtest/gtest.h"
+#include "session/session.h"
+#include "testing/model_builder.h"
+#include "testing/testers.h"
+#include "testing/tolerances.h"
+
+namespace fflite {
+namespace {
+
+using testing::FfnParams;
+using testing::MoeParams;
+using testing::MoeTester;
+using testing::Rng;
+
+bool UnderQemu() { return std::getenv("FFLITE_UNDER_QEMU") != nullptr; }
+
+// Bytes of one packed expert of these experts' shape (the budget's unit).
+uint64_t OneExpert(uint32_t d_model, uint32_t d_ff, bool gated, uint32_t alignment = 64) {
+  FfnView f;
+  f.d_model = d_model;
+  f.d_ff = d_ff;
+  f.d_ff_padded = (d_ff + alignment - 1) / alignment * alignment;
+  f.gated = gated;
+  return XnnpackPackedFfnBytes(f);
+}
+
+// --- Routing variants, as the converter maps the architectures. ---
+
+enum class Variant {
+  kMixtral,       // softmax, top-2 of 8, renormalised
+  kQwen2Moe,      // softmax, top-4 of 12, not renormalised, shared expert behind a sigmoid gate
+  kDeepseekV3,    // sigmoid, correction bias, 4 groups keep 2 (sum of top 2), scale 2.5, shared
+  kDeepseekV2,    // softmax, 4 groups keep 2 (highest), scale 1.5, not renormalised
+  kRouterBias,    // softmax + router bias, plain GELU experts with biases, top-3 of 7
+  kSigmoidTop1,   // sigmoid, top-1 of 5, not renormalised, two shared experts without a gate
+};
+
+MoeParams ParamsFor(Variant v) {
+  MoeParams p;
+  switch (v) {
+    case Variant::kMixtral: break;
+    case Variant::kQwen2Moe:
+      p.num_experts = 12;
+      p.top_k = 4;
+      p.normalize_top_k = false;
+      p.num_shared = 1;
+      p.shared_d_ff = 53;
+      p.shared_gate = true;
+      break;
+    case Variant::kDeepseekV3:
+      p.scoring = Scoring::SIGMOID;
+      p.score_correction_bias = true;
+      p.n_group = 4;
+      p.topk_group = 2;
+      p.group_scoring = GroupScoring::TOP2_SUM;
+      p.top_k = 3;
+      p.routed_scaling_factor = 2.5f;
+      p.num_shared = 1;
+      p.shared_d_ff = 30;
+      break;
+    case Variant::kDeepseekV2:
+      p.n_group = 4;
+      p.topk_group = 2;
+      p.normalize_top_k = false;
+      p.routed_scaling_factor = 1.5f;
+      break;
+    case Variant::kRouterBias:
+      p.num_experts = 7;
+      p.top_k = 3;
+      p.router_bias = true;
+      break;
+    case Variant::kSigmoidTop1:
+      p.num_experts = 5;
+      p.top_k = 1;
+      p.scoring = Scoring::SIGMOID;
+      p.normalize_top_k = false;
+      p.num_shared = 2;
+      p.shared_d_ff = 19;
+      break;
+  }
+  return p;
+}
+
+const char* VariantName(Variant v) {
+  static const char* const kNames[] = {"mixtral",     "qwen2_moe",   "deepseek_v3",
+                                       "deepseek_v2", "router_bias", "sigmoid_top1"};
+  return kNames[static_cast<int>(v)];
+}
+
+using SweepParam = std::tuple<Variant, size_t>;
+
+class XnnpackMoeSweepTest : public ::testing::TestWithParam<SweepParam> {};
+
+std::string SweepName(const ::testing::TestParamInfo<SweepParam>& info) {
+  return absl::StrFormat("%s_t%d", VariantName(std::get<0>(info.param)), std::get<1>(info.param));
+}
+
+// Every variant x tokens; threads, budget, norm and dtype rotate through the sweep. Budgets: none,
+// a single expert, below one expert (1 byte), half of the experts.
+TEST_P(XnnpackMoeSweepTest, MatchesReference) {
+  const auto [variant, tokens] = GetParam();
+  const size_t index = static_cast<size_t>(variant) * 7 + tokens;
+  MoeParams p = ParamsFor(variant);
+  const bool plain = variant == Variant::kRouterBias;
+  const uint32_t d = 23, ff = 41;
+  const uint64_t one = OneExpert(d, ff, !plain);
+  const uint64_t budgets[] = {0, one, 1, one * p.num_experts / 2};
+  MoeTester t;
+  t.d_model(d).d_ff(ff).tokens(tokens).moe(p).seed(static_cast<uint32_t>(index + 1));
+  t.activation(plain ? Activation::GELU_ERF : Activation::SILU).gated(!plain).bias(plain);
+  t.threads(index % 2 == 0 ? 1 : 3).expert_budget(budgets[index % 4]);
+  if (index % 3 == 0) t.norm(NormKind::RMS_NORM, NormPlacement::PRE).residual(true);
+  if (index % 3 == 1) t.norm(NormKind::LAYER_NORM, NormPlacement::POST).residual(true);
+  if (index % 5 == 2) t.dtype(DType::BF16);
+  t.Test("xnnpack");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, XnnpackMoeSweepTest,
+    ::testing::Combine(::testing::Values(Variant::kMixtral, Variant::kQwen2Moe,
+                                         Variant::kDeepseekV3, Variant::kDeepseekV2,
+                                         Variant::kRouterBias, Variant::kSigmoidTop1),
+                       ::testing::Values(size_t{1}, size_t{2}, size_t{37}, size_t{300})),
+    SweepName);
+
+// --- Odd and prime sizes, padded or not, 1 and 3 threads. ---
+
+struct Shape {
+  uint32_t d_model, d_ff, alignment;
+  size_t tokens;
+};
+
+class XnnpackMoeShapeTest : public ::testing::TestWithParam<std::tuple<Shape, int>> {};
+
+std::string ShapeName(const ::testing::TestParamInfo<std::tuple<Shape, int>>& info) {
+  const Shape& s = std::get<0>(info.param);
+  return absl::StrFormat("d%d_ff%d_align%d_t%d_threads%d", s.d_model, s.d_ff, s.alignment,
+                         s.tokens, std::get<1>(info.param));
+}
+
+TEST_P(XnnpackMoeShapeTest, MatchesReference) {
+  const auto [shape, threads] = GetParam();
+  MoeParams p = ParamsFor(Variant::kQwen2Moe);
+  MoeTester()
+      .d_model(shape.d_model)
+      .d_ff(shape.d_ff)
+      .d_ff_alignment(shape.alignment)
+      .tokens(shape.tokens)
+      .threads(threads)
+      .moe(p)
+      .norm(NormKind::RMS_NORM, NormPlacement::PRE)
+      .residual(true)
+      .Test("xnnpack");
+}
+
+constexpr Shape kShapes[] = {
+    {1, 1, 1, 1}, {2, 3, 64, 5}, {17, 53, 1, 7}, {31, 97, 64, 129}, {61, 173, 1, 300},
+};
+
+INSTANTIATE_TEST_SUITE_P(
+    All, XnnpackMoeShapeTest,
+    ::testing::Combine(::testing::ValuesIn(kShapes), ::testing::Values(1, 3)),
+    ShapeName);
+
+// --- Routing corner cases. ---
+
+// One token, top-1 of 16: fifteen experts receive nothing (and are never packed under a budget).
+TEST(XnnpackMoeRoutingTest, IdleExperts) {
+  MoeParams p;
+  p.num_experts = 16;
+  p.top_k = 1;
+  for (uint64_t budget : {uint64_t{0}, OneExpert(19, 29, true)}) {
+    MoeTester().d_model(19).d_ff(29).tokens(1).moe(p).expert_budget(budget).Test("xnnpack");
+  }
+}
+
+// A router bias of +50 on expert 5: every token goes there (top-1), or there and elsewhere
+// (top-2). The batch of expert 5 is then the whole chunk (the path without a gather).
+TEST(XnnpackMoeRoutingTest, AllTokensOnOneExpert) {
+  for (uint32_t k : {1u, 2u}) {
+    for (size_t tokens : {size_t{1}, size_t{37}, size_t{300}}) {
+      MoeParams p;
+      p.top_k = k;
+      MoeTester()
+          .d_model(21)
+          .d_ff(33)
+          .tokens(tokens)
+          .threads(tokens == 37 ? 3 : 1)
+          .moe(p)
+          .expert_budget(tokens == 300 ? OneExpert(21, 33, true) : 0)
+          .customize([](MoeSpec* m) {
+            std::vector<float> bias(8, 0.0f);
+            bias[5] = 50.0f;
+            m->router_bias = TensorFromF32({8}, bias);
+          })
+          .Test("xnnpack");
+    }
+  }
+}
+
+// Exact ties: an all-zero router gives every expert the same score, so the lowest indices win in
+// both backends; identical router rows 2 and 6 (both lifted by the same bias) tie at the top and
+// expert 2 wins.
+TEST(XnnpackMoeRoutingTest, TiesGoToTheLowerIndex) {
+  MoeParams p;
+  p.top_k = 3;
+  MoeTester()
+      .d_model(18)
+      .d_ff(20)
+      .tokens(9)
+      .moe(p)
+      .customize([](MoeSpec* m) { m->router = TensorFromF32({8, 18}, std::vector<float>(8 * 18)); })
+      .Test("xnnpack");
+  p.top_k = 1;
+  MoeTester()
+      .d_model(18)
+      .d_ff(20)
+      .tokens(11)
+      .moe(p)
+      .seed(4)
+      .customize([](MoeSpec* m) {
+        Rng rng(7);
+        std::vector<float> w = rng.Vec(8 * 18, 0.3f);
+        for (size_t i = 0; i < 18; ++i) w[6 * 18 + i] = w[2 * 18 + i];
+        m->router = TensorFromF32({8, 18}, w);
+        std::vector<float> bias(8, 0.0f);
+        bias[2] = bias[6] = 20.0f;
+        m->router_bias = TensorFromF32({8}, bias);
+      })
+      .Test("xnnpack");
+}
+
+// NaN in one token propagates to that token only; the others match the reference.
+TEST(XnnpackMoeRoutingTest, NanInputStaysInItsToken) {
+  Rng rng(21);
+  MoeParams p = ParamsFor(Variant::kQwen2Moe);
+  p.expert.d_model = 16;
+  p.expert.d_ff = 24;
+  ModelSpec spec;
+  spec.d_model = 16;
+  LayerSpec layer;
+  layer.kind = LayerKind::kMoe;
+  layer.moe = testing::RandomMoe(p, rng);
+  spec.layers.push_back(std::move(layer));
+  auto built = testing::BuildModel(spec);
+  ASSERT_TRUE(built.ok()) << built.status();
+  std::vector<float> input = rng.Vec(3 * 16, 1.0f);
+  input[16 + 4] = NAN;
+  auto want = testing::RunLayer(*built->model, "reference", 0, input, 3);
+  auto got = testing::RunLayer(*built->model, "xnnpack", 0, input, 3);
+  ASSERT_TRUE(want.ok() && got.ok());
+  for (size_t t : {size_t{0}, size_t{2}}) {
+    const std::vector<float> w(want->begin() + t * 16, want->begin() + (t + 1) * 16);
+    const std::vector<float> g(got->begin() + t * 16, got->begin() + (t + 1) * 16);
+    testing::ExpectOutputsNear(w, g, 1, 16, testing::kF32RelTol, "finite token");
+  }
+  bool any_nan = false;
+  for (size_t i = 16; i < 32; ++i) any_nan |= std::isnan((*got)[i]);
+  EXPECT_TRUE(any_nan);
+}
+
+// --- Expert budget: identical results whatever the budget, and the budget is kept. ---
+
+// Two MoE layers (sharing one budget) and a dense layer; a stream of varied inputs of varied
+// sizes so that the routing, and with it the resident set, keeps changing.
+ModelSpec BudgetModel(Rng& rng, uint32_t d, uint32_t ff) {
+  ModelSpec spec;
+  spec.d_model = d;
+  for (int l = 0; l < 3; ++l) {
+    LayerSpec layer;
+    FfnParams f;
+    f.d_model = d;
+    f.d_ff = ff;
+    if (l == 1) {
+      layer.ffn = testing::RandomFfn(f, rng);
+    } else {
+      MoeParams p = ParamsFor(l == 0 ? Variant::kMixtral : Variant::kQwen2Moe);
+      p.expert = f;
+      layer.kind = LayerKind::kMoe;
+      layer.moe = testing::RandomMoe(p, rng);
+    }
+    layer.norm = testing::RandomNorm(NormKind::RMS_NORM, NormPlacement::PRE, d, rng);
+    layer.residual = true;
+    spec.layers.push_back(std::move(layer));
+  }
+  return spec;
+}
+
+TEST(XnnpackMoeBudgetTest, SameBitsWhateverTheBudgetAndBudgetKept) {
+  const uint32_t d = 24, ff = 40;
+  Rng rng(31);
+  auto built = testing::BuildModel(BudgetModel(rng, d, ff));
+  ASSERT_TRUE(built.ok()) << built.status();
+  const uint64_t one = OneExpert(d, ff, true);
+  const size_t sizes[] = {1, 1, 3, 1, 17, 1, 2, 1, 64, 1, 1, 5};
+  for (int threads : {1, 3}) {
+    BackendConfig config;
+    config.num_threads = threads;
+    config.max_tokens = 64;
+    auto unlimited = CreateXnnpackBackend(*built->model, config);
+    ASSERT_TRUE(unlimited.ok()) << unlimited.status();
+    EXPECT_EQ(XnnpackResidentExpertBytes(unlimited->get()), 20 * one);  // 8 + 12, all packed
+    for (uint64_t budget : {uint64_t{1}, one, 3 * one, 5 * one}) {
+      config.expert_budget_bytes = budget;
+      auto limited = CreateXnnpackBackend(*built->model, config);
+      ASSERT_TRUE(limited.ok()) << limited.status();
+      EXPECT_EQ(XnnpackResidentExpertBytes(limited->get()), 0u) << "packed on first use";
+      Rng inputs(41);
+      for (size_t call = 0; call < sizeof(sizes) / sizeof(sizes[0]); ++call) {
+        const size_t n = sizes[call];
+        const std::vector<float> x = inputs.Vec(n * d, 2.0f);
+        for (size_t layer = 0; layer < 3; ++layer) {
+          std::vector<float> want(n * d), got(n * d);
+          ASSERT_TRUE((*unlimited)->Run(layer, x.data(), n, want.data()).ok());
+          ASSERT_TRUE((*limited)->Run(layer, x.data(), n, got.data()).ok());
+          ASSERT_EQ(want, got) << "budget " << budget << ", call " << call << ", layer " << layer
+                               << ", threads " << threads;
+          const uint64_t resident = XnnpackResidentExpertBytes(limited->get());
+          // A budget below one expert keeps just the expert last used.
+          EXPECT_LE(resident, std::max(budget, one)) << "budget " << budget;
+        }
+      }
+      // The routing statistics do not depend on the budget either.
+      for (size_t layer : {size_t{0}, size_t{2}}) {
+        const auto a = (*unlimited)->expert_counts()->layer(layer);
+        const auto b = (*limited)->expert_counts()->layer(layer);
+        EXPECT_EQ(std::vector<uint64_t>(a.begin(), a.end()),
+                  std::vector<uint64_t>(b.begin(), b.end()));
+      }
+      (*unlimited)->expert_counts()->Reset();
+    }
+  }
+}
+
+// Small slices and chunks: experts split into several operators, an expert's batch into several
+// passes, a call into several routing chunks (token_chunk 5: routing chunks of 20).
+TEST(XnnpackMoeBudgetTest, SlicedAndChunkedExperts) {
+  const uint32_t d = 37, ff = 150;
+  Rng rng(51);
+  auto built = testing::BuildModel(BudgetModel(rng, d, ff));
+  ASSERT_TRUE(built.ok()) << built.status();
+  const size_t tokens = 47;
+  const std::vector<float> x = rng.Vec(tokens * d, 2.0f);
+  XnnpackBackendOptions options;
+  options.slice_bytes = 1;
+  options.token_chunk = 5;
+  for (uint64_t budget : {uint64_t{0}, OneExpert(d, ff, true)}) {
+    BackendConfig config;
+    config.max_tokens = tokens;
+    config.expert_budget_bytes = budget;
+    auto backend = CreateXnnpackBackendWithOptions(*built->model, config, options);
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    for (size_t layer = 0; layer < 3; ++layer) {
+      auto want = testing::RunLayer(*built->model, "reference", layer, x, tokens);
+      ASSERT_TRUE(want.ok());
+      std::vector<float> got(tokens * d);
+      ASSERT_TRUE((*backend)->Run(layer, x.data(), tokens, got.data()).ok());
+      testing::ExpectOutputsNear(*want, got, tokens, d, testing::kF32RelTol,
+                                 absl::StrFormat("layer %d, budget %d", layer, budget));
+    }
+  }
+}
+
+// Results do not depend on the thread count (XNNPACK never splits the reduction).
+TEST(XnnpackMoeThreadsTest, SameBitsForOneAndThreeThreads) {
+  Rng rng(61);
+  auto built = testing::BuildModel(BudgetModel(rng, 48, 100));
+  ASSERT_TRUE(built.ok()) << built.status();
+  for (size_t tokens : {1, 7, 130}) {
+    const std::vector<float> x = Rng(62).Vec(tokens * 48, 2.0f);
+    for (size_t layer : {size_t{0}, size_t{2}}) {
+      auto one = testing::RunLayer(*built->model, "xnnpack", layer, x, tokens, 1);
+      auto three = testing::RunLayer(*built->model, "xnnpack", layer, x, tokens, 3);
+      ASSERT_TRUE(one.ok() && three.ok());
+      EXPECT_EQ(*one, *three) << "tokens " << tokens << ", layer " << layer;
+    }
+  }
+}
+
+// --- Routing statistics through the C API, against the reference's. ---
+
+TEST(XnnpackMoeStatsTest, CApiCountsMatchReferenceAndReset) {
+  Rng rng(71);
+  const uint32_t d = 20;
+  auto built = testing::BuildModel(BudgetModel(rng, d, 30));
+  ASSERT_TRUE(built.ok()) << built.status();
+  fflite_model* model = nullptr;
+  ASSERT_EQ(fflite_model_load_buffer(built->bytes.data(), built->bytes.size(), &model),
+            FFLITE_STATUS_OK);
+  fflite_session* sessions[2] = {nullptr, nullptr};
+  const fflite_backend backends[2] = {FFLITE_BACKEND_REFERENCE, FFLITE_BACKEND_XNNPACK};
+  for (int i = 0; i < 2; ++i) {
+    fflite_session_options opts;
+    fflite_session_options_init(&opts);
+    opts.backend = backends[i];
+    opts.max_tokens = 50;
+    opts.expert_budget_bytes = i == 1 ? static_cast<int64_t>(OneExpert(d, 30, true) * 2) : 0;
+    ASSERT_EQ(fflite_session_create(model, &opts, &sessions[i]), FFLITE_STATUS_OK)
+        << fflite_last_error_message();
+  }
+  for (size_t n : {size_t{1}, size_t{50}, size_t{7}}) {
+    const std::vector<float> x = rng.Vec(n * d, 2.0f);
+    std::vector<float> y(n * d);
+    for (int32_t layer = 0; layer < 3; ++layer) {
+      for (fflite_session* s : sessions) {
+        ASSERT_EQ(fflite_session_run(s, layer, x.data(), n, y.data()), FFLITE_STATUS_OK);
+      }
+    }
+  }
+  const size_t expected_experts[3] = {8, 0, 12};
+  const uint64_t top_k[3] = {2, 0, 4};
+  for (int32_t layer = 0; layer < 3; ++layer) {
+    std::vector<uint64_t> counts[2];
+    for (int i = 0; i < 2; ++i) {
+      size_t num = 99;
+      // A size query first, then the counts.
+      ASSERT_EQ(fflite_session_expert_counts(sessions[i], layer, nullptr, 0, &num),
+                FFLITE_STATUS_OK);
+      ASSERT_EQ(num, expected_experts[layer]);
+      counts[i].assign(num + 1, 12345);
+      ASSERT_EQ(fflite_session_expert_counts(sessions[i], layer, counts[i].data(), num + 1, &num),
+                FFLITE_STATUS_OK);
+      EXPECT_EQ(counts[i][num], 12345u) << "wrote past the expert count";
+    }
+    EXPECT_EQ(counts[0], counts[1]) << "layer " << layer;
+    uint64_t total = 0;
+    for (size_t e = 0; e < expected_experts[layer]; ++e) total += counts[1][e];
+    EXPECT_EQ(total, 58 * top_k[layer]) << "layer " << layer;
+  }
+  // Errors.
+  size_t num = 0;
+  uint64_t few[4];
+  EXPECT_EQ(fflite_session_expert_counts(sessions[1], 0, few, 4, &num),
+            FFLITE_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fflite_last_error_message()).find("capacity 4"), std::string::npos);
+  EXPECT_EQ(num, 8u);
+  EXPECT_EQ(fflite_session_expert_counts(sessions[1], 3, few, 4, &num), FFLITE_STATUS_OUT_OF_RANGE);
+  EXPECT_EQ(fflite_session_expert_counts(sessions[1], -1, few, 4, &num),
+            FFLITE_STATUS_OUT_OF_RANGE);
+  EXPECT_EQ(fflite_session_expert_counts(nullptr, 0, few, 4, &num), FFLITE_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(fflite_session_expert_counts(sessions[1], 0, few, 4, nullptr),
+            FFLITE_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(fflite_session_reset_expert_counts(nullptr), FFLITE_STATUS_INVALID_ARGUMENT);
+  // Reset.
+  ASSERT_EQ(fflite_session_reset_expert_counts(sessions[1]), FFLITE_STATUS_OK);
+  std::vector<uint64_t> after(12, 7);
+  ASSERT_EQ(fflite_session_expert_counts(sessions[1], 2, after.data(), 12, &num), FFLITE_STATUS_OK);
+  EXPECT_EQ(after, std::vector<uint64_t>(12, 0));
+  // A negative budget is refused.
+  fflite_session_options opts;
+  fflite_session_options_init(&opts);
+  opts.expert_budget_bytes = -1;
+  fflite_session* bad = nullptr;
+  EXPECT_EQ(fflite_session_create(model, &opts, &bad), FFLITE_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fflite_last_error_message()).find("expert_budget_bytes"),
+            std::string::npos);
+  for (fflite_session* s : sessions) fflite_session_free(s);
+  fflite_model_free(model);
+}
+
+// --- Sessions on several threads share one model (file-backed, so page releases happen), each
+// with its own budget. The TSan suite runs this too. ---
+TEST(XnnpackMoeThreadsTest, SessionsOnSeveralThreadsShareOneModel) {
+  Rng rng(81);
+  const uint32_t d = 32, ff = 48;
+  const std::string path = absl::StrFormat("%s/xnnpack_moe_test_%d.fflite", ::testing::TempDir(),
+                                           static_cast<int>(getpid()));
+  ASSERT_TRUE(WriteModelFile(BudgetModel(rng, d, ff), WriteOptions(), path).ok());
+  auto model = Model::LoadFile(path);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const size_t calls = 6, n = 5;
+  std::vector<std::vector<float>> inputs, want;
+  for (size_t c = 0; c < calls; ++c) {
+    inputs.push_back(rng.Vec(n * d, 2.0f));
+    auto w = testing::RunLayer(**model, "reference", c % 2 == 0 ? 0 : 2, inputs.back(), n);
+    ASSERT_TRUE(w.ok());
+    want.push_back(*w);
+  }
+  const uint64_t budgets[] = {0, 1, OneExpert(d, ff, true), 4 * OneExpert(d, ff, true)};
+  std::vector<std::vector<std::vector<float>>> got(4);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      SessionOptions options;
+      options.backend = "xnnpack";
+      options.max_tokens = n;
+      options.num_threads = i == 3 ? 2 : 1;
+      options.expert_budget_bytes = budgets[i];
+      auto session = Session::Create(**model, options);
+      if (!session.ok()) return;
+      for (size_t rep = 0; rep < 2; ++rep) {
+        for (size_t c = 0; c < calls; ++c) {
+          std::vector<float> y(n * d);
+          if (!(*session)->Run(c % 2 == 0 ? 0 : 2, inputs[c].data(), n, y.data()).ok()) return;
+          if (rep == 1) got[i].push_back(std::move(y));
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (size_t i = 0; i < 4; ++i) {
+    ASSERT_EQ(got[i].size(), calls) << "session " << i << " failed";
+    for (size_t c = 0; c < calls; ++c) {
+      testing::ExpectOutputsNear(want[c], got[i][c], n, d, testing::kF32RelTol,
+                                 absl::StrFormat("session %d, call %d", i, c));
+    }
+  }
+  std::remove(path.c_str());
+}
+
+// --- A larger layer (several 2 MiB slices per expert matrix, 130 tokens): natively only. ---
+TEST(XnnpackMoeLargerTest, MixtralLikePrefillAndDecode) {
+  if (UnderQemu()) GTEST_SKIP() << "too slow under qemu (the reference takes minutes there)";
+  MoeParams p;
+  for (size_t tokens : {size_t{1}, size_t{130}}) {
+    MoeTester()
+        .d_model(512)
+        .d_ff(1408)
+        .tokens(tokens)
+        .threads(tokens == 1 ? 1 : 2)
+        .moe(p)
+        .expert_budget(tokens == 1 ? 0 : 3 * OneExpert(512, 1408, true))
+        .norm(NormKind::RMS_NORM, NormPlacement::PRE)
+        .residual(true)
+        .Test("xnnpack");
+  }
+}
+
+// --- Converted checkpoints end to end: xnnpack against the reference. ---
+
+using testing::AddGatedMlp;
+using testing::CheckpointWriter;
+using json = nlohmann::json;
+
+class XnnpackMoeCheckpointTest : public testing::ConverterTest {
+ protected:
+  // Every layer, 1 and 9 tokens, without and with a budget of a single expert.
+  void ExpectMatches(const Model& model, uint64_t one_expert) {
+    const size_t d = model.d_model();
+    for (size_t tokens : {size_t{1}, size_t{9}}) {
+      const std::vector<float> x = Rng(5).Vec(tokens * d, 1.0f);
+      for (size_t layer = 0; layer < model.layers().size(); ++layer) {
+        auto want = testing::RunLayer(model, "reference", layer, x, tokens);
+        ASSERT_TRUE(want.ok()) << want.status();
+        for (uint64_t budget : {uint64_t{0}, one_expert}) {
+          auto got = testing::RunLayer(model, "xnnpack", layer, x, tokens, 1, budget);
+          ASSERT_TRUE(got.ok()) << got.status();
+          testing::ExpectOutputsNear(*want, *got, tokens, d, testing::kF32RelTol,
+                                     absl::StrFormat("%s, %d tokens, budget %d",
+                                                     model.layers()[layer].name, tokens, budget));
+        }
+      }
+    }
+  }
+  uint64_t OneExpertOf(const Model& model, size_t layer) {
+    return XnnpackPackedFfnBytes(model.layers()[layer].moe.experts[0]);
+  }
+};
+
+constexpr uint64_t kD = 24;
+
+TEST_F(XnnpackMoeCheckpointTest, Mixtral) {
+  Rng rng(91);
+  CheckpointWriter w;
+  for (int l = 0; l < 2; ++l) {
+    const std::string p = "model.layers." + std::to_string(l);
+    w.AddRandom(p + ".post_attention_layernorm.weight", {kD}, rng, 0.2f, "", 1.0f);
+    w.AddRandom(p + ".block_sparse_moe.gate.weight", {8, kD}, rng, 0.5f);
+    for (int e = 0; e < 8; ++e) {
+      AddGatedMlp(w, rng, p + ".block_sparse_moe.experts." + std::to_string(e), kD, 40, "w1", "w3",
+                  "w2", "BF16");
+    }
+  }
+  const json config = {{"model_type", "mixtral"}, {"hidden_size", kD}, {"intermediate_size", 40},
+                       {"num_hidden_layers", 2}, {"num_local_experts", 8},
+                       {"num_experts_per_tok", 2}, {"rms_norm_eps", 1e-5}};
+  auto model = Convert(w, config);
+  ASSERT_NE(model, nullptr);
+  ExpectMatches(*model, OneExpertOf(*model, 0));
+}
+
+TEST_F(XnnpackMoeCheckpointTest, Qwen2Moe) {
+  Rng rng(92);
+  CheckpointWriter w;
+  for (int l = 0; l < 2; ++l) {
+    const std::string p = "model.layers." + std::to_string(l);
+    w.AddRandom(p + ".post_attention_layernorm.weight", {kD}, rng, 0.2f, "", 1.0f);
+    w.AddRandom(p + ".mlp.gate.weight", {12, kD}, rng, 0.5f);
+    for (int e = 0; e < 12; ++e) AddGatedMlp(w, rng, p + ".mlp.experts." + std::to_string(e), kD, 20);
+    AddGatedMlp(w, rng, p + ".mlp.shared_expert", kD, 44);
+    w.AddRandom(p + ".mlp.shared_expert_gate.weight", {1, kD}, rng, 0.5f);
+  }
+  const json config = {{"model_type", "qwen2_moe"}, {"hidden_size", kD},
+                       {"intermediate_size", 64}, {"moe_intermediate_size", 20},
+                       {"shared_expert_intermediate_size", 44}, {"num_hidden_layers", 2},
+                       {"num_experts", 12}, {"num_experts_per_tok", 4}, {"norm_topk_prob", false},
+                       {"decoder_sparse_step", 1}, {"rms_norm_eps", 1e-6}};
+  auto model = Convert(w, config);
+  ASSERT_NE(model, nullptr);
+  ExpectMatches(*model, OneExpertOf(*model, 0));
+}
+
+TEST_F(XnnpackMoeCheckpointTest, DeepseekV3) {
+  Rng rng(93);
+  CheckpointWriter w;
+  w.AddRandom("model.layers.0.post_attention_layernorm.weight", {kD}, rng, 0.2f, "", 1.0f);
+  AddGatedMlp(w, rng, "model.layers.0.mlp", kD, 50);
+  const std::string p = "model.layers.1";
+  w.AddRandom(p + ".post_attention_layernorm.weight", {kD}, rng, 0.2f, "", 1.0f);
+  w.AddRandom(p + ".mlp.gate.weight", {16, kD}, rng, 0.5f);
+  w.AddRandom(p + ".mlp.gate.e_score_correction_bias", {16}, rng, 0.1f, "F32", 0.05f);
+  for (int e = 0; e < 16; ++e) AddGatedMlp(w, rng, p + ".mlp.experts." + std::to_string(e), kD, 12);
+  AddGatedMlp(w, rng, p + ".mlp.shared_experts", kD, 24);
+  const json config = {{"model_type", "deepseek_v3"}, {"hidden_size", kD},
+                       {"intermediate_size", 50}, {"moe_intermediate_size", 12},
+                       {"num_hidden_layers", 2}, {"n_routed_experts", 16},
+                       {"n_shared_experts", 2}, {"num_experts_per_tok", 4}, {"n_group", 4},
+                       {"topk_group", 2}, {"topk_method", "noaux_tc"}, {"norm_topk_prob", true},
+                       {"routed_scaling_factor", 2.5}, {"first_k_dense_replace", 1},
+                       {"moe_layer_freq", 1}, {"rms_norm_eps", 1e-6}, {"hidden_act", "silu"},
+                       {"scoring_func", "sigmoid"}};
+  auto model = Convert(w, config);
+  ASSERT_NE(model, nullptr);
+  ASSERT_EQ(model->layers()[1].kind, LayerKind::kMoe);
+  ExpectMatches(*model, OneExpertOf(*model, 1));
+}
+
+}  // namespace
+}  // namespace fflite
