@@ -2,6 +2,7 @@
 #include "converter/config.h"
 
 #include <cmath>
+#include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
@@ -85,6 +86,16 @@ absl::StatusOr<bool> HfConfig::Bool(const std::string& key, bool fallback) const
     return Error(key, absl::StrFormat("must be true or false, got %s", JsonSnippet(*v)));
   }
   return v->get<bool>();
+}
+
+absl::StatusOr<double> HfConfig::Epsilon(const std::string& key, double fallback) const {
+  FFLITE_ASSIGN_OR_RETURN(const double v, Float(key, fallback));
+  // The format holds eps as a float32 and refuses a negative one; say so here, naming the key.
+  if (v < 0.0 || v > std::numeric_limits<float>::max()) {
+    return Error(key, absl::StrFormat("%g must be in [0, %g] (a norm epsilon, stored as float32)",
+                                      v, std::numeric_limits<float>::max()));
+  }
+  return v;
 }
 
 absl::StatusOr<uint32_t> HfConfig::Dim(const std::string& key) const {

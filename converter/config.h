@@ -35,6 +35,8 @@ class HfConfig {
   absl::StatusOr<int64_t> Int(const std::string& key, int64_t fallback) const;
   absl::StatusOr<double> Float(const std::string& key, double fallback) const;
   absl::StatusOr<bool> Bool(const std::string& key, bool fallback) const;
+  // A norm epsilon, stored as a float32: a number in [0, FLT_MAX], or `fallback` when absent.
+  absl::StatusOr<double> Epsilon(const std::string& key, double fallback) const;
   // A model dimension: a required integer in [1, kMaxConfigDim].
   absl::StatusOr<uint32_t> Dim(const std::string& key) const;
   // A count in [lo, hi] (e.g. layers, experts), required or with a fallback.

@@ -78,6 +78,33 @@ std::string SourceDType(const ModelSpec& spec) {
   return DTypeName(static_cast<DType>(best));
 }
 
+// The format stores the routed experts of a layer alike (the loader refuses experts whose
+// tensors differ in dtype), so a checkpoint that mixes dtypes across experts needs --dtype.
+absl::Status CheckExpertDTypes(const LayerSpec& l) {
+  if (l.kind != LayerKind::kMoe) return absl::OkStatus();
+  const std::vector<FfnSpec>& experts = l.moe.experts;
+  for (size_t e = 1; e < experts.size(); ++e) {
+    const FfnSpec& a = experts[0];
+    const FfnSpec& b = experts[e];
+    const std::pair<const char*, std::pair<const TensorSource*, const TensorSource*>> roles[] = {
+        {"up", {&a.up, &b.up}},
+        {"gate", {&a.gate, &b.gate}},
+        {"down", {&a.down, &b.down}},
+        {"up_bias", {&a.up_bias, &b.up_bias}},
+        {"gate_bias", {&a.gate_bias, &b.gate_bias}},
+        {"down_bias", {&a.down_bias, &b.down_bias}}};
+    for (const auto& [role, t] : roles) {
+      if (t.first->present() && t.second->present() && t.first->dtype != t.second->dtype) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: expert %d's %s weights are %s but expert 0's are %s; the experts of a layer are "
+            "stored in one dtype: convert with --dtype f32, f16 or bf16", l.name, e, role,
+            DTypeName(t.second->dtype), DTypeName(t.first->dtype)));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<size_t>> ParseLayerSelection(const std::string& spec, size_t count) {
@@ -131,6 +158,11 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const std::string& dir, const st
   FFLITE_ASSIGN_OR_RETURN(const ArchEntry* arch, FindArchitecture(model_type));
   const ArchContext ctx{*checkpoint, config, model_type, options.include_norm};
   FFLITE_ASSIGN_OR_RETURN(ArchPlan plan, arch->convert(ctx));
+  if (plan.sublayers.empty()) {
+    return config.Error("model_type", absl::StrFormat(
+        "\"%s\": the config gives the model no FFN sublayers (0 layers): nothing to convert",
+        model_type));
+  }
 
   std::vector<size_t> selected;
   if (options.layers.empty()) {
@@ -142,6 +174,7 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const std::string& dir, const st
   spec.d_model = plan.d_model;
   for (size_t i : selected) {
     FFLITE_ASSIGN_OR_RETURN(LayerSpec layer, plan.sublayers[i].build());
+    if (!options.dtype.has_value()) FFLITE_RETURN_IF_ERROR(CheckExpertDTypes(layer));
     if (!options.include_norm) {
       layer.norm.reset();
       layer.residual = false;

@@ -3,7 +3,8 @@
 #   1. native Release build, the whole suite;
 #   2. the whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. the whole suite under ThreadSanitizer (its multi-session tests are the point);
-#   4. cross-built for aarch64 and armhf, the whole suite under qemu-user (scripts/test_arm.sh).
+#   4. every fuzz target for a minute with its seeds (scripts/fuzz.sh);
+#   5. cross-built for aarch64 and armhf, the whole suite under qemu-user (scripts/test_arm.sh).
 # Exits non-zero if any build or test fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -49,7 +50,12 @@ run_suite native build
 run_suite sanitizers build-asan -DFFLITE_SANITIZE=ON
 run_suite threads build-tsan -DFFLITE_TSAN=ON -DFFLITE_BUILD_TOOLS=OFF
 
-# 4. Cross-built for aarch64 and armhf, the whole suite under qemu-user with two CPU models each.
+# 4. Every libFuzzer target for 60 s with its generated seeds and saved crash inputs.
+scripts/fuzz.sh 60 2>&1 | tee build-fuzz.log; [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+read -r p f < <(sed -nE 's/^fuzz: ([0-9]+) passed, ([0-9]+) failed.*/\1 \2/p' build-fuzz.log)
+total_passed=$((total_passed + ${p:-0})); total_failed=$((total_failed + ${f:-1}))
+
+# 5. Cross-built for aarch64 and armhf, the whole suite under qemu-user with two CPU models each.
 scripts/test_arm.sh 2>&1 | tee build-arm.log; [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 read -r p f s < <(sed -nE 's/^arm: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped.*/\1 \2 \3/p' build-arm.log)
 total_passed=$((total_passed + ${p:-0})); total_failed=$((total_failed + ${f:-1})); total_skipped=$((total_skipped + ${s:-0}))

@@ -13,6 +13,7 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using json = nlohmann::json;
 using converter::SafetensorsFile;
 
@@ -244,6 +245,59 @@ TEST_F(ConvertFailureTest, BadConfigValues) {
   config_["hidden_size"] = 0;
   EXPECT_THAT(Fail(), StatusIs(absl::StatusCode::kInvalidArgument,
                                HasSubstr("hidden_size 0 must be in [1, 1048576]")));
+}
+
+// Found by fuzz_config: values the format cannot hold were let through to the writer, whose
+// loader check refused them naming a layer of its temporary file instead of the config key.
+TEST_F(ConvertFailureTest, NormEpsilonOutOfRange) {
+  config_["rms_norm_eps"] = -1e-6;
+  EXPECT_THAT(Fail(), StatusIs(absl::StatusCode::kInvalidArgument,
+                               AllOf(HasSubstr("config.json': rms_norm_eps -1e-06 must be in [0, "),
+                                     Not(HasSubstr("model spec")))));
+  config_["rms_norm_eps"] = 1e300;  // finite as a double, inf as the float32 the format stores
+  EXPECT_THAT(Fail(), StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("rms_norm_eps 1e+300 must be in [0, ")));
+  config_["rms_norm_eps"] = 0.0;
+  ASSERT_OK(w_.Write(ckpt_, config_.dump()));
+  EXPECT_OK(converter::ConvertCheckpoint(ckpt_, out_dir_ + "/model.fflite", {}).status());
+}
+
+// Config-level refusals need a checkpoint that opens; the tensors are never looked at.
+TEST_F(ConvertFailureTest, DeepseekGroupedRoutingLimits) {
+  config_ = {{"model_type", "deepseek_v3"}, {"hidden_size", 8}, {"intermediate_size", 12},
+             {"moe_intermediate_size", 4}, {"num_hidden_layers", 1}, {"n_routed_experts", 4},
+             {"num_experts_per_tok", 2}, {"n_group", 4}, {"topk_group", 2}};
+  // Groups of one expert: v3 scores a group by its top two.
+  EXPECT_THAT(Fail(), StatusIs(absl::StatusCode::kInvalidArgument,
+                               AllOf(HasSubstr("n_group 4 leaves 1 expert per group"),
+                                     Not(HasSubstr("model spec")))));
+  // top_k = 3 > topk_group 1 x 2 experts per group.
+  config_["n_group"] = 2;
+  config_["topk_group"] = 1;
+  config_["num_experts_per_tok"] = 3;
+  EXPECT_THAT(Fail(), StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("num_experts_per_tok 3 exceeds the 2 experts in "
+                                         "topk_group = 1 of n_group = 2 groups of 2")));
+  config_["model_type"] = "deepseek_v2";
+  config_["topk_method"] = "group_limited_greedy";
+  EXPECT_THAT(Fail(), StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("num_experts_per_tok 3 exceeds the 2 experts")));
+  config_["num_experts_per_tok"] = 2;
+  config_["routed_scaling_factor"] = 1e300;
+  EXPECT_THAT(Fail(), StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("routed_scaling_factor 1e+300 must be positive and at "
+                                         "most")));
+}
+
+TEST_F(ConvertFailureTest, NoSublayers) {
+  config_ = {{"model_type", "whisper"}, {"d_model", 8}, {"encoder_layers", 0},
+             {"decoder_layers", 0}};
+  Rng rng(2);
+  w_.AddRandom("model.encoder.layers.0.fc1.weight", {8}, rng, 0.1f);
+  EXPECT_THAT(Fail(), StatusIs(absl::StatusCode::kInvalidArgument,
+                               AllOf(HasSubstr("config.json': model_type \"whisper\": the config "
+                                               "gives the model no FFN sublayers"),
+                                     Not(HasSubstr("model spec")))));
 }
 
 TEST_F(ConvertFailureTest, BadConfigJson) {

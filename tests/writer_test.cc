@@ -2,6 +2,7 @@
 // spec errors naming the tensor, dtype conversion, expert page alignment, progress reports.
 #include <dirent.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -92,6 +93,23 @@ TEST_F(WriterTest, FailedWriteLeavesExistingFileAndNoTemporary) {
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr("tensor 'w2' is truncated")));
   EXPECT_EQ(Read(path), good);
   EXPECT_EQ(Files(), std::set<std::string>{"m.fflite"});
+}
+
+// A writer killed between linking its temporary file and the rename leaves
+// "<path>.tmp-<pid>-<n>"; the next write of that path removes it once its process is gone.
+TEST_F(WriterTest, RemovesTemporariesOfDeadWriters) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);  // `child` is now a pid with no process
+  const std::string stale = dir_ + "/m.fflite.tmp-" + std::to_string(child) + "-0";
+  const std::string live = dir_ + "/m.fflite.tmp-" + std::to_string(getppid()) + "-0";
+  const std::string other = dir_ + "/other.fflite.tmp-" + std::to_string(child) + "-0";
+  for (const std::string& f : {stale, live, other}) std::ofstream(f) << "partial";
+  ASSERT_OK(WriteModelFile(Spec(1), WriteOptions(), dir_ + "/m.fflite"));
+  const std::set<std::string> expected = {"m.fflite", "m.fflite.tmp-" + std::to_string(getppid()) + "-0",
+                                          "other.fflite.tmp-" + std::to_string(child) + "-0"};
+  EXPECT_EQ(Files(), expected);
 }
 
 TEST_F(WriterTest, InvalidSpecLeavesNothing) {

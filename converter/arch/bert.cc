@@ -16,7 +16,7 @@ absl::StatusOr<ArchPlan> ConvertBert(const ArchContext& ctx) {
   FFLITE_ASSIGN_OR_RETURN(const uint32_t layers, c.Count("num_hidden_layers", 1, 1 << 16));
   FFLITE_ASSIGN_OR_RETURN(const std::string act_name, c.String("hidden_act", "gelu"));
   FFLITE_ASSIGN_OR_RETURN(const Activation act, HfActivation(c, "hidden_act", act_name));
-  FFLITE_ASSIGN_OR_RETURN(const double eps, c.Float("layer_norm_eps", 1e-12));
+  FFLITE_ASSIGN_OR_RETURN(const double eps, c.Epsilon("layer_norm_eps", 1e-12));
   // BertForPreTraining / BertForMaskedLM / ... save under "bert."; a bare BertModel saves without.
   std::string prefix;
   if (ctx.checkpoint.HasPrefix("bert.encoder.layer.")) {

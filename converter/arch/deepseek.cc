@@ -10,6 +10,7 @@
 //       = sum of the group's top-2; weights from the uncorrected scores, renormalised if
 //       top_k > 1 and norm_topk_prob, then always times routed_scaling_factor.
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
@@ -26,7 +27,7 @@ absl::StatusOr<ArchPlan> ConvertDeepseek(const ArchContext& ctx) {
   FFLITE_ASSIGN_OR_RETURN(const uint32_t layers, c.Count("num_hidden_layers", 1, 1 << 16));
   FFLITE_ASSIGN_OR_RETURN(const std::string act_name, c.String("hidden_act", "silu"));
   FFLITE_ASSIGN_OR_RETURN(const Activation act, HfActivation(c, "hidden_act", act_name));
-  FFLITE_ASSIGN_OR_RETURN(const double eps, c.Float("rms_norm_eps", 1e-6));
+  FFLITE_ASSIGN_OR_RETURN(const double eps, c.Epsilon("rms_norm_eps", 1e-6));
   FFLITE_ASSIGN_OR_RETURN(const bool mlp_bias, c.Bool("mlp_bias", false));
   if (mlp_bias) return c.Error("mlp_bias", "true is not supported for DeepSeek checkpoints");
   // n_routed_experts = null means a dense model (every layer an MLP).
@@ -52,7 +53,11 @@ absl::StatusOr<ArchPlan> ConvertDeepseek(const ArchContext& ctx) {
     }
     FFLITE_ASSIGN_OR_RETURN(const bool norm_topk, c.Bool("norm_topk_prob", v3));
     FFLITE_ASSIGN_OR_RETURN(scale, c.Float("routed_scaling_factor", v3 ? 2.5 : 1.0));
-    if (!(scale > 0.0)) return c.Error("routed_scaling_factor", "must be positive");
+    if (!(scale > 0.0) || scale > std::numeric_limits<float>::max()) {
+      return c.Error("routed_scaling_factor",
+                     absl::StrFormat("%g must be positive and at most %g (stored as float32)",
+                                     scale, std::numeric_limits<float>::max()));
+    }
     FFLITE_ASSIGN_OR_RETURN(const std::string scoring_func,
                             c.String("scoring_func", v3 ? "sigmoid" : "softmax"));
     FFLITE_ASSIGN_OR_RETURN(const std::string method,
@@ -90,6 +95,21 @@ absl::StatusOr<ArchPlan> ConvertDeepseek(const ArchContext& ctx) {
                                                   n_group, experts));
       }
       if (n_group == 1) topk_group = 1;
+      // The format's limits on grouped routing, checked here to name the keys: v3 scores a group
+      // by its two best experts (HF's topk(2) fails on smaller groups too), and the kept groups
+      // must hold top_k experts.
+      const uint32_t per_group = experts / n_group;
+      if (n_group > 1 && v3 && per_group < 2) {
+        return c.Error("n_group", absl::StrFormat(
+            "%d leaves %d expert per group of n_routed_experts = %d; deepseek_v3 scores a group by "
+            "the sum of its top 2 experts, so each group needs at least 2", n_group, per_group,
+            experts));
+      }
+      if (n_group > 1 && uint64_t{top_k} > uint64_t{topk_group} * per_group) {
+        return c.Error("num_experts_per_tok", absl::StrFormat(
+            "%d exceeds the %d experts in topk_group = %d of n_group = %d groups of %d", top_k,
+            uint64_t{topk_group} * per_group, topk_group, n_group, per_group));
+      }
     }
   }
   auto sparse = [&](uint32_t i) { return has_moe && i >= first_dense && i % freq == 0; };

@@ -19,7 +19,7 @@ absl::StatusOr<ArchPlan> ConvertGemma(const ArchContext& ctx) {
   FFLITE_ASSIGN_OR_RETURN(const std::string act_name,
                           c.String("hidden_activation", "gelu_pytorch_tanh"));
   FFLITE_ASSIGN_OR_RETURN(const Activation act, HfActivation(c, "hidden_activation", act_name));
-  FFLITE_ASSIGN_OR_RETURN(const double eps, c.Float("rms_norm_eps", 1e-6));
+  FFLITE_ASSIGN_OR_RETURN(const double eps, c.Epsilon("rms_norm_eps", 1e-6));
   plan.metadata = {{"source.hidden_activation", act_name}};
   const uint32_t d = plan.d_model;
   for (uint32_t i = 0; i < layers; ++i) {

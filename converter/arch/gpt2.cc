@@ -27,7 +27,7 @@ absl::StatusOr<ArchPlan> ConvertGpt2(const ArchContext& ctx) {
   FFLITE_ASSIGN_OR_RETURN(const uint32_t layers, c.Count("n_layer", 1, 1 << 16));
   FFLITE_ASSIGN_OR_RETURN(const std::string act_name, c.String("activation_function", "gelu_new"));
   FFLITE_ASSIGN_OR_RETURN(const Activation act, HfActivation(c, "activation_function", act_name));
-  FFLITE_ASSIGN_OR_RETURN(const double eps, c.Float("layer_norm_epsilon", 1e-5));
+  FFLITE_ASSIGN_OR_RETURN(const double eps, c.Epsilon("layer_norm_epsilon", 1e-5));
   // GPT2LMHeadModel saves under "transformer."; the original openai-community checkpoints (a bare
   // GPT2Model) have no prefix.
   std::string prefix;

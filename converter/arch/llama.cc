@@ -17,7 +17,7 @@ absl::StatusOr<ArchPlan> ConvertLlama(const ArchContext& ctx) {
   // act_fn = ACT2FN[config.hidden_act]; the configs' default is "silu".
   FFLITE_ASSIGN_OR_RETURN(const std::string act_name, c.String("hidden_act", "silu"));
   FFLITE_ASSIGN_OR_RETURN(const Activation act, HfActivation(c, "hidden_act", act_name));
-  FFLITE_ASSIGN_OR_RETURN(const double eps, c.Float("rms_norm_eps", 1e-6));
+  FFLITE_ASSIGN_OR_RETURN(const double eps, c.Epsilon("rms_norm_eps", 1e-6));
   bool bias = false;
   if (ctx.model_type == "llama") {
     FFLITE_ASSIGN_OR_RETURN(bias, c.Bool("mlp_bias", false));

@@ -20,7 +20,7 @@ absl::StatusOr<ArchPlan> ConvertMixtral(const ArchContext& ctx) {
                           c.Count("num_experts_per_tok", 1, experts, std::min(2u, experts)));
   FFLITE_ASSIGN_OR_RETURN(const std::string act_name, c.String("hidden_act", "silu"));
   FFLITE_ASSIGN_OR_RETURN(const Activation act, HfActivation(c, "hidden_act", act_name));
-  FFLITE_ASSIGN_OR_RETURN(const double eps, c.Float("rms_norm_eps", 1e-5));
+  FFLITE_ASSIGN_OR_RETURN(const double eps, c.Epsilon("rms_norm_eps", 1e-5));
   plan.metadata = {{"source.hidden_act", act_name}};
   const uint32_t d = plan.d_model;
   for (uint32_t i = 0; i < layers; ++i) {

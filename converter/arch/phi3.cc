@@ -16,7 +16,7 @@ absl::StatusOr<ArchPlan> ConvertPhi3(const ArchContext& ctx) {
   FFLITE_ASSIGN_OR_RETURN(const uint32_t layers, c.Count("num_hidden_layers", 1, 1 << 16));
   FFLITE_ASSIGN_OR_RETURN(const std::string act_name, c.String("hidden_act", "silu"));
   FFLITE_ASSIGN_OR_RETURN(const Activation act, HfActivation(c, "hidden_act", act_name));
-  FFLITE_ASSIGN_OR_RETURN(const double eps, c.Float("rms_norm_eps", 1e-5));
+  FFLITE_ASSIGN_OR_RETURN(const double eps, c.Epsilon("rms_norm_eps", 1e-5));
   plan.metadata = {{"source.hidden_act", act_name}};
   const uint32_t d = plan.d_model;
   for (uint32_t i = 0; i < layers; ++i) {

@@ -21,7 +21,7 @@ absl::StatusOr<ArchPlan> ConvertQwen2Moe(const ArchContext& ctx) {
   FFLITE_ASSIGN_OR_RETURN(const bool norm_topk, c.Bool("norm_topk_prob", false));
   FFLITE_ASSIGN_OR_RETURN(const std::string act_name, c.String("hidden_act", "silu"));
   FFLITE_ASSIGN_OR_RETURN(const Activation act, HfActivation(c, "hidden_act", act_name));
-  FFLITE_ASSIGN_OR_RETURN(const double eps, c.Float("rms_norm_eps", 1e-6));
+  FFLITE_ASSIGN_OR_RETURN(const double eps, c.Epsilon("rms_norm_eps", 1e-6));
   std::set<int64_t> mlp_only;
   if (c.Has("mlp_only_layers")) {
     const nlohmann::json& v = c.json()["mlp_only_layers"];

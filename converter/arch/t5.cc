@@ -21,7 +21,7 @@ absl::StatusOr<ArchPlan> ConvertT5(const ArchContext& ctx) {
   FFLITE_ASSIGN_OR_RETURN(const uint32_t enc_layers, c.Count("num_layers", 1, 1 << 16));
   FFLITE_ASSIGN_OR_RETURN(const uint32_t dec_layers,
                           c.Count("num_decoder_layers", 0, 1 << 16, enc_layers));
-  FFLITE_ASSIGN_OR_RETURN(const double eps, c.Float("layer_norm_epsilon", 1e-6));
+  FFLITE_ASSIGN_OR_RETURN(const double eps, c.Epsilon("layer_norm_epsilon", 1e-6));
   FFLITE_ASSIGN_OR_RETURN(const std::string proj, c.String("feed_forward_proj", "relu"));
   const std::vector<std::string> parts = absl::StrSplit(proj, '-');
   if (parts.size() > 2 || (parts.size() == 2 && parts[0] != "gated")) {

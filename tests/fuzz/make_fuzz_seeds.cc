@@ -1,13 +1,18 @@
-// Writes the seed corpora of the fuzz targets from the project's own model builders:
+// Writes the seed corpora of the fuzz targets from the project's own model builders and example
+// checkpoints (nothing is committed but crash inputs):
 //   make_fuzz_seeds SEED_ROOT   (creates SEED_ROOT/<target>/...)
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
+#include "converter/example_checkpoint.h"
 #include "format/writer.h"
+#include "fuzz_util.h"
 #include "testing/model_builder.h"
 
 namespace {
@@ -72,6 +77,65 @@ std::vector<ModelSpec> SeedSpecs() {
   return specs;
 }
 
+std::vector<uint8_t> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), {});
+}
+
+// fuzz_safetensors: a mode byte, then a file of the project's tiny example checkpoints (see the
+// target's header for the modes).
+bool WriteSafetensorsSeeds(const std::string& root, int* n) {
+  const std::string dir = root + "/fuzz_safetensors", work = root + "/.examples";
+  ::mkdir(dir.c_str(), 0755);
+  auto seed = [&](uint8_t mode_byte, const std::string& file) {
+    std::vector<uint8_t> bytes = ReadFile(file);
+    if (bytes.empty()) return false;
+    bytes.insert(bytes.begin(), mode_byte);
+    return WriteFile(dir + "/seed" + std::to_string((*n)++), bytes);
+  };
+  bool ok = true;
+  for (const char* arch : {"llama", "mixtral"}) {
+    const bool moe = std::string(arch) == "mixtral";
+    const std::string single = work + "/" + arch + "_1", sharded = work + "/" + arch + "_2";
+    for (const auto& [path, shards] : {std::make_pair(single, 1u), std::make_pair(sharded, 2u)}) {
+      absl::Status st = converter::MakeExampleCheckpoint(path, fuzz::TinyExample(arch, shards));
+      if (!st.ok()) {
+        std::fprintf(stderr, "%s\n", st.ToString().c_str());
+        return false;
+      }
+    }
+    const std::string weights = single + "/model.safetensors";
+    ok = ok && seed(0, weights);                                     // alone
+    ok = ok && seed(moe ? 4 : 3, weights);                           // next to its config
+    ok = ok && seed(moe ? 4 + 5 * 7 : 3 + 5 * 2, weights);           // other options
+    ok = ok && seed(moe ? 2 : 1, sharded + "/model.safetensors.index.json");
+    ok = ok && seed(moe ? 2 + 5 * 13 : 1 + 5 * 6, sharded + "/model.safetensors.index.json");
+    ok = ok && seed(0, sharded + "/model-00001-of-00002.safetensors");
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(work, ec);
+  return ok;
+}
+
+// fuzz_config: the input drives a generator, so seeds are byte strings: the first byte picks the
+// model_type (one of 14), the rest is a fixed pseudo-random stream (3 per model_type).
+bool WriteConfigSeeds(const std::string& root, int* n) {
+  const std::string dir = root + "/fuzz_config";
+  ::mkdir(dir.c_str(), 0755);
+  uint64_t state = 12345;
+  for (uint8_t type = 0; type < 14; ++type) {
+    for (int variant = 0; variant < 3; ++variant) {
+      std::vector<uint8_t> bytes = {type};
+      for (int i = 0; i < 127; ++i) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        bytes.push_back(static_cast<uint8_t>(state >> 56));
+      }
+      if (!WriteFile(dir + "/seed" + std::to_string((*n)++), bytes)) return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -100,5 +164,12 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("wrote %d seeds to %s\n", n, loader.c_str());
+  int safetensors_seeds = 0, config_seeds = 0;
+  if (!WriteSafetensorsSeeds(root, &safetensors_seeds) || !WriteConfigSeeds(root, &config_seeds)) {
+    std::fprintf(stderr, "cannot write the converter seeds under %s\n", root.c_str());
+    return 1;
+  }
+  std::printf("wrote %d fuzz_safetensors and %d fuzz_config seeds\n", safetensors_seeds,
+              config_seeds);
   return 0;
 }

@@ -3,12 +3,15 @@
 // atomically after checking it with the runtime's own loader.
 #include "format/writer.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -348,6 +351,28 @@ std::string DirName(const std::string& path) {
   return path.substr(0, slash);
 }
 
+// Removes "<path>.tmp-<pid>-..." files left by writers of `path` that were killed between
+// linking their temporary file and renaming it (or, without O_TMPFILE, while writing it): their
+// process is gone. Files of live processes, this one included, are left alone.
+void RemoveStaleTemporaries(const std::string& path) {
+  const std::string dir = DirName(path);
+  const size_t slash = path.rfind('/');
+  const std::string prefix = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp-";
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  while (dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    char* end = nullptr;
+    const long pid = std::strtol(name.c_str() + prefix.size(), &end, 10);
+    if (pid <= 0 || end == nullptr || *end != '-' || pid == ::getpid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      ::unlink((dir + "/" + name).c_str());
+    }
+  }
+  ::closedir(d);
+}
+
 }  // namespace
 
 TensorSource TensorFromF32(std::vector<uint64_t> shape, std::vector<float> values) {
@@ -399,11 +424,12 @@ absl::Status WriteModelFile(const ModelSpec& spec, const WriteOptions& options,
                             const std::string& path) {
   static std::atomic<uint64_t> counter{0};
   const std::string dir = DirName(path);
+  RemoveStaleTemporaries(path);
   // An unnamed file vanishes by itself if we fail or are killed before linking it in place.
   int fd = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
   std::string named_tmp;  // set when O_TMPFILE is unavailable and we use a named temporary
   if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
-    named_tmp = path + ".tmp-XXXXXX";
+    named_tmp = absl::StrFormat("%s.tmp-%d-XXXXXX", path, ::getpid());
     fd = ::mkstemp(named_tmp.data());
     if (fd >= 0) ::fchmod(fd, 0644);
   }
