@@ -170,6 +170,29 @@ TEST(ReferenceTest, TokensAreRows) {
              {2, 0, 0, 15});
 }
 
+// A plain ReLU expert with d_ff 1: relu(u·x)·v.
+FfnSpec ReluExpert(std::vector<float> u, std::vector<float> v) {
+  FfnSpec f;
+  f.activation = Activation::RELU;
+  f.d_ff = 1;
+  f.up = TensorFromF32({1, 2}, std::move(u));
+  f.down = TensorFromF32({2, 1}, std::move(v));
+  return f;
+}
+
+// The three experts and router of the MoE tests below (softmax, top-2).
+LayerSpec ThreeExpertMoe() {
+  LayerSpec l;
+  l.kind = LayerKind::kMoe;
+  l.moe.top_k = 2;
+  l.moe.scoring = Scoring::SOFTMAX;
+  l.moe.router = TensorFromF32({3, 2}, {0, 0, std::log(2.0f), 0, std::log(3.0f), 0});
+  l.moe.experts.push_back(ReluExpert({7, 0}, {7, 7}));
+  l.moe.experts.push_back(ReluExpert({2, 0}, {1, 0}));
+  l.moe.experts.push_back(ReluExpert({1, 0}, {0, 5}));
+  return l;
+}
+
 // MoE by hand. d = 2, 3 experts, each a plain ReLU FFN with d_ff 1: expert e computes
 // relu(u_e·x)·v_e. Router logits = R·x. Softmax top-2 renormalised, plus a shared expert behind
 // a sigmoid gate.
@@ -180,24 +203,9 @@ TEST(ReferenceTest, TokensAreRows) {
 //   shared: u = (1, 0), v = (1, 1) -> (1, 1); gate g = (0, 0) -> σ(0) = 0.5 -> (0.5, 0.5)
 //   y = (1.3, 3.5)
 TEST(ReferenceTest, MoeSoftmaxTopKWithGatedSharedExpert) {
-  auto expert = [](std::vector<float> u, std::vector<float> v) {
-    FfnSpec f;
-    f.activation = Activation::RELU;
-    f.d_ff = 1;
-    f.up = TensorFromF32({1, 2}, std::move(u));
-    f.down = TensorFromF32({2, 1}, std::move(v));
-    return f;
-  };
-  LayerSpec l;
-  l.kind = LayerKind::kMoe;
-  l.moe.top_k = 2;
-  l.moe.scoring = Scoring::SOFTMAX;
+  LayerSpec l = ThreeExpertMoe();
   l.moe.normalize_top_k = true;
-  l.moe.router = TensorFromF32({3, 2}, {0, 0, std::log(2.0f), 0, std::log(3.0f), 0});
-  l.moe.experts.push_back(expert({7, 0}, {7, 7}));
-  l.moe.experts.push_back(expert({2, 0}, {1, 0}));
-  l.moe.experts.push_back(expert({1, 0}, {0, 5}));
-  l.moe.shared_experts.push_back(expert({1, 0}, {1, 1}));
+  l.moe.shared_experts.push_back(ReluExpert({1, 0}, {1, 1}));
   l.moe.shared_expert_gate = TensorFromF32({1, 2}, {0, 0});
   ExpectNear(RunOne(std::move(l), {1, 0}), {1.3, 3.5});
 }
@@ -205,24 +213,9 @@ TEST(ReferenceTest, MoeSoftmaxTopKWithGatedSharedExpert) {
 // Same experts, without renormalisation and with a routed scaling factor of 2:
 //   routed: 2·(2/6·(2, 0) + 3/6·(0, 5)) = (4/3, 5); no shared expert.
 TEST(ReferenceTest, MoeWithoutRenormalisationScaled) {
-  auto expert = [](std::vector<float> u, std::vector<float> v) {
-    FfnSpec f;
-    f.activation = Activation::RELU;
-    f.d_ff = 1;
-    f.up = TensorFromF32({1, 2}, std::move(u));
-    f.down = TensorFromF32({2, 1}, std::move(v));
-    return f;
-  };
-  LayerSpec l;
-  l.kind = LayerKind::kMoe;
-  l.moe.top_k = 2;
-  l.moe.scoring = Scoring::SOFTMAX;
+  LayerSpec l = ThreeExpertMoe();
   l.moe.normalize_top_k = false;
   l.moe.routed_scaling_factor = 2.0f;
-  l.moe.router = TensorFromF32({3, 2}, {0, 0, std::log(2.0f), 0, std::log(3.0f), 0});
-  l.moe.experts.push_back(expert({7, 0}, {7, 7}));
-  l.moe.experts.push_back(expert({2, 0}, {1, 0}));
-  l.moe.experts.push_back(expert({1, 0}, {0, 5}));
   ExpectNear(RunOne(std::move(l), {1, 0}), {4.0 / 3.0, 5.0});
 }
 
