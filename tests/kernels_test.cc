@@ -2,12 +2,21 @@
 // (the reference backend's), over lengths that hit the vector body and every tail.
 #include "kernels/kernels.h"
 
+#if __has_include(<sys/mman.h>)
+#include <sys/mman.h>
+#include <unistd.h>
+#define FFLITE_TEST_HAS_MMAN 1
+#endif
+
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "base/half.h"
 #include "backends/reference/reference_backend.h"
 #include "gtest/gtest.h"
 #include "testing/model_builder.h"
@@ -193,6 +202,242 @@ TEST(KernelsTest, AddIsElementwise) {
   std::vector<float> y(5);
   F32Add(5, a.data(), b.data(), y.data());
   EXPECT_EQ(y, (std::vector<float>{11, 22, 33, 44, 55}));
+}
+
+// ---- gemv: y[t, o] = bias[o] + Σ_j W[o, j]·x[t, j] from f32 / f16 / bf16 weights.
+
+// Bytes that end exactly at an inaccessible page (where mmap exists), so that any read or write
+// past the end faults; the start is only element-aligned (64-byte alignment is not assumed).
+class GuardedBuffer {
+ public:
+  explicit GuardedBuffer(size_t bytes) {
+#if defined(FFLITE_TEST_HAS_MMAN)
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t pages = (bytes + page - 1) / page;
+    size_ = (pages + 1) * page;
+    void* base = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) {
+      ADD_FAILURE() << "mmap of " << size_ << " bytes failed";
+      size_ = 0;
+    } else {
+      base_ = static_cast<uint8_t*>(base);
+      if (mprotect(base_ + pages * page, page, PROT_NONE) != 0) ADD_FAILURE() << "mprotect failed";
+      data_ = base_ + pages * page - bytes;
+      return;
+    }
+#endif
+    fallback_.resize(bytes + 64);  // no guard page: only the sentinels check writes here
+    data_ = fallback_.data();
+  }
+  ~GuardedBuffer() {
+#if defined(FFLITE_TEST_HAS_MMAN)
+    if (base_ != nullptr) munmap(base_, size_);
+#endif
+  }
+  GuardedBuffer(const GuardedBuffer&) = delete;
+  GuardedBuffer& operator=(const GuardedBuffer&) = delete;
+
+  template <typename T>
+  T* As() {
+    return reinterpret_cast<T*>(data_);
+  }
+
+ private:
+  uint8_t* base_ = nullptr;
+  size_t size_ = 0;
+  uint8_t* data_ = nullptr;
+  std::vector<uint8_t> fallback_;
+};
+
+size_t GemvDTypeSize(DType dtype) { return dtype == DType::F32 ? 4 : 2; }
+
+// Rounds each value to the dtype (the values the kernel will see) and writes the stored elements
+// to `out`.
+void EncodeWeights(DType dtype, std::vector<float>& values, void* out) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (dtype == DType::F32) {
+      std::memcpy(static_cast<float*>(out) + i, &values[i], sizeof(float));
+      continue;
+    }
+    const uint16_t h = dtype == DType::F16 ? F32ToF16(values[i]) : F32ToBf16(values[i]);
+    values[i] = dtype == DType::F16 ? F16ToF32(h) : Bf16ToF32(h);
+    std::memcpy(static_cast<uint16_t*>(out) + i, &h, sizeof(h));
+  }
+}
+
+// Tolerance. Each output is a sum of k products of f32 values, accumulated in f32 in some order
+// (sequentially in the scalar kernel, per vector lane and then across lanes in the SIMD ones; fused
+// or not), plus the bias. Whatever the order, that is at most k roundings on any path (adding an
+// exact zero of a masked tail lane rounds nothing), and one more for the bias, so the classic
+// bound |fl(Σ) - Σ| <= γ_n·Σ|terms|, γ_n ≈ n·2^-24, gives
+//   |got - want| <= (k + 2)·2^-24·(Σ_j |w_j·x_j| + |bias|).
+// The reference is exact up to double rounding (the products of f32 values are exact in double;
+// k·2^-53 relative is absorbed by the "+ 2"). The bound is worst-case, not statistical, so it
+// never flakes; it is still far below a dropped or repeated term (about Σ/k: >= 1e-3·Σ here).
+double GemvTolerance(size_t k, double sum_abs, double bias) {
+  return 1.01 * static_cast<double>(k + 2) * 0x1p-24 * (sum_abs + std::fabs(bias));
+}
+
+constexpr DType kGemvDTypes[] = {DType::F32, DType::F16, DType::BF16};
+constexpr float kSentinel = -12345.0f;
+
+// One case: every kernel set against the double reference, with and without bias, W and x ending
+// at an unreadable page, y checked for writes between its rows (stride padding) and past its end.
+void CheckGemv(DType dtype, size_t c, size_t k, size_t rows, size_t x_pad, size_t y_pad) {
+  const uint32_t seed = static_cast<uint32_t>(1000003 * c + 1009 * k + rows);
+  testing::Rng rng(seed);
+  std::vector<float> w = rng.Vec(rows * k, 1.0f);
+  GuardedBuffer w_buf(rows * k * GemvDTypeSize(dtype));
+  EncodeWeights(dtype, w, w_buf.As<void>());
+  const std::vector<float> bias_values = rng.Vec(rows, 1.0f);
+  GuardedBuffer bias_buf(rows * sizeof(float));
+  std::memcpy(bias_buf.As<float>(), bias_values.data(), rows * sizeof(float));
+  const size_t x_stride = k + x_pad, y_stride = rows + y_pad;
+  const size_t x_size = (c - 1) * x_stride + k, y_size = (c - 1) * y_stride + rows;
+  const std::vector<float> x = rng.Vec(x_size, 2.0f);  // the padding holds values too: unused
+  GuardedBuffer x_buf(x_size * sizeof(float));
+  std::memcpy(x_buf.As<float>(), x.data(), x_size * sizeof(float));
+
+  std::vector<double> dot(c * rows), sum_abs(c * rows);
+  for (size_t t = 0; t < c; ++t) {
+    for (size_t o = 0; o < rows; ++o) {
+      double d = 0.0, a = 0.0;
+      for (size_t j = 0; j < k; ++j) {
+        const double p = static_cast<double>(w[o * k + j]) * x[t * x_stride + j];
+        d += p;
+        a += std::fabs(p);
+      }
+      dot[t * rows + o] = d;
+      sum_abs[t * rows + o] = a;
+    }
+  }
+  for (bool with_bias : {false, true}) {
+    for (const Kernels* ks : AvailableKernels()) {
+      GuardedBuffer y_buf(y_size * sizeof(float));
+      float* y = y_buf.As<float>();
+      for (size_t i = 0; i < y_size; ++i) y[i] = kSentinel;
+      ks->gemv(c, k, rows, w_buf.As<void>(), dtype, with_bias ? bias_buf.As<float>() : nullptr,
+               x_buf.As<float>(), x_stride, y, y_stride);
+      for (size_t t = 0; t < c; ++t) {
+        for (size_t o = 0; o < rows; ++o) {
+          const double b = with_bias ? bias_values[o] : 0.0;
+          const double want = b + dot[t * rows + o];
+          const double got = y[t * y_stride + o];
+          ASSERT_LE(std::fabs(got - want), GemvTolerance(k, sum_abs[t * rows + o], b))
+              << ks->isa << " " << DTypeName(dtype) << " c " << c << " k " << k << " rows "
+              << rows << " bias " << with_bias << " x_stride " << x_stride << " y_stride "
+              << y_stride << ": y[" << t << ", " << o << "] = " << got << ", want " << want;
+        }
+        for (size_t o = rows; o < y_stride && t + 1 < c; ++o) {
+          ASSERT_EQ(y[t * y_stride + o], kSentinel)
+              << ks->isa << " wrote y[" << t << ", " << o << "] in the stride padding";
+        }
+      }
+    }
+  }
+}
+
+TEST(KernelsTest, GemvMatchesDoubleReference) {
+  for (DType dtype : kGemvDTypes) {
+    for (size_t k : {1, 7, 8, 33, 64, 1001}) {
+      for (size_t rows : {1, 3, 4, 5, 17, 64}) {
+        for (size_t c = 1; c <= 9; ++c) {
+          // Even token counts with padded strides, odd ones packed (x_stride = k, y_stride = rows).
+          const bool padded = c % 2 == 0;
+          CheckGemv(dtype, c, k, rows, padded ? 5 : 0, padded ? 3 : 0);
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+    // Token counts past one batch of every kernel (AVX2 12, AVX-512 24 tokens), with x rows 4 KiB
+    // apart (x_stride 1024: the AVX-512 kernel groups at most 4 tokens then) and not.
+    for (size_t c : {13, 25, 50}) {
+      CheckGemv(dtype, c, 1001, 5, 23, 1);
+      if (HasFatalFailure()) return;
+      CheckGemv(dtype, c, 33, 9, 0, 0);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+// The backend splits rows among threads and may run tokens in different batches: a row's result
+// must be bit-identical however the rows and tokens are split (the thread-count independence the
+// backends promise).
+TEST(KernelsTest, GemvIsIndependentOfRowAndTokenSplits) {
+  const size_t c = 30, k = 203, rows = 23;
+  for (DType dtype : kGemvDTypes) {
+    std::vector<float> w = testing::Rng(5).Vec(rows * k, 1.0f);
+    std::vector<uint8_t> w_bytes(rows * k * GemvDTypeSize(dtype));
+    EncodeWeights(dtype, w, w_bytes.data());
+    const std::vector<float> bias = testing::Rng(6).Vec(rows, 1.0f);
+    // x_stride k, and 1024 (x rows 4 KiB apart: the AVX-512 kernel groups tokens differently).
+    for (size_t x_stride : {k, size_t{1024}}) {
+      const std::vector<float> x = testing::Rng(7).Vec(c * x_stride, 2.0f);
+      for (const Kernels* ks : AvailableKernels()) {
+        std::vector<float> whole(c * rows), split(c * rows, kSentinel);
+        ks->gemv(c, k, rows, w_bytes.data(), dtype, bias.data(), x.data(), x_stride,
+                 whole.data(), rows);
+        // Row ranges [0, 1), [1, 4), [4, 10), [10, 23) (offsets off the 4-row blocks), each for
+        // tokens one at a time, then 3, then 4, then 22 (past one batch of every kernel).
+        const size_t bounds[] = {0, 1, 4, 10, rows};
+        const size_t token_bounds[] = {0, 1, 4, 8, c};
+        for (size_t r = 0; r + 1 < sizeof(bounds) / sizeof(bounds[0]); ++r) {
+          const size_t o = bounds[r], n = bounds[r + 1] - bounds[r];
+          for (size_t g = 0; g + 1 < sizeof(token_bounds) / sizeof(token_bounds[0]); ++g) {
+            const size_t t = token_bounds[g], m = token_bounds[g + 1] - token_bounds[g];
+            ks->gemv(m, k, n, w_bytes.data() + o * k * GemvDTypeSize(dtype), dtype,
+                     bias.data() + o, x.data() + t * x_stride, x_stride,
+                     split.data() + t * rows + o, rows);
+          }
+        }
+        for (size_t i = 0; i < c * rows; ++i) {
+          ASSERT_EQ(FloatBits(split[i]), FloatBits(whole[i]))
+              << ks->isa << " " << DTypeName(dtype) << " x_stride " << x_stride << " token "
+              << i / rows << " row " << i % rows;
+        }
+      }
+    }
+  }
+}
+
+// A NaN in one token's input (in the vector body or in the tail) reaches every output of that
+// token and no other: no lane, tail or accumulator is shared between tokens.
+TEST(KernelsTest, GemvNanInOneTokenStaysInThatToken) {
+  const size_t c = 5, rows = 9;
+  for (DType dtype : kGemvDTypes) {
+    for (size_t k : {1, 13, 64}) {
+      std::vector<float> w = testing::Rng(11).Vec(rows * k, 1.0f);
+      std::vector<uint8_t> w_bytes(rows * k * GemvDTypeSize(dtype));
+      EncodeWeights(dtype, w, w_bytes.data());
+      for (size_t nan_at : {size_t{0}, k - 1}) {
+        for (size_t nan_token = 0; nan_token < c; ++nan_token) {
+          const std::vector<float> x = testing::Rng(12).Vec(c * k, 2.0f);
+          std::vector<float> x_nan = x;
+          x_nan[nan_token * k + nan_at] = std::numeric_limits<float>::quiet_NaN();
+          for (const Kernels* ks : AvailableKernels()) {
+            std::vector<float> clean(c * rows), got(c * rows);
+            ks->gemv(c, k, rows, w_bytes.data(), dtype, nullptr, x.data(), k, clean.data(), rows);
+            ks->gemv(c, k, rows, w_bytes.data(), dtype, nullptr, x_nan.data(), k, got.data(),
+                     rows);
+            for (size_t t = 0; t < c; ++t) {
+              for (size_t o = 0; o < rows; ++o) {
+                const float v = got[t * rows + o];
+                if (t == nan_token) {
+                  ASSERT_TRUE(std::isnan(v)) << ks->isa << " " << DTypeName(dtype) << " k " << k
+                                             << " NaN at x[" << t << ", " << nan_at
+                                             << "]: y[" << t << ", " << o << "] = " << v;
+                } else {
+                  ASSERT_EQ(FloatBits(v), FloatBits(clean[t * rows + o]))
+                      << ks->isa << " " << DTypeName(dtype) << " k " << k << " NaN in token "
+                      << nan_token << " changed y[" << t << ", " << o << "]";
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

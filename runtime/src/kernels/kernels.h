@@ -1,5 +1,6 @@
 // Element-wise and per-row kernels the xnnpack backend needs beyond XNNPACK 2022: activations, the
-// GLU product, LayerNorm / RMSNorm. Each exists as portable scalar code and as SIMD code per ISA.
+// GLU product, LayerNorm / RMSNorm, and a few-token matrix product straight from the model file's
+// f32/f16/bf16 weights. Each exists as portable scalar code and as SIMD code per ISA.
 #ifndef FFLITE_RUNTIME_SRC_KERNELS_KERNELS_H_
 #define FFLITE_RUNTIME_SRC_KERNELS_KERNELS_H_
 
@@ -22,12 +23,27 @@ using F32LayerNormFn = void (*)(size_t d, const float* x, const float* w, const 
 // RMSNorm of one row: y = x / sqrt(mean(x²) + eps) · w.   x, y: [d] (may alias); w: [d].
 using F32RmsNormFn = void (*)(size_t d, const float* x, const float* w, float eps, float* y);
 
+// A matrix product for a few tokens straight from row-major weights as the model file stores them
+// (no packing):
+//   y[t·y_stride + o] = (bias ? bias[o] : 0) + Σ_{j<k} W[o·k + j] · x[t·x_stride + j]
+//   for t < c, o < rows.
+// W: [rows, k] row-major, elements of w_dtype (F32, F16 or BF16; W need only be aligned to its
+// element size); bias: [rows] f32 or nullptr; x: [c, x_stride] f32; y: [c, y_stride] f32, not
+// overlapping W, bias or x. Any c >= 1 (meant for c <= 8); reads and writes exactly the elements
+// named (no tail slack). A caller splits the rows among threads by offsetting w, bias and y.
+// Each output is summed in an order that depends only on k and the kernel set: results are
+// bit-identical for any c and however the rows are split (tested).
+using F32GemvFn = void (*)(size_t c, size_t k, size_t rows, const void* w, DType w_dtype,
+                           const float* bias, const float* x, size_t x_stride, float* y,
+                           size_t y_stride);
+
 // One instruction set's kernels. Every pointer is set.
 struct Kernels {
-  const char* isa;  // "scalar", "avx2", "neon"
+  const char* isa;  // "scalar", "avx2", "avx512", "neon"
   F32ActivationFn relu, gelu_erf, gelu_tanh, silu, sigmoid;
   F32LayerNormFn layer_norm;
   F32RmsNormFn rms_norm;
+  F32GemvFn gemv;
 
   // The activation kernel for a (validated) activation; relu for an invalid value.
   F32ActivationFn Activation(fflite::Activation activation) const;
@@ -54,10 +70,12 @@ void F32SigmoidScalar(size_t n, const float* x, const float* u, float* y);
 void F32LayerNormScalar(size_t d, const float* x, const float* w, const float* b, float eps,
                         float* y);
 void F32RmsNormScalar(size_t d, const float* x, const float* w, float eps, float* y);
+void F32GemvScalar(size_t c, size_t k, size_t rows, const void* w, DType w_dtype,
+                   const float* bias, const float* x, size_t x_stride, float* y, size_t y_stride);
 
 #if defined(__x86_64__) || defined(__i386__)
 #define FFLITE_KERNELS_AVX2 1
-// AVX2 + FMA3 (Haswell and later, Zen and later). Call only when the CPU has both.
+// AVX2 + FMA3 + F16C (Haswell and later, Zen and later). Call only when the CPU has all three.
 void F32ReluAvx2(size_t n, const float* x, const float* u, float* y);
 void F32GeluErfAvx2(size_t n, const float* x, const float* u, float* y);
 void F32GeluTanhAvx2(size_t n, const float* x, const float* u, float* y);
@@ -66,6 +84,14 @@ void F32SigmoidAvx2(size_t n, const float* x, const float* u, float* y);
 void F32LayerNormAvx2(size_t d, const float* x, const float* w, const float* b, float eps,
                       float* y);
 void F32RmsNormAvx2(size_t d, const float* x, const float* w, float eps, float* y);
+void F32GemvAvx2(size_t c, size_t k, size_t rows, const void* w, DType w_dtype, const float* bias,
+                 const float* x, size_t x_stride, float* y, size_t y_stride);
+// AVX-512 F + BW + VL (with FMA3 and F16C: Skylake-X, Ice Lake, Zen 4 and later). The "avx512"
+// set is the AVX2 set with this gemv: 4 rows × 6 tokens of 16-lane accumulators in the 32 zmm
+// registers instead of 4 × 3 of 8 lanes in 16 ymm, which the few-dozen-token MoE experts at prefill
+// need (they are bound by multiply-adds there). Call only when the CPU has all five.
+void F32GemvAvx512(size_t c, size_t k, size_t rows, const void* w, DType w_dtype,
+                   const float* bias, const float* x, size_t x_stride, float* y, size_t y_stride);
 #endif
 
 // aarch64 always has NEON. 32-bit ARM builds (Debian armhf targets VFPv3-D16 without NEON)
@@ -81,6 +107,10 @@ void F32SigmoidNeon(size_t n, const float* x, const float* u, float* y);
 void F32LayerNormNeon(size_t d, const float* x, const float* w, const float* b, float eps,
                       float* y);
 void F32RmsNormNeon(size_t d, const float* x, const float* w, float eps, float* y);
+// f32 and bf16 weights vectorised everywhere; f16 on aarch64 (32-bit NEON has no half
+// conversion without -mfpu=neon-fp16, so there it calls F32GemvScalar).
+void F32GemvNeon(size_t c, size_t k, size_t rows, const void* w, DType w_dtype, const float* bias,
+                 const float* x, size_t x_stride, float* y, size_t y_stride);
 #endif
 
 }  // namespace fflite

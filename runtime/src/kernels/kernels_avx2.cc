@@ -1,6 +1,6 @@
 // AVX2 + FMA3 kernels: 8 floats per vector; the exp/erfc approximations of approx.h. Compiled with
 // per-function target attributes (no per-file -mavx2), so no AVX2 code leaks into shared inline
-// functions; called only after cpuinfo reports AVX2 and FMA3 (see select.cc).
+// functions; called only after cpuinfo reports AVX2, FMA3 and F16C (see select.cc).
 #include "kernels/kernels.h"
 
 #if defined(FFLITE_KERNELS_AVX2)
@@ -11,7 +11,7 @@
 
 #include "kernels/approx.h"
 
-#define FFLITE_AVX2 __attribute__((target("avx2,fma")))
+#define FFLITE_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 namespace fflite {
 

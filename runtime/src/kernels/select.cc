@@ -16,21 +16,27 @@ F32ActivationFn Kernels::Activation(fflite::Activation activation) const {
 }
 
 const Kernels& ScalarKernels() {
-  static const Kernels kScalar = {"scalar",           F32ReluScalar,   F32GeluErfScalar,
-                                  F32GeluTanhScalar,  F32SiluScalar,   F32SigmoidScalar,
-                                  F32LayerNormScalar, F32RmsNormScalar};
+  static const Kernels kScalar = {"scalar",           F32ReluScalar,    F32GeluErfScalar,
+                                  F32GeluTanhScalar,  F32SiluScalar,    F32SigmoidScalar,
+                                  F32LayerNormScalar, F32RmsNormScalar, F32GemvScalar};
   return kScalar;
 }
 
 namespace {
 
 #if defined(FFLITE_KERNELS_AVX2)
-const Kernels kAvx2 = {"avx2",      F32ReluAvx2,    F32GeluErfAvx2,   F32GeluTanhAvx2,
-                       F32SiluAvx2, F32SigmoidAvx2, F32LayerNormAvx2, F32RmsNormAvx2};
+const Kernels kAvx2 = {"avx2",           F32ReluAvx2,      F32GeluErfAvx2, F32GeluTanhAvx2,
+                       F32SiluAvx2,      F32SigmoidAvx2,   F32LayerNormAvx2, F32RmsNormAvx2,
+                       F32GemvAvx2};
+// The AVX2 set with the AVX-512 gemv (the other kernels gain nothing from 16 lanes at these sizes).
+const Kernels kAvx512 = {"avx512",         F32ReluAvx2,      F32GeluErfAvx2, F32GeluTanhAvx2,
+                         F32SiluAvx2,      F32SigmoidAvx2,   F32LayerNormAvx2, F32RmsNormAvx2,
+                         F32GemvAvx512};
 #endif
 #if defined(FFLITE_KERNELS_NEON)
-const Kernels kNeon = {"neon",      F32ReluNeon,    F32GeluErfNeon,   F32GeluTanhNeon,
-                       F32SiluNeon, F32SigmoidNeon, F32LayerNormNeon, F32RmsNormNeon};
+const Kernels kNeon = {"neon",           F32ReluNeon,      F32GeluErfNeon, F32GeluTanhNeon,
+                       F32SiluNeon,      F32SigmoidNeon,   F32LayerNormNeon, F32RmsNormNeon,
+                       F32GemvNeon};
 #endif
 
 std::vector<const Kernels*> Detect() {
@@ -38,7 +44,12 @@ std::vector<const Kernels*> Detect() {
   // cpuinfo_initialize is idempotent and thread-safe; on failure only scalar kernels are used.
   const bool cpuinfo = cpuinfo_initialize();
 #if defined(FFLITE_KERNELS_AVX2)
-  if (cpuinfo && cpuinfo_has_x86_avx2() && cpuinfo_has_x86_fma3()) sets.push_back(&kAvx2);
+  if (cpuinfo && cpuinfo_has_x86_avx2() && cpuinfo_has_x86_fma3() && cpuinfo_has_x86_f16c()) {
+    sets.push_back(&kAvx2);
+    if (cpuinfo_has_x86_avx512f() && cpuinfo_has_x86_avx512bw() && cpuinfo_has_x86_avx512vl()) {
+      sets.push_back(&kAvx512);
+    }
+  }
 #endif
 #if defined(FFLITE_KERNELS_NEON)
 #if defined(__aarch64__)
