@@ -12,7 +12,9 @@
 // ever produces a near-tie, build the router so that the top-k gap is clear rather than widening
 // the tolerance.
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -547,6 +549,188 @@ TEST(XnnpackMoeLargerTest, MixtralLikePrefillAndDecode) {
         .norm(NormKind::RMS_NORM, NormPlacement::PRE)
         .residual(true)
         .Test("xnnpack");
+  }
+}
+
+// --- The direct kernel (experts with few tokens) and the packed operators, each on its own. ---
+
+// direct_max_tokens 0 (always packed), 3 (mixed within a call) and 128 (always direct) for f32, f16
+// and bf16 weights (the direct kernel converts in registers; biases are converted at creation),
+// with biases and plain GELU experts, with a gated shared expert, 1 and 3 threads, with and without
+// a budget: every setting against the reference.
+TEST(XnnpackMoeDirectTest, DirectAndPackedPathsMatchReference) {
+  const uint32_t d = 29, ff = 67;
+  for (Variant variant : {Variant::kMixtral, Variant::kQwen2Moe, Variant::kRouterBias}) {
+    for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
+      Rng rng(71 + static_cast<uint32_t>(variant) * 3 + static_cast<uint32_t>(dtype));
+      const bool plain = variant == Variant::kRouterBias;
+      MoeParams p = ParamsFor(variant);
+      p.expert.d_model = d;
+      p.expert.d_ff = ff;
+      p.expert.gated = !plain;
+      p.expert.bias = plain;
+      p.expert.activation = plain ? Activation::GELU_ERF : Activation::SILU;
+      ModelSpec spec;
+      spec.d_model = d;
+      LayerSpec layer;
+      layer.kind = LayerKind::kMoe;
+      layer.moe = testing::RandomMoe(p, rng);
+      layer.norm = testing::RandomNorm(NormKind::RMS_NORM, NormPlacement::PRE, d, rng);
+      layer.residual = true;
+      spec.layers.push_back(std::move(layer));
+      WriteOptions write;
+      write.dtype = dtype;
+      auto built = testing::BuildModel(spec, write);
+      ASSERT_TRUE(built.ok()) << built.status();
+      for (size_t tokens : {size_t{1}, size_t{2}, size_t{5}, size_t{40}}) {
+        const std::vector<float> x = rng.Vec(tokens * d, 2.0f);
+        auto want = testing::RunLayer(*built->model, "reference", 0, x, tokens);
+        ASSERT_TRUE(want.ok()) << want.status();
+        for (size_t direct : {size_t{0}, size_t{3}, size_t{128}}) {
+          XnnpackBackendOptions options;
+          options.direct_max_tokens = direct;
+          BackendConfig config;
+          config.max_tokens = 64;
+          config.num_threads = tokens % 2 == 0 ? 3 : 1;
+          config.expert_budget_bytes = tokens == 5 ? 1 : 0;
+          auto backend = CreateXnnpackBackendWithOptions(*built->model, config, options);
+          ASSERT_TRUE(backend.ok()) << backend.status();
+          std::vector<float> got(tokens * d);
+          ASSERT_TRUE((*backend)->Run(0, x.data(), tokens, got.data()).ok());
+          testing::ExpectOutputsNear(
+              *want, got, tokens, d, testing::kF32RelTol,
+              absl::StrFormat("%s, %s, %d tokens, direct_max_tokens %d", VariantName(variant),
+                              DTypeName(dtype), tokens, direct));
+        }
+      }
+    }
+  }
+}
+
+// The direct kernel shares an expert's rows among threads (matrices of at least 1M multiply-adds):
+// results are bit-identical for 1 and 3 threads, and match the reference.
+TEST(XnnpackMoeDirectTest, RowsSharedAmongThreadsGiveTheSameBits) {
+  const uint32_t d = 256, ff = 1024;
+  Rng rng(81);
+  MoeParams p;
+  p.num_experts = 2;
+  p.top_k = 1;
+  p.normalize_top_k = false;
+  p.expert.d_model = d;
+  p.expert.d_ff = ff;
+  ModelSpec spec;
+  spec.d_model = d;
+  LayerSpec layer;
+  layer.kind = LayerKind::kMoe;
+  layer.moe = testing::RandomMoe(p, rng);
+  spec.layers.push_back(std::move(layer));
+  auto built = testing::BuildModel(spec);
+  ASSERT_TRUE(built.ok()) << built.status();
+  const size_t tokens = 16;  // ~8 per expert: 8 x 1024 x 256 = 2M multiply-adds per matrix
+  const std::vector<float> x = rng.Vec(tokens * d, 2.0f);
+  XnnpackBackendOptions options;
+  options.direct_max_tokens = tokens;
+  std::vector<std::vector<float>> outs;
+  for (int threads : {1, 3}) {
+    BackendConfig config;
+    config.max_tokens = tokens;
+    config.num_threads = threads;
+    auto backend = CreateXnnpackBackendWithOptions(*built->model, config, options);
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    outs.emplace_back(tokens * d);
+    ASSERT_TRUE((*backend)->Run(0, x.data(), tokens, outs.back().data()).ok());
+  }
+  EXPECT_EQ(outs[0], outs[1]);
+  auto want = testing::RunLayer(*built->model, "reference", 0, x, tokens);
+  ASSERT_TRUE(want.ok()) << want.status();
+  testing::ExpectOutputsNear(*want, outs[0], tokens, d, testing::kF32RelTol, "1 thread");
+}
+
+// Resident bytes of the mapping that holds `p`, from /proc/self/smaps (-1 if not found).
+int64_t MappingRssBytes(const void* p) {
+  std::FILE* f = std::fopen("/proc/self/smaps", "r");
+  if (f == nullptr) return -1;
+  char line[512];
+  bool inside = false;
+  int64_t rss = -1;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    unsigned long lo = 0, hi = 0;  // NOLINT(runtime/int): the format of smaps
+    if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && std::strchr(line, '-') < std::strchr(line, ' ')) {
+      inside = a >= lo && a < hi;
+      continue;
+    }
+    long kb = 0;  // NOLINT(runtime/int)
+    if (inside && std::sscanf(line, "Rss: %ld kB", &kb) == 1) {
+      rss = static_cast<int64_t>(kb) * 1024;
+      break;
+    }
+  }
+  std::fclose(f);
+  return rss;
+}
+
+// A file-backed model under a budget: decode on varied tokens reads experts through their file
+// pages, and the LRU drops them again, so the mapping's resident pages stay within the budget (plus
+// the file's metadata and page rounding), and no expert is packed; without a budget the pages read
+// stay. Results are identical either way.
+TEST(XnnpackMoeDirectTest, BudgetBoundsTheMappedPagesOfAFileModel) {
+  const uint32_t d = 64, ff = 1024;
+  Rng rng(91);
+  MoeParams p;
+  p.expert.d_model = d;
+  p.expert.d_ff = ff;
+  ModelSpec spec;
+  spec.d_model = d;
+  LayerSpec layer;
+  layer.kind = LayerKind::kMoe;
+  layer.moe = testing::RandomMoe(p, rng);
+  spec.layers.push_back(std::move(layer));
+  const std::string path = ::testing::TempDir() + "/xnnpack_moe_budget.fflite";
+  ASSERT_TRUE(WriteModelFile(spec, WriteOptions(), path).ok());
+  auto limited_model = Model::LoadFile(path);
+  auto free_model = Model::LoadFile(path);  // its own mapping: a budget drops pages of its model's
+  std::remove(path.c_str());
+  ASSERT_TRUE(limited_model.ok() && free_model.ok());
+  const FfnView& e0 = (*limited_model)->layers()[0].moe.experts[0];
+  const uint64_t mapped_one = e0.up.size + e0.gate.size + e0.down.size;  // 768 KiB
+  BackendConfig config;
+  config.max_tokens = 4;
+  config.expert_budget_bytes = 2 * mapped_one;
+  auto limited = CreateXnnpackBackend(**limited_model, config);
+  config.expert_budget_bytes = 0;
+  auto unlimited = CreateXnnpackBackend(**free_model, config);
+  ASSERT_TRUE(limited.ok() && unlimited.ok());
+  const void* limited_map = (*limited_model)->layers()[0].moe.router.data;
+  const void* free_map = (*free_model)->layers()[0].moe.router.data;
+  // Slack: the metadata before the data section, and the partial pages at both ends of each of the
+  // 8 experts' 3 tensors (only whole pages are released), and the router's.
+  const int64_t slack = static_cast<int64_t>((*limited_model)->file_size() -
+                                             (*limited_model)->data_size()) +
+                        8 * 3 * 2 * 4096 + 65536;
+  Rng inputs(92);
+  for (int call = 0; call < 24; ++call) {
+    const std::vector<float> x = inputs.Vec(d, 3.0f);
+    std::vector<float> want(d), got(d);
+    ASSERT_TRUE((*unlimited)->Run(0, x.data(), 1, want.data()).ok());
+    ASSERT_TRUE((*limited)->Run(0, x.data(), 1, got.data()).ok());
+    ASSERT_EQ(want, got) << "call " << call;
+    EXPECT_LE(XnnpackResidentExpertBytes(limited->get()), 2 * mapped_one) << "call " << call;
+    // qemu-user does not pass madvise through, nor show the guest's mappings in smaps.
+    if (!UnderQemu()) {
+      const int64_t rss = MappingRssBytes(limited_map);
+      ASSERT_GE(rss, 0) << "the model's mapping is not in /proc/self/smaps";
+      EXPECT_LE(rss, static_cast<int64_t>(2 * mapped_one) + slack) << "call " << call;
+    }
+  }
+  // Without a budget the pages read stay mapped: more experts than the budget's two were used.
+  const std::vector<uint64_t> counts((*limited)->expert_counts()->layer(0).begin(),
+                                     (*limited)->expert_counts()->layer(0).end());
+  size_t used = 0;
+  for (uint64_t c : counts) used += c != 0 ? 1 : 0;
+  ASSERT_GT(used, 2u) << "the inputs should route to more than two experts";
+  if (!UnderQemu()) {
+    EXPECT_GE(MappingRssBytes(free_map), static_cast<int64_t>(used * mapped_one) - 65536);
   }
 }
 

@@ -35,7 +35,7 @@
 
 ABSL_FLAG(std::string, model, "", "a .fflite file to run");
 ABSL_FLAG(std::string, synthetic, "",
-          "a built-in shape instead of --model: llama, bert, tiny, mixtral-mini, qwen-moe");
+          "a built-in shape instead of --model: llama, bert, tiny, tiny-moe, mixtral-mini, qwen-moe");
 ABSL_FLAG(std::string, tokens, "1,128", "token counts per call, comma-separated");
 ABSL_FLAG(std::string, threads, "1", "thread counts, comma-separated");
 ABSL_FLAG(std::string, backend, "auto", "auto, or a backend name (xnnpack, reference)");
@@ -53,6 +53,11 @@ ABSL_FLAG(bool, aa, false,
 ABSL_FLAG(bool, json, false, "print JSON instead of a table");
 ABSL_FLAG(int64_t, slice_kib, -1, "xnnpack: KiB of packed weights per operator (0: unsliced)");
 ABSL_FLAG(int64_t, token_chunk, 0, "xnnpack: tokens per chunk (0: the default)");
+ABSL_FLAG(int64_t, expert_slice_kib, -1,
+          "xnnpack MoE: KiB of packed weights per operator of routed experts (-1: the default)");
+ABSL_FLAG(int64_t, direct_tokens, -1,
+          "xnnpack MoE: experts with at most this many tokens in a call run the direct kernel on "
+          "the file's weights (-1: the default; 0: never)");
 ABSL_FLAG(int64_t, bandwidth_mib, 1024, "buffer for the read-bandwidth measurement");
 ABSL_FLAG(double, expert_budget_fraction, 0.0,
           "MoE: the session's expert budget as a fraction of all routed experts' packed bytes "
@@ -102,11 +107,13 @@ std::vector<int64_t> ParseList(const std::string& flag, const std::string& text)
 }
 
 // Work per call, over every layer: bytes of weights read at decode (f32 as packed; for MoE the
-// bytes actually needed: the router plus top_k and shared experts, as stored) and FLOPs per
-// token; and what the packed weights take.
+// bytes actually needed: the router and shared experts as packed (f32), top_k routed experts as
+// stored in the file, which the direct kernel reads) and FLOPs per token; and what the packed
+// weights take.
 struct Work {
   double weight_bytes = 0.0;
   double flops_per_token = 0.0;
+  double routed_flops_per_token = 0.0;  // MoE: the top_k routed experts' share
   double expert_bytes = 0.0;      // every routed expert, packed (what a budget limits)
   double non_expert_bytes = 0.0;  // everything else, f32: dense layers, routers, shared experts
   bool moe = false;
@@ -132,11 +139,12 @@ Work CountWork(const Model& model) {
       for (const FfnView& e : l.moe.experts) w.expert_bytes += XnnpackPackedFfnBytes(e);
       w.non_expert_bytes += 4.0 * (l.moe.router.numel() + l.moe.shared_expert_gate.numel());
       for (const FfnView& s : l.moe.shared_experts) w.non_expert_bytes += f32_ffn(s);
-      const double bpw = DTypeSize(l.moe.router.dtype);
-      w.weight_bytes += l.moe.router.size;
+      w.weight_bytes += 4.0 * l.moe.router.numel();
       w.flops_per_token += 2.0 * l.moe.router.numel();
-      ffn(l.moe.experts[0], bpw, &w, l.moe.top_k);
-      for (const FfnView& s : l.moe.shared_experts) ffn(s, bpw, &w, 1.0);
+      const double before = w.flops_per_token;
+      ffn(l.moe.experts[0], DTypeSize(l.moe.experts[0].up.dtype), &w, l.moe.top_k);
+      w.routed_flops_per_token += w.flops_per_token - before;
+      for (const FfnView& s : l.moe.shared_experts) ffn(s, 4.0, &w, 1.0);
     }
   }
   return w;
@@ -157,7 +165,7 @@ Stats Summarise(std::vector<double> t) {
 // With `vary`, each repetition takes the next of 64 random inputs (made before timing).
 absl::Status Time(const std::vector<std::vector<std::unique_ptr<Backend>>*>& sets,
                   const Model& model, size_t tokens, int warmup, int reps, bool vary,
-                  std::vector<Stats>* stats) {
+                  std::vector<Stats>* stats, Stats* routed) {
   const size_t d = model.d_model();
   std::vector<std::vector<float>> inputs(vary ? 64 : 1, std::vector<float>(tokens * d));
   std::vector<float> a, b(tokens * d);
@@ -167,6 +175,7 @@ absl::Status Time(const std::vector<std::vector<std::unique_ptr<Backend>>*>& set
     for (float& v : input) v = dist(gen);
   }
   std::vector<std::vector<double>> times(sets.size());
+  std::vector<double> routed_times;  // the first set's, per call
   for (int r = 0; r < warmup + reps; ++r) {
     for (size_t k = 0; k < sets.size(); ++k) {
       // Which set goes first alternates too: on this class of machine the first of two
@@ -174,16 +183,21 @@ absl::Status Time(const std::vector<std::vector<std::unique_ptr<Backend>>*>& set
       const size_t s = (k + static_cast<size_t>(r)) % sets.size();
       Backend& runner = *(*sets[s])[static_cast<size_t>(r) % sets[s]->size()];
       a = inputs[static_cast<size_t>(r) % inputs.size()];
+      const double routed_before = XnnpackRoutedExpertSeconds(&runner);
       const double t = Now();
       for (size_t l = 0; l < model.layers().size(); ++l) {
         FFLITE_RETURN_IF_ERROR(runner.Run(l, a.data(), tokens, b.data()));
         std::swap(a, b);
       }
       if (r >= warmup) times[s].push_back(Now() - t);
+      if (r >= warmup && s == 0) {
+        routed_times.push_back(XnnpackRoutedExpertSeconds(&runner) - routed_before);
+      }
     }
   }
   stats->clear();
   for (auto& t : times) stats->push_back(Summarise(t));
+  *routed = Summarise(routed_times);
   return absl::OkStatus();
 }
 
@@ -192,16 +206,24 @@ struct Row {
   int threads = 1;
   size_t tokens = 1;
   Stats ours, base;
+  Stats routed;  // MoE, xnnpack: time in the routed experts
   bool has_base = false;
   double gbs = 0, gflops = 0, roof_pct = 0, peak_pct = 0;
+  double routed_gflops = 0, routed_peak_pct = 0;
 };
 
 // A session's backend, made the way Session::Create makes it (or with the xnnpack tuning flags).
 absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const Model& model, const std::string& name,
                                                      const BackendConfig& config) {
-  if (name == "xnnpack" &&
-      (absl::GetFlag(FLAGS_slice_kib) >= 0 || absl::GetFlag(FLAGS_token_chunk) > 0)) {
+  if (name == "xnnpack") {
     XnnpackBackendOptions options;
+    options.time_routed_experts = true;
+    if (absl::GetFlag(FLAGS_expert_slice_kib) >= 0) {
+      options.expert_slice_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_expert_slice_kib)) * 1024;
+    }
+    if (absl::GetFlag(FLAGS_direct_tokens) >= 0) {
+      options.direct_max_tokens = static_cast<size_t>(absl::GetFlag(FLAGS_direct_tokens));
+    }
     if (absl::GetFlag(FLAGS_slice_kib) >= 0) {
       options.slice_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_slice_kib)) * 1024;
     }
@@ -230,7 +252,7 @@ int Main() {
   if (model_path.empty() == synthetic.empty()) {
     std::fprintf(stderr,
                  "give exactly one of --model PATH or --synthetic "
-                 "llama|bert|tiny|mixtral-mini|qwen-moe\n");
+                 "llama|bert|tiny|tiny-moe|mixtral-mini|qwen-moe\n");
     return 2;
   }
   const std::vector<int64_t> token_list = ParseList("tokens", absl::GetFlag(FLAGS_tokens));
@@ -272,9 +294,14 @@ int Main() {
   const double t_load = Now();
   absl::StatusOr<std::unique_ptr<Model>> loaded = Model::LoadFile(path);
   const double load_s = Now() - t_load;
-  if (!synthetic.empty()) std::remove(path.c_str());  // the mapping keeps it alive
-  if (!loaded.ok()) {
-    std::fprintf(stderr, "%s\n", loaded.status().ToString().c_str());
+  // --vs_unbudgeted compares with unbudgeted sessions on a second mapping of the file: a budget
+  // releases expert pages of its model's mapping, which would slow other sessions of that model.
+  absl::StatusOr<std::unique_ptr<Model>> second = std::unique_ptr<Model>();
+  if (absl::GetFlag(FLAGS_vs_unbudgeted)) second = Model::LoadFile(path);
+  if (!synthetic.empty()) std::remove(path.c_str());  // the mappings keep it alive
+  if (!loaded.ok() || !second.ok()) {
+    std::fprintf(stderr, "%s\n",
+                 (loaded.ok() ? second.status() : loaded.status()).ToString().c_str());
     return 1;
   }
   const Model& model = **loaded;
@@ -339,7 +366,7 @@ int Main() {
         if (absl::GetFlag(FLAGS_aa)) {
           b = MakeBackend(model, backend, config);
         } else if (absl::GetFlag(FLAGS_vs_unbudgeted)) {
-          b = MakeBackend(model, backend, unbudgeted);
+          b = MakeBackend(**second, backend, unbudgeted);
         } else {
           b = CreateBaseline(model, config);
         }
@@ -365,7 +392,7 @@ int Main() {
       std::vector<Stats> stats;
       const absl::Status st = Time(sets, model, row.tokens, absl::GetFlag(FLAGS_warmup),
                                    absl::GetFlag(FLAGS_reps), absl::GetFlag(FLAGS_vary_tokens),
-                                   &stats);
+                                   &stats, &row.routed);
       if (!st.ok()) {
         std::fprintf(stderr, "run: %s\n", st.ToString().c_str());
         return 1;
@@ -384,6 +411,11 @@ int Main() {
           std::max(work.weight_bytes / (bw * 1e9), flops / (peak.gflops * 1e9 * threads));
       row.roof_pct = 100.0 * roof_s / row.ours.median;
       row.peak_pct = 100.0 * row.gflops / (peak.gflops * threads);
+      if (work.moe && row.routed.median > 0) {
+        row.routed_gflops = work.routed_flops_per_token * static_cast<double>(tokens) /
+                            row.routed.median / 1e9;
+        row.routed_peak_pct = 100.0 * row.routed_gflops / (peak.gflops * threads);
+      }
       rows.push_back(row);
     }
     if (threads == thread_list.front()) {
@@ -439,9 +471,9 @@ int Main() {
       std::printf(
           "  {\"threads\": %d, \"tokens\": %zu, \"median_ms\": %.4f, \"min_ms\": %.4f, "
           "\"max_ms\": %.4f, \"weight_gbs\": %.3f, \"gflops\": %.3f, \"roofline_pct\": %.2f, "
-          "\"fma_peak_pct\": %.2f",
+          "\"fma_peak_pct\": %.2f, \"routed_median_ms\": %.4f, \"routed_fma_peak_pct\": %.2f",
           r.threads, r.tokens, r.ours.median * 1e3, r.ours.min * 1e3, r.ours.max * 1e3, r.gbs,
-          r.gflops, r.roof_pct, r.peak_pct);
+          r.gflops, r.roof_pct, r.peak_pct, r.routed.median * 1e3, r.routed_peak_pct);
       if (r.has_base) {
         std::printf(
             ", \"baseline_median_ms\": %.4f, \"baseline_min_ms\": %.4f, "
@@ -482,8 +514,8 @@ int Main() {
                                      budget_fraction).c_str()
                    : "none");
     std::printf(
-        "after the runs: RSS %.1f MB (+%.1f over before sessions); resident packed experts of "
-        "the first session %.1f MB; budget + non-expert weights = %.1f MB per session\n",
+        "after the runs: RSS %.1f MB (+%.1f over before sessions); resident experts (packed "
+        "and mapped) of the first session %.1f MB; budget + non-expert weights = %.1f MB per session\n",
         rss_end, rss_end - rss_before, resident_experts / 1e6,
         (budget > 0 ? budget : work.expert_bytes) / 1e6 + work.non_expert_bytes / 1e6);
     for (const auto& [layer, counts] : histograms) {
@@ -517,6 +549,13 @@ int Main() {
                   r.base.median / r.ours.median, r.base.min / r.ours.min);
     }
     std::printf("\n");
+  }
+  for (const Row& r : rows) {
+    if (r.routed.median <= 0) continue;
+    std::printf("routed experts, %d thread(s), %zu token(s): median %.3f ms of the call's %.3f ms, "
+                "%.2f GFLOP/s = %.1f%% of the FMA peak\n",
+                r.threads, r.tokens, r.routed.median * 1e3, r.ours.median * 1e3, r.routed_gflops,
+                r.routed_peak_pct);
   }
   return 0;
 }

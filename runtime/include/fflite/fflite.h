@@ -124,12 +124,15 @@ typedef struct fflite_session_options {
   int32_t num_threads;    /* default 1; >= 1 */
   fflite_backend backend; /* default FFLITE_BACKEND_AUTO */
   int32_t max_tokens;     /* most tokens per fflite_session_run; default 512; >= 1 */
-  /* Most bytes of packed routed-expert weights the session keeps in memory; default 0: no limit.
-   * With a limit, the xnnpack backend packs an MoE expert on first use and drops the least
-   * recently used ones (and their file pages) beyond it, so that a model whose experts do not all
-   * fit in memory still runs; a budget below one expert keeps just the expert in use. Results are
-   * identical whatever the budget. Router, shared experts and dense layers are always resident
-   * and not counted. >= 0. */
+  /* Most bytes of routed-expert weights the session keeps in memory; default 0: no limit. The
+   * xnnpack backend runs an expert that gets few tokens in a call (every expert at decode)
+   * straight from the model file's pages, and one that gets many through packed weights; both
+   * forms count. With a limit, a form is made resident on first use and the least recently used
+   * ones are dropped beyond it (packed weights freed, file pages released), so that a model whose
+   * experts do not all fit in memory still runs; a budget below one expert keeps just the one in
+   * use. Releasing file pages affects every session of the same model. Results are identical
+   * whatever the budget. Router, shared experts and dense layers are always resident and not
+   * counted. >= 0. */
   int64_t expert_budget_bytes;
 } fflite_session_options;
 

@@ -80,4 +80,19 @@ void MappedFile::Release(size_t offset, size_t size) const {
   if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
+void MappedFile::Populate(size_t offset, size_t size) const {
+  if (offset >= size_) return;
+  if (size > size_ - offset) size = size_ - offset;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data_) + offset;
+  const uintptr_t first = begin / page * page;
+  const uintptr_t end = begin + size;
+#if !defined(MADV_POPULATE_READ)
+  constexpr int MADV_POPULATE_READ = 22;  // <linux/mman.h>, Linux 5.14; glibc 2.36 has it too
+#endif
+  if (::madvise(reinterpret_cast<void*>(first), end - first, MADV_POPULATE_READ) != 0) {
+    ::madvise(reinterpret_cast<void*>(first), end - first, MADV_WILLNEED);
+  }
+}
+
 }  // namespace fflite

@@ -27,6 +27,10 @@ class MappedFile {
   // Tells the kernel the pages wholly inside [offset, offset + size) are not needed now; they are
   // read again from the file if touched later. Best effort: failures are ignored.
   void Release(size_t offset, size_t size) const;
+  // Maps the pages of [offset, offset + size) in now, in one call (MADV_POPULATE_READ, Linux
+  // 5.14+; older kernels get MADV_WILLNEED read-ahead), instead of one page fault per 16 pages
+  // when they are first read. Best effort: failures are ignored.
+  void Populate(size_t offset, size_t size) const;
 
  private:
   MappedFile(const uint8_t* data, size_t size) : data_(data), size_(size) {}

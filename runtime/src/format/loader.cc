@@ -501,4 +501,10 @@ void Model::ReleaseTensorPages(const TensorView& tensor) const {
   file_->Release(static_cast<size_t>(data_offset_ + tensor.offset), static_cast<size_t>(tensor.size));
 }
 
+void Model::PopulateTensorPages(const TensorView& tensor) const {
+  if (file_ == nullptr || !tensor.present()) return;
+  file_->Populate(static_cast<size_t>(data_offset_ + tensor.offset),
+                  static_cast<size_t>(tensor.size));
+}
+
 }  // namespace fflite

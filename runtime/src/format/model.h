@@ -118,6 +118,9 @@ class Model {
   // Hands the pages of a tensor back to the kernel when the model is file-backed (after a backend
   // has copied the weights); a no-op for caller buffers. The data stays readable.
   void ReleaseTensorPages(const TensorView& tensor) const;
+  // Maps a tensor's pages in at once when the model is file-backed (before reading all of it
+  // directly); a no-op for caller buffers.
+  void PopulateTensorPages(const TensorView& tensor) const;
 
  private:
   Model() = default;

@@ -128,10 +128,11 @@ absl::StatusOr<ModelSpec> SyntheticSpec(const std::string& name) {
   if (name == "tiny") {
     return Dense(64, 256, Activation::SILU, true, false, NormKind::RMS_NORM, NormPlacement::PRE);
   }
+  if (name == "tiny-moe") return Moe(64, 96, 8, 2, true, 128);  // for the bench's smoke test
   if (name == "mixtral-mini") return Moe(1024, 3584, 8, 2, true, 0);
   if (name == "qwen-moe") return Moe(2048, 1408, 60, 4, false, 5632);
   return absl::InvalidArgumentError("--synthetic: '" + name +
-                                    "' is not one of llama, bert, tiny, mixtral-mini, qwen-moe");
+                                    "' is not one of llama, bert, tiny, tiny-moe, mixtral-mini, qwen-moe");
 }
 
 }  // namespace bench

@@ -28,12 +28,32 @@
 // weights are read and at prefill each expert's weights are read once per call (see RunMoe).
 // With an expert budget, experts are packed on first use and the least recently used ones are
 // dropped (see Acquire).
+//
+// Few tokens per expert: direct kernel on the file's weights. An expert that gets at most
+// `direct_max_tokens` (40) tokens in a call, every expert at decode, does not use its packed
+// operators: fflite's own kernel (kernels_.gemv) reads the expert's row-major weights straight from
+// the model file, f16/bf16 converted in registers. Why:
+//  - No packing. XNNPACK 2022 packs at about 1 GB/s here (44 ms for a mixtral-mini expert against
+//    2 ms to stream it), so under a budget every miss cost a repack: decode with a quarter of the
+//    experts resident was 13.5x slower than without a budget. Read in place, a miss costs one read
+//    of the expert's file pages.
+//  - Speed at these batch sizes. At decode both stream the weights at the read bandwidth (half the
+//    bytes for f16/bf16 files). With a few dozen tokens XNNPACK's GEMM reads each slice's weights
+//    from memory without overlapping that with its arithmetic (7 tokens on a mixtral-mini expert:
+//    the time of the arithmetic plus the time of the read), while the direct kernel prefetches the
+//    next row block as it computes. Measured on one Zen 4 core, routed experts of mixtral-mini
+//    (fflite-bench, % of the FMA peak): ~32 tokens per expert, direct 75% and packed 66-70%;
+//    ~48 tokens, both 76-79%; ~64 tokens, direct 77% and packed 84%. Hence 40.
+// Which path an expert takes depends only on its token count, never on residency, so results stay
+// identical whatever the budget. The file pages that path reads are the expert's second resident
+// form: the budget counts them and the LRU drops them (MADV_DONTNEED) like packed experts.
 #include "backends/xnnpack/xnnpack_backend.h"
 
 #include <xnnpack.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -67,6 +87,26 @@ constexpr size_t kSliceAlign = 16;
 // Below this many multiply-adds (~10 us on one core) a matrix runs on the caller's thread: waking
 // the pool would cost more than it saves.
 constexpr size_t kMinParallelMacs = size_t{1} << 20;
+
+// Row stride (in floats) of the direct kernel's token inputs: n plus one cache line, never a
+// multiple of 4 KiB. When token rows are a multiple of 4 KiB apart (d_model 1024 or 2048 in f32)
+// every token's x line and every weight row of a block fall in the same L1 set and evict each
+// other: measured on mixtral-mini's up matrix [3584, 1024] at 32 tokens, the AVX-512 kernel ran at
+// 71.5 GFLOP/s with stride 1024 and 92.7 with 1040 (AVX2: 66.4 and 85.3).
+size_t DirectStride(size_t n) {
+  size_t stride = n + 16;
+  if ((stride * sizeof(float)) % 4096 == 0) stride += 16;
+  return stride;
+}
+
+// The expert's bytes in the file (what its mapped form keeps resident).
+uint64_t FileBytes(const FfnView& f) {
+  uint64_t bytes = 0;
+  for (const TensorView* t : {&f.up, &f.gate, &f.down, &f.up_bias, &f.gate_bias, &f.down_bias}) {
+    if (t->present()) bytes += t->size;
+  }
+  return bytes;
+}
 
 absl::Status XnnError(xnn_status status, const std::string& what) {
   const std::string message =
@@ -198,14 +238,36 @@ void ReleaseFfnPages(const Model& model, const FfnView& f) {
     model.ReleaseTensorPages(*t);
   }
 }
+void PopulateFfnPages(const Model& model, const FfnView& f) {
+  for (const TensorView* t : {&f.up, &f.gate, &f.down, &f.up_bias, &f.gate_bias, &f.down_bias}) {
+    model.PopulateTensorPages(*t);
+  }
+}
 
-// A routed expert: its packed operators while resident, on the LRU list; else null.
+// A bias for the direct kernel: absent, the file's f32 values, or an f32 copy of f16/bf16 ones.
+const float* DirectBias(const TensorView& b, const std::vector<float>& converted) {
+  if (!b.present()) return nullptr;
+  if (!converted.empty()) return converted.data();
+  return reinterpret_cast<const float*>(b.data);
+}
+
+// A routed expert. It is held in memory in up to two forms, each counted by the budget and on the
+// LRU list on its own (see Acquire): its packed operators, for batches of more than
+// direct_max_ tokens, and its file pages, read by the direct kernel for smaller ones.
 struct ExpertSlot {
   const FfnView* view = nullptr;
   size_t layer = 0, expert = 0;
-  uint64_t bytes = 0;  // XnnpackPackedFfnBytes(*view)
-  std::unique_ptr<PackedFfn> ffn;
-  int32_t prev = -1, next = -1;  // LRU neighbours (slot indices), -1 at the ends
+  std::unique_ptr<PackedFfn> ffn;  // while the packed form is resident
+  // The direct path's f32 biases when the file stores them in f16/bf16 (else empty: the file's).
+  std::vector<float> up_bias, gate_bias, down_bias;
+};
+
+// One form of one expert on the LRU list: entries_[2·slot + kPackedForm / kMappedForm].
+enum ExpertForm : size_t { kPackedForm = 0, kMappedForm = 1 };
+struct LruEntry {
+  uint64_t bytes = 0;  // packed: XnnpackPackedFfnBytes; mapped: the expert's bytes in the file
+  bool resident = false;
+  int32_t prev = -1, next = -1;  // LRU neighbours (entry indices), -1 at the ends
 };
 
 // What an MoE layer runs besides its routed experts.
@@ -261,6 +323,9 @@ class XnnpackBackend : public Backend {
     // them per batch (at 128 tokens, 8 experts, top-2: 32 per expert instead of 8 with 32-token
     // chunks); an expert's batch still passes through its FFN in chunks of `chunk_`.
     moe_chunk_ = std::max<size_t>(1, std::min(config.max_tokens, 4 * options.token_chunk));
+    direct_max_ = std::min(options.direct_max_tokens, chunk_);
+    expert_slice_bytes_ = options.expert_slice_bytes;
+    time_routed_ = options.time_routed_experts;
     size_t max_ff = 0, max_experts = 0, max_k = 0, max_groups = 1, max_router_out = 0;
     bool any_moe = false;
     plans_.resize(model_.layers().size());
@@ -309,16 +374,19 @@ class XnnpackBackend : public Backend {
         return absl::ResourceExhaustedError(absl::StrFormat(
             "scratch of %d tokens x d_ff %d does not fit the address space", rows, max_ff));
       }
+      // The direct kernel's [direct_max_, DirectStride(d_ff)] rows share hidden_ and gate_.
+      const size_t ff_elems =
+          std::max(chunk_ * max_ff, any_moe ? direct_max_ * DirectStride(max_ff) : 0);
       const bool ok = in_.Allocate(rows * d, kXnnTailBytes) &&
-                      hidden_.Allocate(chunk_ * max_ff, kXnnTailBytes) &&
-                      gate_.Allocate(chunk_ * max_ff) && out_.Allocate(rows * d);
+                      hidden_.Allocate(ff_elems, kXnnTailBytes) && gate_.Allocate(ff_elems) &&
+                      out_.Allocate(rows * d);
       if (!ok) {
         return absl::ResourceExhaustedError(absl::StrFormat(
             "allocating scratch for %d tokens (d_model %d, d_ff %d) failed", rows, d, max_ff));
       }
     }
     if (any_moe) {
-      const bool ok = gathered_.Allocate(chunk_ * d, kXnnTailBytes) &&
+      const bool ok = gathered_.Allocate(chunk_ * DirectStride(d), kXnnTailBytes) &&
                       expert_out_.Allocate(chunk_ * d) &&
                       logits_.Allocate(moe_chunk_ * max_router_out);
       if (!ok) return absl::ResourceExhaustedError("allocating MoE scratch failed");
@@ -342,6 +410,7 @@ class XnnpackBackend : public Backend {
 
   ExpertCounts* expert_counts() override { return &counts_; }
   uint64_t resident_expert_bytes() const { return resident_bytes_; }
+  double routed_seconds() const { return routed_seconds_; }
 
   absl::Status Run(size_t layer, const float* input, size_t n_tokens, float* output) override {
     const LayerPlan& p = plans_[layer];
@@ -417,17 +486,27 @@ class XnnpackBackend : public Backend {
                                      absl::StrFormat("%s.shared_experts[%d]", name, s),
                                      &mp.shared[s]));
     }
-    if (slots_.size() + e > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    if (slots_.size() + e > static_cast<size_t>(std::numeric_limits<int32_t>::max()) / 2) {
       return absl::ResourceExhaustedError(name + ": too many experts");
     }
     mp.first_slot = slots_.size();
     for (size_t i = 0; i < e; ++i) {
+      const FfnView& f = m.experts[i];
       ExpertSlot slot;
-      slot.view = &m.experts[i];
+      slot.view = &f;
       slot.layer = index;
       slot.expert = i;
-      slot.bytes = XnnpackPackedFfnBytes(m.experts[i]);
+      for (auto [t, converted] : {std::pair{&f.up_bias, &slot.up_bias},
+                                  std::pair{&f.gate_bias, &slot.gate_bias},
+                                  std::pair{&f.down_bias, &slot.down_bias}}) {
+        if (t->present() && t->dtype != DType::F32) AsF32(*t, converted);
+      }
       slots_.push_back(std::move(slot));
+      LruEntry packed, mapped;
+      packed.bytes = XnnpackPackedFfnBytes(f);
+      mapped.bytes = FileBytes(f);
+      entries_.push_back(packed);
+      entries_.push_back(mapped);
     }
     return absl::OkStatus();
   }
@@ -502,13 +581,31 @@ class XnnpackBackend : public Backend {
       for (uint32_t e = 0; e < num_experts; ++e) {
         if (groups_.count(e) != 0) last_expert = e;
       }
+      const auto routed_start = time_routed_ ? std::chrono::steady_clock::now()
+                                             : std::chrono::steady_clock::time_point();
       for (uint32_t e = 0; e < num_experts; ++e) {
         const size_t c = groups_.count(e);
         if (c == 0) continue;  // at decode: only the top-k experts are touched
-        PackedFfn* f = nullptr;
-        FFLITE_RETURN_IF_ERROR(Acquire(mp.first_slot + e, &f));
         const uint32_t* tokens = groups_.tokens.data() + groups_.offsets[e];   // [c]
         const float* weights = groups_.weights.data() + groups_.offsets[e];    // [c]
+        if (c <= direct_max_) {
+          // A few tokens: the direct kernel on the file's weights (c <= direct_max_ <= chunk_),
+          // its tokens gathered at DirectStride.
+          const size_t slot = mp.first_slot + e;
+          AcquireMapped(slot);
+          const size_t xs = DirectStride(d);
+          for (size_t r = 0; r < c; ++r) {
+            std::memcpy(gathered_.data() + r * xs, in_.data() + tokens[r] * d, d * sizeof(float));
+          }
+          const bool last = last_chunk && mp.shared.empty() && e == last_expert;
+          RunFfnDirect(slots_[slot], c, gathered_.data(), xs, expert_out_.data(), last);
+          for (size_t r = 0; r < c; ++r) {
+            Axpy(d, weights[r], expert_out_.data() + r * d, out_.data() + tokens[r] * d);
+          }
+          continue;
+        }
+        PackedFfn* f = nullptr;
+        FFLITE_RETURN_IF_ERROR(Acquire(mp.first_slot + e, &f));
         for (size_t r0 = 0; r0 < c; r0 += chunk_) {
           const size_t m = std::min(chunk_, c - r0);
           const float* src = gathered_.data();  // [m, d] + tail
@@ -529,6 +626,10 @@ class XnnpackBackend : public Backend {
                  out_.data() + tokens[r0 + r] * d);
           }
         }
+      }
+      if (time_routed_) {
+        routed_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                         routed_start).count();
       }
       // Shared experts: every token, behind the sigmoid gate if any.
       for (size_t s = 0; s < mp.shared.size(); ++s) {
@@ -552,56 +653,147 @@ class XnnpackBackend : public Backend {
     return absl::OkStatus();
   }
 
-  // The packed operators of expert slot i, packing it if it is not resident. Under a budget,
-  // least recently used experts are dropped first until it fits; a budget below one expert
-  // leaves only the expert in use (resident until the next one is needed). Only the expert being
-  // run must be resident: experts run one after the other, so an expert used earlier in the same
-  // call may be dropped. The bookkeeping is an intrusive list over slots_: no allocation.
+  // out[c, d] = the expert's FFN of in[c rows of in_stride] through the direct kernel on its file
+  // weights (c <= direct_max_; hidden_, gate_ hold [c, DirectStride(d_ff)]).
+  void RunFfnDirect(const ExpertSlot& s, size_t c, const float* in, size_t in_stride, float* out,
+                    bool last) {
+    const FfnView& f = *s.view;
+    const size_t d = model_.d_model(), ff = f.d_ff_padded, hs = DirectStride(ff);
+    const F32ActivationFn activation = kernels_.Activation(f.activation);
+    float* hidden = hidden_.data();
+    Gemv(f.up, DirectBias(f.up_bias, s.up_bias), c, in, in_stride, hidden, hs, false);
+    if (f.gated) {
+      float* gate = gate_.data();
+      Gemv(f.gate, DirectBias(f.gate_bias, s.gate_bias), c, in, in_stride, gate, hs, false);
+      for (size_t t = 0; t < c; ++t) activation(ff, gate + t * hs, hidden + t * hs, hidden + t * hs);
+    } else {
+      for (size_t t = 0; t < c; ++t) activation(ff, hidden + t * hs, nullptr, hidden + t * hs);
+    }
+    Gemv(f.down, DirectBias(f.down_bias, s.down_bias), c, hidden, hs, out, d, last);
+  }
+
+  // Residency. Each expert has two forms on one LRU list (entries_): its packed operators and its
+  // mapped file pages. Under a budget, least recently used forms are dropped first until the new
+  // one fits; a budget below one form leaves only the form in use (resident until the next one is
+  // needed). Only the expert being run must be resident: experts run one after the other, so one
+  // used earlier in the same call may be dropped. The list is intrusive over entries_: no
+  // allocation. Without a budget nothing is dropped.
+
+  // The packed operators of expert slot i, packing it if they are not resident.
   absl::Status Acquire(size_t i, PackedFfn** out) {
     ExpertSlot& s = slots_[i];
+    const size_t entry = 2 * i + kPackedForm;
     if (s.ffn != nullptr) {
-      if (budget_ != 0) {
-        Unlink(i);
-        PushFront(i);
-      }
+      Touch(entry);
       *out = s.ffn.get();
       return absl::OkStatus();
     }
-    if (budget_ != 0) {
-      while (lru_tail_ >= 0 && resident_bytes_ + s.bytes > budget_) {
-        Evict(static_cast<size_t>(lru_tail_));
-      }
-    }
+    MakeRoom(entry);
     auto packed = std::make_unique<PackedFfn>();
     FFLITE_RETURN_IF_ERROR(PackFfn(
-        *s.view, kernels_, slice_bytes_, threads_,
+        *s.view, kernels_, expert_slice_bytes_, threads_,
         absl::StrFormat("layers[%d].moe.experts[%d]", s.layer, s.expert), packed.get()));
-    ReleaseFfnPages(model_, *s.view);
+    // Packing read the file pages: hand them back, unless the mapped form holds them.
+    if (!entries_[2 * i + kMappedForm].resident) ReleaseFfnPages(model_, *s.view);
     s.ffn = std::move(packed);
-    resident_bytes_ += s.bytes;
-    PushFront(i);
+    Insert(entry);
     *out = s.ffn.get();
     return absl::OkStatus();
   }
 
-  void Evict(size_t i) {
-    Unlink(i);
-    slots_[i].ffn.reset();  // deletes the operators and their packed weights
-    resident_bytes_ -= slots_[i].bytes;
+  // Makes expert slot i's file pages resident (mapped in at once) for the direct kernel.
+  void AcquireMapped(size_t i) {
+    const size_t entry = 2 * i + kMappedForm;
+    if (entries_[entry].resident) {
+      Touch(entry);
+      return;
+    }
+    MakeRoom(entry);
+    PopulateFfnPages(model_, *slots_[i].view);
+    Insert(entry);
+  }
+
+  void Touch(size_t entry) {
+    if (budget_ == 0) return;
+    Unlink(entry);
+    PushFront(entry);
+  }
+  void MakeRoom(size_t entry) {
+    if (budget_ == 0) return;
+    while (lru_tail_ >= 0 && resident_bytes_ + entries_[entry].bytes > budget_) {
+      Evict(static_cast<size_t>(lru_tail_));
+    }
+  }
+  void Insert(size_t entry) {
+    entries_[entry].resident = true;
+    resident_bytes_ += entries_[entry].bytes;
+    PushFront(entry);
+  }
+  void Evict(size_t entry) {
+    Unlink(entry);
+    entries_[entry].resident = false;
+    resident_bytes_ -= entries_[entry].bytes;
+    ExpertSlot& s = slots_[entry / 2];
+    if (entry % 2 == kPackedForm) {
+      s.ffn.reset();  // deletes the operators and their packed weights
+    } else {
+      ReleaseFfnPages(model_, *s.view);
+    }
   }
   void Unlink(size_t i) {
-    ExpertSlot& s = slots_[i];
-    if (s.prev >= 0) slots_[static_cast<size_t>(s.prev)].next = s.next; else lru_head_ = s.next;
-    if (s.next >= 0) slots_[static_cast<size_t>(s.next)].prev = s.prev; else lru_tail_ = s.prev;
+    LruEntry& s = entries_[i];
+    if (s.prev >= 0) entries_[static_cast<size_t>(s.prev)].next = s.next; else lru_head_ = s.next;
+    if (s.next >= 0) entries_[static_cast<size_t>(s.next)].prev = s.prev; else lru_tail_ = s.prev;
     s.prev = s.next = -1;
   }
   void PushFront(size_t i) {
-    ExpertSlot& s = slots_[i];
+    LruEntry& s = entries_[i];
     s.prev = -1;
     s.next = lru_head_;
-    if (lru_head_ >= 0) slots_[static_cast<size_t>(lru_head_)].prev = static_cast<int32_t>(i);
+    if (lru_head_ >= 0) entries_[static_cast<size_t>(lru_head_)].prev = static_cast<int32_t>(i);
     lru_head_ = static_cast<int32_t>(i);
     if (lru_tail_ < 0) lru_tail_ = lru_head_;
+  }
+
+  // y[c, y_stride] = x[c, x_stride] · Wᵀ + b through the direct kernel, W the file's [rows, k]
+  // tensor. With threads, the rows are shared among them in tiles (a multiple of 8 rows, about 4
+  // tiles per thread); `last` as for RunMatrix.
+  void Gemv(const TensorView& w, const float* bias, size_t c, const float* x, size_t x_stride,
+            float* y, size_t y_stride, bool last) {
+    const size_t rows = static_cast<size_t>(w.shape[0]), k = static_cast<size_t>(w.shape[1]);
+    GemvJob job{kernels_.gemv, w.data, w.dtype, DTypeSize(w.dtype) * k, bias, c, k, x, x_stride,
+                y, y_stride};
+    if (threadpool_ != nullptr && c * rows * k >= kMinParallelMacs) {
+      const size_t tile = ((rows + 4 * threads_ - 1) / (4 * threads_) + 7) / 8 * 8;
+      FFLITE_TSAN_RELEASE(&job);
+      pthreadpool_parallelize_1d_tile_1d(threadpool_.get(), RunGemvTile, &job, rows, tile,
+                                         last ? PTHREADPOOL_FLAG_YIELD_WORKERS : 0);
+      FFLITE_TSAN_ACQUIRE(&job);
+    } else {
+      RunGemvTile(&job, 0, rows);
+    }
+  }
+
+  struct GemvJob {
+    F32GemvFn gemv;
+    const uint8_t* w;  // [rows, k] of dtype
+    DType dtype;
+    size_t row_bytes;
+    const float* bias;  // [rows] or nullptr
+    size_t c, k;
+    const float* x;
+    size_t x_stride;
+    float* y;
+    size_t y_stride;
+  };
+
+  static void RunGemvTile(void* context, size_t first, size_t rows) {
+    GemvJob& job = *static_cast<GemvJob*>(context);
+    FFLITE_TSAN_ACQUIRE(&job);
+    job.gemv(job.c, job.k, rows, job.w + first * job.row_bytes, job.dtype,
+             job.bias != nullptr ? job.bias + first : nullptr, job.x, job.x_stride, job.y + first,
+             job.y_stride);
+    FFLITE_TSAN_RELEASE(&job);
   }
 
   // out[n, m.out] = in[n, m.in] · Wᵀ + b, slice by slice. With threads, one parallel loop over
@@ -667,12 +859,17 @@ class XnnpackBackend : public Backend {
   std::vector<LayerPlan> plans_;  // [layers]
   size_t chunk_ = 1;              // tokens per FFN pass (dense layers, experts' batches)
   size_t moe_chunk_ = 1;          // tokens routed and grouped at once in an MoE layer
-  // Routed experts of every MoE layer, resident or not, and the LRU list over the resident ones
-  // (head: most recently used).
+  size_t direct_max_ = 0;         // experts with at most this many tokens run the direct kernel
+  size_t expert_slice_bytes_ = 0;  // slice size of routed experts' operators
+  bool time_routed_ = false;
+  double routed_seconds_ = 0.0;   // with time_routed_: time in routed experts so far
+  // Routed experts of every MoE layer, resident or not; their two forms each, and the LRU list over
+  // the resident forms (head: most recently used).
   std::vector<ExpertSlot> slots_;
+  std::vector<LruEntry> entries_;  // [2 · slots]
   int32_t lru_head_ = -1, lru_tail_ = -1;
   uint64_t budget_ = 0;          // 0: no budget
-  uint64_t resident_bytes_ = 0;  // Σ bytes of resident experts
+  uint64_t resident_bytes_ = 0;  // Σ bytes of resident forms
   ExpertCounts counts_;          // routing statistics
   // Scratch; the XNNPACK inputs carry XNN_EXTRA_BYTES of tail slack.
   AlignedBuffer<float> in_;      // [max(chunk, moe_chunk), d_model] + tail: (pre-normed) input
@@ -711,6 +908,11 @@ uint64_t XnnpackPackedFfnBytes(const FfnView& f) {
 uint64_t XnnpackResidentExpertBytes(Backend* backend) {
   auto* x = dynamic_cast<XnnpackBackend*>(backend);
   return x != nullptr ? x->resident_expert_bytes() : 0;
+}
+
+double XnnpackRoutedExpertSeconds(Backend* backend) {
+  auto* x = dynamic_cast<XnnpackBackend*>(backend);
+  return x != nullptr ? x->routed_seconds() : 0.0;
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateXnnpackBackendWithOptions(

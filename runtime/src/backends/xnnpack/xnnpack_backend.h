@@ -23,18 +23,30 @@ struct XnnpackBackendOptions {
   size_t slice_bytes = size_t{2} << 20;
   // The most tokens that pass through the layer at once (bounds the scratch).
   size_t token_chunk = 128;
+  // MoE: an expert given at most this many tokens in a call runs fflite's direct kernel on the
+  // file's weights instead of its packed operators (capped at token_chunk).
+  size_t direct_max_tokens = 40;
+  // Packed bytes per operator for routed experts (their batches are a fraction of the call's
+  // tokens, so slices that stay in L2 across the few token tiles do better; see the .cc).
+  size_t expert_slice_bytes = size_t{1} << 20;
+  // For fflite-bench: time the routed experts' part of each MoE call (XnnpackRoutedExpertSeconds).
+  bool time_routed_experts = false;
 };
 
 // Whether XNNPACK initialises on this CPU; `why` says why not.
 bool XnnpackBackendAvailable(std::string* why);
 
 // Packs every layer's weights (f16/bf16 converted to f32) into XNNPACK operators, releases the
-// model's pages of those weights, and sizes the scratch from config.max_tokens. MoE experts are
-// packed at creation without a budget (config.expert_budget_bytes == 0), else on first use, the
-// least recently used ones dropped to stay within the budget (a budget below one expert keeps
-// just the expert in use). The model must outlive the backend. Errors: ResourceExhausted (memory,
-// threads), Internal (XNNPACK refused an operator); under a budget Run may give these too, when
-// packing an expert fails.
+// model's pages of those weights, and sizes the scratch from config.max_tokens. MoE experts have
+// two resident forms: packed operators (for batches of more than direct_max_tokens) and their
+// file pages (read in place by the direct kernel for smaller batches, every expert at decode).
+// Without a budget (config.expert_budget_bytes == 0) every expert is packed at creation and the
+// file pages the direct kernel reads stay mapped; with one, either form is made resident on first
+// use and the least recently used forms are dropped to stay within the budget (a budget below one
+// form keeps just the one in use). Dropping file pages (MADV_DONTNEED) affects every session of the
+// same model, which then reads them again from the page cache. The model must outlive the backend.
+// Errors: ResourceExhausted (memory, threads), Internal (XNNPACK refused an operator); under a
+// budget Run may give these too, when packing an expert fails.
 absl::StatusOr<std::unique_ptr<Backend>> CreateXnnpackBackend(const Model& model,
                                                               const BackendConfig& config);
 absl::StatusOr<std::unique_ptr<Backend>> CreateXnnpackBackendWithOptions(
@@ -44,9 +56,12 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateXnnpackBackendWithOptions(
 // padded to 16 output channels, plus a bias per output channel.
 uint64_t XnnpackPackedFfnBytes(const FfnView& ffn);
 
-// For tests and fflite-bench: bytes of packed routed experts resident now in an xnnpack backend
-// (0 for any other backend).
+// For tests and fflite-bench: bytes of routed experts resident now in an xnnpack backend, both
+// forms (0 for any other backend).
 uint64_t XnnpackResidentExpertBytes(Backend* backend);
+// For fflite-bench, with time_routed_experts: seconds spent so far in routed experts (gather, FFN,
+// scatter-add; not the router, routing or shared experts), over every MoE call (0 otherwise).
+double XnnpackRoutedExpertSeconds(Backend* backend);
 
 }  // namespace fflite
 
