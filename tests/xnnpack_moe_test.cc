@@ -554,6 +554,22 @@ TEST(XnnpackMoeLargerTest, MixtralLikePrefillAndDecode) {
 
 // --- The direct kernel (experts with few tokens) and the packed operators, each on its own. ---
 
+// A model of one MoE layer with experts of p.expert's shape; with a pre-RMSNorm and residual when
+// `norm`.
+ModelSpec OneMoeLayer(const MoeParams& p, bool norm, Rng& rng) {
+  ModelSpec spec;
+  spec.d_model = p.expert.d_model;
+  LayerSpec layer;
+  layer.kind = LayerKind::kMoe;
+  layer.moe = testing::RandomMoe(p, rng);
+  if (norm) {
+    layer.norm = testing::RandomNorm(NormKind::RMS_NORM, NormPlacement::PRE, spec.d_model, rng);
+    layer.residual = true;
+  }
+  spec.layers.push_back(std::move(layer));
+  return spec;
+}
+
 // direct_max_tokens 0 (always packed), 3 (mixed within a call) and 128 (always direct) for f32, f16
 // and bf16 weights (the direct kernel converts in registers; biases are converted at creation),
 // with biases and plain GELU experts, with a gated shared expert, 1 and 3 threads, with and without
@@ -570,17 +586,9 @@ TEST(XnnpackMoeDirectTest, DirectAndPackedPathsMatchReference) {
       p.expert.gated = !plain;
       p.expert.bias = plain;
       p.expert.activation = plain ? Activation::GELU_ERF : Activation::SILU;
-      ModelSpec spec;
-      spec.d_model = d;
-      LayerSpec layer;
-      layer.kind = LayerKind::kMoe;
-      layer.moe = testing::RandomMoe(p, rng);
-      layer.norm = testing::RandomNorm(NormKind::RMS_NORM, NormPlacement::PRE, d, rng);
-      layer.residual = true;
-      spec.layers.push_back(std::move(layer));
       WriteOptions write;
       write.dtype = dtype;
-      auto built = testing::BuildModel(spec, write);
+      auto built = testing::BuildModel(OneMoeLayer(p, /*norm=*/true, rng), write);
       ASSERT_TRUE(built.ok()) << built.status();
       for (size_t tokens : {size_t{1}, size_t{2}, size_t{5}, size_t{40}}) {
         const std::vector<float> x = rng.Vec(tokens * d, 2.0f);
@@ -618,13 +626,7 @@ TEST(XnnpackMoeDirectTest, RowsSharedAmongThreadsGiveTheSameBits) {
   p.normalize_top_k = false;
   p.expert.d_model = d;
   p.expert.d_ff = ff;
-  ModelSpec spec;
-  spec.d_model = d;
-  LayerSpec layer;
-  layer.kind = LayerKind::kMoe;
-  layer.moe = testing::RandomMoe(p, rng);
-  spec.layers.push_back(std::move(layer));
-  auto built = testing::BuildModel(spec);
+  auto built = testing::BuildModel(OneMoeLayer(p, /*norm=*/false, rng));
   ASSERT_TRUE(built.ok()) << built.status();
   const size_t tokens = 16;  // ~8 per expert: 8 x 1024 x 256 = 2M multiply-adds per matrix
   const std::vector<float> x = rng.Vec(tokens * d, 2.0f);
@@ -680,12 +682,7 @@ TEST(XnnpackMoeDirectTest, BudgetBoundsTheMappedPagesOfAFileModel) {
   MoeParams p;
   p.expert.d_model = d;
   p.expert.d_ff = ff;
-  ModelSpec spec;
-  spec.d_model = d;
-  LayerSpec layer;
-  layer.kind = LayerKind::kMoe;
-  layer.moe = testing::RandomMoe(p, rng);
-  spec.layers.push_back(std::move(layer));
+  const ModelSpec spec = OneMoeLayer(p, /*norm=*/false, rng);
   const std::string path = ::testing::TempDir() + "/xnnpack_moe_budget.fflite";
   ASSERT_TRUE(WriteModelFile(spec, WriteOptions(), path).ok());
   auto limited_model = Model::LoadFile(path);
