@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "absl/strings/str_format.h"
 #include "converter_test_util.h"
 
 namespace fflite {
@@ -504,6 +505,29 @@ TEST_F(ConverterTest, Whisper) {
       return Add(x, HfLinear(w.Get(p + ".fc2.weight"), &w.Get(p + ".fc2.bias"), a));
     });
   }
+}
+
+// A norm of the wrong length is named with the architecture's own config key for d_model.
+TEST_F(ConverterTest, NormShapeErrorsNameTheArchitecturesKey) {
+  Rng rng(13);
+  CheckpointWriter w;
+  const std::string p = "model.encoder.layers.0";
+  w.AddRandom(p + ".final_layer_norm.weight", {kD + 1}, rng, 0.2f);
+  w.AddRandom(p + ".final_layer_norm.bias", {kD}, rng, 0.2f);
+  w.AddRandom(p + ".fc1.weight", {12, kD}, rng, 0.5f);
+  w.AddRandom(p + ".fc1.bias", {12}, rng, 0.5f);
+  w.AddRandom(p + ".fc2.weight", {kD, 12}, rng, 0.5f);
+  w.AddRandom(p + ".fc2.bias", {kD}, rng, 0.5f);
+  const json config = {{"model_type", "whisper"}, {"d_model", kD}, {"encoder_layers", 1},
+                       {"decoder_layers", 0}, {"encoder_ffn_dim", 12}, {"decoder_ffn_dim", 12},
+                       {"activation_function", "gelu"}};
+  ASSERT_OK(w.Write(ckpt_, config.dump()));
+  EXPECT_THAT(converter::ConvertCheckpoint(ckpt_, out_dir_ + "/model.fflite", {}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       ::testing::AllOf(::testing::HasSubstr(p + ".final_layer_norm.weight"),
+                                        ::testing::HasSubstr(absl::StrFormat(
+                                            "expects [d_model] = [%d]", kD)))));
+  EXPECT_TRUE(ListDir(out_dir_).empty());
 }
 
 // ---- inputs in f16 and bf16, and sharded checkpoints ----

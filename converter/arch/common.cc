@@ -85,11 +85,23 @@ absl::StatusOr<TensorSource> TensorRows(const ArchContext& ctx, const std::strin
   return SourceRows(ref, dtype, row_begin, rows);
 }
 
+namespace {
+
+// config.json's name for d_model in this architecture, for shape messages.
+const char* DModelKey(const ArchContext& ctx) {
+  if (ctx.model_type == "t5" || ctx.model_type == "whisper") return "d_model";
+  if (ctx.model_type == "gpt2") return "n_embd";
+  return "hidden_size";
+}
+
+}  // namespace
+
 absl::StatusOr<FfnSpec> GatedFfn(const ArchContext& ctx, const std::string& prefix,
                                  const GatedNames& names, uint32_t d_model, uint32_t d_ff,
                                  const std::string& d_ff_key, Activation activation, bool bias) {
-  const std::string in_dims = absl::StrFormat("[%s, hidden_size]", d_ff_key);
-  const std::string out_dims = absl::StrFormat("[hidden_size, %s]", d_ff_key);
+  const char* d_key = DModelKey(ctx);
+  const std::string in_dims = absl::StrFormat("[%s, %s]", d_ff_key, d_key);
+  const std::string out_dims = absl::StrFormat("[%s, %s]", d_key, d_ff_key);
   FfnSpec f;
   f.activation = activation;
   f.gated = true;
@@ -104,7 +116,8 @@ absl::StatusOr<FfnSpec> GatedFfn(const ArchContext& ctx, const std::string& pref
     FFLITE_ASSIGN_OR_RETURN(f.gate_bias, Tensor(ctx, p + names.gate + ".bias", {d_ff}, ff_dims));
     FFLITE_ASSIGN_OR_RETURN(f.up_bias, Tensor(ctx, p + names.up + ".bias", {d_ff}, ff_dims));
     FFLITE_ASSIGN_OR_RETURN(f.down_bias,
-                            Tensor(ctx, p + names.down + ".bias", {d_model}, "[hidden_size]"));
+                            Tensor(ctx, p + names.down + ".bias", {d_model},
+                                   absl::StrFormat("[%s]", d_key)));
   }
   return f;
 }
@@ -117,7 +130,8 @@ absl::StatusOr<std::optional<NormSpec>> RmsNorm(const ArchContext& ctx, const st
   n.placement = NormPlacement::PRE;
   n.eps = static_cast<float>(eps);
   n.unit_offset = unit_offset;
-  FFLITE_ASSIGN_OR_RETURN(n.weight, Tensor(ctx, weight, {d_model}, "[hidden_size]"));
+  FFLITE_ASSIGN_OR_RETURN(n.weight,
+                          Tensor(ctx, weight, {d_model}, absl::StrFormat("[%s]", DModelKey(ctx))));
   return std::optional<NormSpec>(std::move(n));
 }
 
@@ -130,8 +144,9 @@ absl::StatusOr<std::optional<NormSpec>> LayerNorm(const ArchContext& ctx,
   n.kind = NormKind::LAYER_NORM;
   n.placement = placement;
   n.eps = static_cast<float>(eps);
-  FFLITE_ASSIGN_OR_RETURN(n.weight, Tensor(ctx, weight, {d_model}, "[hidden_size]"));
-  FFLITE_ASSIGN_OR_RETURN(n.bias, Tensor(ctx, bias, {d_model}, "[hidden_size]"));
+  const std::string dims = absl::StrFormat("[%s]", DModelKey(ctx));
+  FFLITE_ASSIGN_OR_RETURN(n.weight, Tensor(ctx, weight, {d_model}, dims));
+  FFLITE_ASSIGN_OR_RETURN(n.bias, Tensor(ctx, bias, {d_model}, dims));
   return std::optional<NormSpec>(std::move(n));
 }
 
