@@ -95,6 +95,10 @@ absl::StatusOr<std::optional<NormSpec>> LayerNorm(const ArchContext& ctx,
                                                   const std::string& weight,
                                                   const std::string& bias, uint32_t d_model,
                                                   double eps, NormPlacement placement);
+// The Llama-family decoder layer around its MLP / MoE block `layer` (e.g. "model.layers.3"):
+// h = x + block(post_attention_layernorm(x)), an RMS pre-norm plus the residual, set on `l`.
+absl::Status PostAttentionPreNorm(const ArchContext& ctx, const std::string& layer,
+                                  uint32_t d_model, double eps, bool unit_offset, LayerSpec* l);
 
 // The model's architectures: one function per file in converter/arch/.
 absl::StatusOr<ArchPlan> ConvertLlama(const ArchContext& ctx);  // llama, mistral, qwen2, qwen3

@@ -150,5 +150,13 @@ absl::StatusOr<std::optional<NormSpec>> LayerNorm(const ArchContext& ctx,
   return std::optional<NormSpec>(std::move(n));
 }
 
+absl::Status PostAttentionPreNorm(const ArchContext& ctx, const std::string& layer,
+                                  uint32_t d_model, double eps, bool unit_offset, LayerSpec* l) {
+  FFLITE_ASSIGN_OR_RETURN(l->norm, RmsNorm(ctx, layer + ".post_attention_layernorm.weight",
+                                           d_model, eps, unit_offset));
+  l->residual = true;
+  return absl::OkStatus();
+}
+
 }  // namespace converter
 }  // namespace fflite

@@ -163,9 +163,7 @@ absl::StatusOr<ArchPlan> ConvertDeepseek(const ArchContext& ctx) {
           m.shared_experts.push_back(std::move(f));
         }
       }
-      FFLITE_ASSIGN_OR_RETURN(l.norm, RmsNorm(ctx, layer + ".post_attention_layernorm.weight", d,
-                                              eps, false));
-      l.residual = true;
+      FFLITE_RETURN_IF_ERROR(PostAttentionPreNorm(ctx, layer, d, eps, /*unit_offset=*/false, &l));
       return l;
     }});
   }

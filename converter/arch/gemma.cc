@@ -31,9 +31,7 @@ absl::StatusOr<ArchPlan> ConvertGemma(const ArchContext& ctx) {
       FFLITE_ASSIGN_OR_RETURN(l.ffn, GatedFfn(ctx, layer + ".mlp", GatedNames(), d, d_ff,
                                               "intermediate_size", act, /*bias=*/false));
       // GemmaRMSNorm: x / sqrt(mean(x²) + eps) · (1 + weight)
-      FFLITE_ASSIGN_OR_RETURN(l.norm, RmsNorm(ctx, layer + ".post_attention_layernorm.weight", d,
-                                              eps, /*unit_offset=*/true));
-      l.residual = true;
+      FFLITE_RETURN_IF_ERROR(PostAttentionPreNorm(ctx, layer, d, eps, /*unit_offset=*/true, &l));
       return l;
     }});
   }

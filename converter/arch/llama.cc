@@ -35,9 +35,7 @@ absl::StatusOr<ArchPlan> ConvertLlama(const ArchContext& ctx) {
       FFLITE_ASSIGN_OR_RETURN(l.ffn, GatedFfn(ctx, layer + ".mlp", GatedNames(), d, d_ff,
                                               "intermediate_size", act, bias));
       // h = x + mlp(post_attention_layernorm(x))
-      FFLITE_ASSIGN_OR_RETURN(l.norm, RmsNorm(ctx, layer + ".post_attention_layernorm.weight", d,
-                                              eps, /*unit_offset=*/false));
-      l.residual = true;
+      FFLITE_RETURN_IF_ERROR(PostAttentionPreNorm(ctx, layer, d, eps, /*unit_offset=*/false, &l));
       return l;
     }});
   }

@@ -47,9 +47,7 @@ absl::StatusOr<ArchPlan> ConvertMixtral(const ArchContext& ctx) {
                                          d_ff, "intermediate_size", act, /*bias=*/false));
         l.moe.experts.push_back(std::move(f));
       }
-      FFLITE_ASSIGN_OR_RETURN(l.norm, RmsNorm(ctx, layer + ".post_attention_layernorm.weight", d,
-                                              eps, /*unit_offset=*/false));
-      l.residual = true;
+      FFLITE_RETURN_IF_ERROR(PostAttentionPreNorm(ctx, layer, d, eps, /*unit_offset=*/false, &l));
       return l;
     }});
   }

@@ -36,9 +36,7 @@ absl::StatusOr<ArchPlan> ConvertPhi3(const ArchContext& ctx) {
                                                    dims));
       FFLITE_ASSIGN_OR_RETURN(l.ffn.down, Tensor(ctx, layer + ".mlp.down_proj.weight", {d, d_ff},
                                                  "[hidden_size, intermediate_size]"));
-      FFLITE_ASSIGN_OR_RETURN(l.norm, RmsNorm(ctx, layer + ".post_attention_layernorm.weight", d,
-                                              eps, /*unit_offset=*/false));
-      l.residual = true;
+      FFLITE_RETURN_IF_ERROR(PostAttentionPreNorm(ctx, layer, d, eps, /*unit_offset=*/false, &l));
       return l;
     }});
   }

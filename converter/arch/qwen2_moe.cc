@@ -85,9 +85,7 @@ absl::StatusOr<ArchPlan> ConvertQwen2Moe(const ArchContext& ctx) {
                                 Tensor(ctx, mlp + ".shared_expert_gate.weight", {1, d},
                                        "[1, hidden_size]"));
       }
-      FFLITE_ASSIGN_OR_RETURN(l.norm, RmsNorm(ctx, layer + ".post_attention_layernorm.weight", d,
-                                              eps, false));
-      l.residual = true;
+      FFLITE_RETURN_IF_ERROR(PostAttentionPreNorm(ctx, layer, d, eps, /*unit_offset=*/false, &l));
       return l;
     }});
   }

@@ -69,29 +69,40 @@ absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& 
 
 MappedFile::~MappedFile() { ::munmap(const_cast<uint8_t*>(data_), size_); }
 
-void MappedFile::Release(size_t offset, size_t size) const {
-  if (offset >= size_) return;
-  if (size > size_ - offset) size = size_ - offset;
+namespace {
+
+// The pages of the mapping at `data` (of `mapped` bytes) that [offset, offset + size) covers: only
+// the whole ones (`whole`), or every one it touches. Empty when outside the mapping.
+struct PageRange {
+  void* first = nullptr;
+  size_t bytes = 0;
+};
+PageRange Pages(const uint8_t* data, size_t mapped, size_t offset, size_t size, bool whole) {
+  if (offset >= mapped) return {};
+  if (size > mapped - offset) size = mapped - offset;
   const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(data_) + offset;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data) + offset;
   const uintptr_t end = begin + size;
-  const uintptr_t first = (begin + page - 1) / page * page;
-  const uintptr_t last = end / page * page;
-  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  const uintptr_t first = (whole ? begin + page - 1 : begin) / page * page;
+  const uintptr_t last = (whole ? end : end + page - 1) / page * page;
+  if (last <= first) return {};
+  return {reinterpret_cast<void*>(first), last - first};
+}
+
+}  // namespace
+
+void MappedFile::Release(size_t offset, size_t size) const {
+  const PageRange r = Pages(data_, size_, offset, size, /*whole=*/true);
+  if (r.bytes != 0) ::madvise(r.first, r.bytes, MADV_DONTNEED);
 }
 
 void MappedFile::Populate(size_t offset, size_t size) const {
-  if (offset >= size_) return;
-  if (size > size_ - offset) size = size_ - offset;
-  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(data_) + offset;
-  const uintptr_t first = begin / page * page;
-  const uintptr_t end = begin + size;
+  const PageRange r = Pages(data_, size_, offset, size, /*whole=*/false);
 #if !defined(MADV_POPULATE_READ)
   constexpr int MADV_POPULATE_READ = 22;  // <linux/mman.h>, Linux 5.14; glibc 2.36 has it too
 #endif
-  if (::madvise(reinterpret_cast<void*>(first), end - first, MADV_POPULATE_READ) != 0) {
-    ::madvise(reinterpret_cast<void*>(first), end - first, MADV_WILLNEED);
+  if (r.bytes != 0 && ::madvise(r.first, r.bytes, MADV_POPULATE_READ) != 0) {
+    ::madvise(r.first, r.bytes, MADV_WILLNEED);
   }
 }
 

@@ -52,6 +52,7 @@
 #include <xnnpack.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -99,10 +100,15 @@ size_t DirectStride(size_t n) {
   return stride;
 }
 
+// Every tensor of an FFN (absent ones included: !present()).
+std::array<const TensorView*, 6> FfnTensors(const FfnView& f) {
+  return {&f.up, &f.gate, &f.down, &f.up_bias, &f.gate_bias, &f.down_bias};
+}
+
 // The expert's bytes in the file (what its mapped form keeps resident).
 uint64_t FileBytes(const FfnView& f) {
   uint64_t bytes = 0;
-  for (const TensorView* t : {&f.up, &f.gate, &f.down, &f.up_bias, &f.gate_bias, &f.down_bias}) {
+  for (const TensorView* t : FfnTensors(f)) {
     if (t->present()) bytes += t->size;
   }
   return bytes;
@@ -234,14 +240,10 @@ absl::Status PackFfn(const FfnView& f, const Kernels& kernels, size_t slice_byte
 // entries of clean file pages, and a later touch (in any thread) faults them in again from the
 // page cache or the file, with the same contents.
 void ReleaseFfnPages(const Model& model, const FfnView& f) {
-  for (const TensorView* t : {&f.up, &f.gate, &f.down, &f.up_bias, &f.gate_bias, &f.down_bias}) {
-    model.ReleaseTensorPages(*t);
-  }
+  for (const TensorView* t : FfnTensors(f)) model.ReleaseTensorPages(*t);
 }
 void PopulateFfnPages(const Model& model, const FfnView& f) {
-  for (const TensorView* t : {&f.up, &f.gate, &f.down, &f.up_bias, &f.gate_bias, &f.down_bias}) {
-    model.PopulateTensorPages(*t);
-  }
+  for (const TensorView* t : FfnTensors(f)) model.PopulateTensorPages(*t);
 }
 
 // A bias for the direct kernel: absent, the file's f32 values, or an f32 copy of f16/bf16 ones.
@@ -588,39 +590,36 @@ class XnnpackBackend : public Backend {
         if (c == 0) continue;  // at decode: only the top-k experts are touched
         const uint32_t* tokens = groups_.tokens.data() + groups_.offsets[e];   // [c]
         const float* weights = groups_.weights.data() + groups_.offsets[e];    // [c]
-        if (c <= direct_max_) {
-          // A few tokens: the direct kernel on the file's weights (c <= direct_max_ <= chunk_),
-          // its tokens gathered at DirectStride.
-          const size_t slot = mp.first_slot + e;
-          AcquireMapped(slot);
-          const size_t xs = DirectStride(d);
-          for (size_t r = 0; r < c; ++r) {
-            std::memcpy(gathered_.data() + r * xs, in_.data() + tokens[r] * d, d * sizeof(float));
-          }
-          const bool last = last_chunk && mp.shared.empty() && e == last_expert;
-          RunFfnDirect(slots_[slot], c, gathered_.data(), xs, expert_out_.data(), last);
-          for (size_t r = 0; r < c; ++r) {
-            Axpy(d, weights[r], expert_out_.data() + r * d, out_.data() + tokens[r] * d);
-          }
-          continue;
-        }
+        // A few tokens (c <= direct_max_ <= chunk_: one batch): the direct kernel on the file's
+        // weights, its tokens gathered at DirectStride. More: the packed operators, in batches of
+        // chunk_.
+        const size_t slot = mp.first_slot + e;
+        const bool direct = c <= direct_max_;
         PackedFfn* f = nullptr;
-        FFLITE_RETURN_IF_ERROR(Acquire(mp.first_slot + e, &f));
+        if (direct) {
+          AcquireMapped(slot);
+        } else {
+          FFLITE_RETURN_IF_ERROR(Acquire(slot, &f));
+        }
+        const size_t stride = direct ? DirectStride(d) : d;
         for (size_t r0 = 0; r0 < c; r0 += chunk_) {
           const size_t m = std::min(chunk_, c - r0);
-          const float* src = gathered_.data();  // [m, d] + tail
-          if (c == n) {
-            // Every token of the chunk, in token order (the counting sort is stable and a token
-            // picks an expert at most once): no gather needed.
-            src = in_.data() + r0 * d;
-          } else {
+          // A packed expert with every token of the chunk reads them in place, in token order
+          // (the counting sort is stable and a token picks an expert at most once).
+          const float* src = in_.data() + r0 * d;
+          if (direct || c != n) {
             for (size_t r = 0; r < m; ++r) {
-              std::memcpy(gathered_.data() + r * d, in_.data() + tokens[r0 + r] * d,
+              std::memcpy(gathered_.data() + r * stride, in_.data() + tokens[r0 + r] * d,
                           d * sizeof(float));
             }
+            src = gathered_.data();  // [m, stride] + tail
           }
           const bool last = last_chunk && mp.shared.empty() && e == last_expert && r0 + m == c;
-          FFLITE_RETURN_IF_ERROR(RunFfn(*f, m, src, expert_out_.data(), last));
+          if (direct) {
+            RunFfnDirect(slots_[slot], m, src, stride, expert_out_.data(), last);
+          } else {
+            FFLITE_RETURN_IF_ERROR(RunFfn(*f, m, src, expert_out_.data(), last));
+          }
           for (size_t r = 0; r < m; ++r) {
             Axpy(d, weights[r0 + r], expert_out_.data() + r * d,
                  out_.data() + tokens[r0 + r] * d);
@@ -683,7 +682,7 @@ class XnnpackBackend : public Backend {
   absl::Status Acquire(size_t i, PackedFfn** out) {
     ExpertSlot& s = slots_[i];
     const size_t entry = 2 * i + kPackedForm;
-    if (s.ffn != nullptr) {
+    if (entries_[entry].resident) {
       Touch(entry);
       *out = s.ffn.get();
       return absl::OkStatus();
