@@ -126,7 +126,7 @@ TEST_F(LoaderTest, NewerMajorVersionIsRefusedWithBothVersions) {
   ASSERT_TRUE(Root()->mutate_version_minor(3));
   EXPECT_THAT(Load(), StatusIs(absl::StatusCode::kUnimplemented,
                                HasSubstr("file format version 2.3 is newer than this fflite "
-                                         "reads (1.0)")));
+                                         "reads (1.1)")));
 }
 
 TEST_F(LoaderTest, NewerMinorVersionIsAccepted) {
@@ -374,6 +374,98 @@ TEST(LoaderBufferTest, MisalignedBufferIsRefused) {
   EXPECT_THAT(Model::LoadBuffer(shifted.data() + 1, bytes->size()).status(),
               testing::StatusIs(absl::StatusCode::kInvalidArgument,
                                 ::testing::HasSubstr("is not 8-byte aligned")));
+}
+
+
+// --- Quantised weights (format 1.1): layout, scales, which tensors may be quantised. ---
+
+class QuantLoaderTest : public LoaderTest {
+ protected:
+  void SetUp() override {
+    WriteOptions options;
+    options.dtype = DType::F32;
+    options.matrix_dtype = [](const std::string&, DType) { return DType::I4; };
+    auto bytes = WriteModelBuffer(BaseSpec(), options);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    bytes_ = std::move(*bytes);
+  }
+  uint8_t* Data(const schema::Tensor* t) {
+    return bytes_.data() + Root()->data_offset() + t->offset();
+  }
+};
+
+TEST_F(QuantLoaderTest, QuantisedModelLoadsWithItsLayout) {
+  auto model = Model::LoadBuffer(bytes_.data(), bytes_.size());
+  ASSERT_TRUE(model.ok()) << model.status();
+  const FfnView& f = (*model)->layers()[0].ffn;
+  EXPECT_EQ(f.up.dtype, DType::I4);
+  EXPECT_EQ(f.up.layout, Layout::PANEL16_K4);
+  EXPECT_EQ(f.up_bias.dtype, DType::F32);
+  EXPECT_EQ((*model)->layers()[1].moe.router.dtype, DType::F32);
+  EXPECT_EQ((*model)->version_minor(), kFormatVersionMinor);
+  // [64, 8]: 4 panels of (64 bytes of scales + one block of 256 bytes).
+  EXPECT_EQ(f.up.size, 4u * (64 + 256));
+}
+
+TEST_F(QuantLoaderTest, NanOrInfScaleIsRefusedByPosition) {
+  // The scales of panel 0 come first: f16 [block][16 rows]; row 3 of block 0.
+  uint8_t* scales = Data(DenseFfn()->up());
+  const uint16_t nan = 0x7e00;
+  std::memcpy(scales + 3 * 2, &nan, 2);
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].ffn.up: the scale of row 3, block "
+                                                    "0 (columns [0, 32)) is not finite")));
+  const uint16_t inf = 0x7c00;
+  std::memcpy(scales + 3 * 2, &inf, 2);
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("is not finite")));
+}
+
+TEST_F(QuantLoaderTest, LayoutMustMatchTheDtype) {
+  ASSERT_TRUE(DenseFfn()->mutable_down()->mutate_layout(Layout::ROW_MAJOR));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].ffn.down: layout 1 (row_major) is "
+                                                    "not a layout of dtype i4")));
+  ASSERT_TRUE(DenseFfn()->mutable_down()->mutate_layout(static_cast<Layout>(7)));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layout 7 (invalid)")));
+  ASSERT_TRUE(DenseFfn()->mutable_down()->mutate_layout(Layout::PANEL16_K4));
+  ASSERT_TRUE(DenseFfn()->mutable_up_bias()->mutate_layout(Layout::PANEL16_K4));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].ffn.up_bias: layout 2")));
+}
+
+TEST_F(QuantLoaderTest, OnlyWeightMatricesMayBeQuantised) {
+  ASSERT_TRUE(Moe()->mutable_router()->mutate_dtype(DType::I8));
+  ASSERT_TRUE(Moe()->mutable_router()->mutate_layout(Layout::PANEL16_K4));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[1].moe.router: dtype i8 is only "
+                                                    "allowed for the up, gate and down matrices")));
+}
+
+TEST_F(QuantLoaderTest, SizeCountsBlocksAndPanels) {
+  ASSERT_TRUE(DenseFfn()->mutable_up()->mutate_size(DenseFfn()->up()->size() - 64));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].ffn.up: size 1216 bytes does not "
+                                                    "match shape [64, 8] of i4 (1280 bytes)")));
+  // An i8 matrix is twice the block bytes: the same size no longer fits the dtype.
+  ASSERT_TRUE(DenseFfn()->mutable_up()->mutate_size(1280));
+  ASSERT_TRUE(DenseFfn()->mutable_up()->mutate_dtype(DType::I8));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("of i8 (2304 bytes)")));
+}
+
+TEST_F(QuantLoaderTest, ExpertsShareTheirLayout) {
+  ASSERT_TRUE(Expert(2)->mutable_gate()->mutate_layout(Layout::PANEL16_K4_HADAMARD32));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("gate layout panel16_k4_hadamard32 vs "
+                                                    "panel16_k4")));
+}
+
+TEST_F(LoaderTest, UnknownDtypeIsRefusedByName) {
+  ASSERT_TRUE(DenseFfn()->mutable_up()->mutate_dtype(static_cast<schema::DType>(6)));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].ffn.up: dtype 6 is not a known "
+                                                    "dtype (f32=1, f16=2, bf16=3, i8=4, i4=5); "
+                                                    "the file may come from a newer fflite")));
+}
+
+TEST(QuantWriterTest, QuantisedDtypeForEveryTensorIsRefused) {
+  WriteOptions options;
+  options.dtype = DType::I8;
+  EXPECT_THAT(WriteModelBuffer(BaseSpec(), options).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("only f32, f16 and bf16 apply to every tensor")));
 }
 
 }  // namespace

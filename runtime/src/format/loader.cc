@@ -14,25 +14,13 @@
 #include "base/status_macros.h"
 #include "flatbuffers/flatbuffers.h"
 #include "format/model.h"
+#include "format/quant_layout.h"
 
 namespace fflite {
 
 size_t DTypeSize(DType dtype) {
-  switch (dtype) {
-    case DType::F32: return 4;
-    case DType::F16: return 2;
-    case DType::BF16: return 2;
-    default: return 0;
-  }
-}
-
-const char* DTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::F32: return "f32";
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    default: return "invalid";
-  }
+  const DTypeInfo* info = FindDType(dtype);
+  return info != nullptr && info->block_elems == 1 ? info->block_bytes : 0;
 }
 
 const char* ActivationName(Activation activation) {
@@ -88,9 +76,10 @@ class ModelParser {
   absl::Status Parse();
 
  private:
+  // `weight_matrix`: an FFN's up, gate or down matrix, the only tensors that may be quantised.
   absl::Status ParseTensor(const schema::Tensor* t, const std::string& path,
                            const std::vector<uint64_t>& expected_shape, bool required,
-                           TensorView* out);
+                           TensorView* out, bool weight_matrix = false);
   absl::Status ParseFfn(const schema::Ffn* f, const std::string& path, FfnView* out);
   absl::Status ParseMoe(const schema::Moe* m, const std::string& path, MoeView* out);
   absl::Status ParseNorm(const schema::Norm* n, const std::string& path, NormView* out);
@@ -103,17 +92,27 @@ class ModelParser {
 
 absl::Status ModelParser::ParseTensor(const schema::Tensor* t, const std::string& path,
                                       const std::vector<uint64_t>& expected_shape, bool required,
-                                      TensorView* out) {
+                                      TensorView* out, bool weight_matrix) {
   *out = TensorView();
   if (t == nullptr) {
     if (required) return Bad(absl::StrCat(path, ": required tensor is missing"));
     return absl::OkStatus();
   }
   const DType dtype = t->dtype();
-  const size_t elem = DTypeSize(dtype);
-  if (elem == 0) {
-    return Bad(absl::StrFormat("%s: dtype %d is not a known dtype (f32=1, f16=2, bf16=3)", path,
-                               static_cast<int>(dtype)));
+  const DTypeInfo* info = FindDType(dtype);
+  if (info == nullptr) {
+    return Bad(absl::StrFormat(
+        "%s: dtype %d is not a known dtype (%s); the file may come from a newer fflite", path,
+        static_cast<int>(dtype), KnownDTypesString()));
+  }
+  if (info->quantized && !weight_matrix) {
+    return Bad(absl::StrFormat("%s: dtype %s is only allowed for the up, gate and down matrices",
+                               path, info->name));
+  }
+  const Layout layout = t->layout();
+  if (!LayoutValidFor(dtype, layout)) {
+    return Bad(absl::StrFormat("%s: layout %d (%s) is not a layout of dtype %s", path,
+                               static_cast<int>(layout), LayoutName(layout), info->name));
   }
   // The verifier does not check the 8-byte alignment of a vector's elements, so a crafted file
   // can misalign them: copy the bytes out instead of loading them as uint64_t.
@@ -128,9 +127,8 @@ absl::Status ModelParser::ParseTensor(const schema::Tensor* t, const std::string
     return Bad(absl::StrFormat("%s: shape %s does not match the expected %s", path,
                                ShapeString(shape), ShapeString(expected_shape)));
   }
-  uint64_t numel = 1;
-  for (uint64_t d : shape) numel *= d;  // each d <= kMaxDim, rank <= 2: no overflow
-  const uint64_t expected_size = numel * elem;
+  // Each dimension <= kMaxDim and rank <= 2: no overflow.
+  const uint64_t expected_size = TensorBytes(dtype, shape, layout);
   if (t->size() != expected_size) {
     return Bad(absl::StrFormat("%s: size %d bytes does not match shape %s of %s (%d bytes)", path,
                                t->size(), ShapeString(shape), DTypeName(dtype), expected_size));
@@ -148,7 +146,18 @@ absl::Status ModelParser::ParseTensor(const schema::Tensor* t, const std::string
   out->shape = std::move(shape);
   out->offset = t->offset();
   out->size = t->size();
+  out->layout = layout;
   out->data = model_->bytes_ + model_->data_offset_ + t->offset();
+  if (info->quantized) {
+    // Scales are data the kernels trust: a NaN or Inf scale is refused here, by name.
+    const QuantGeometry g = QuantMatrixGeometry(dtype, out->shape[0], out->shape[1]);
+    uint64_t row = 0, block = 0;
+    if (!QuantScalesValid(g, out->data, &row, &block)) {
+      return Bad(absl::StrFormat("%s: the scale of row %d, block %d (columns [%d, %d)) is not "
+                                 "finite",
+                                 path, row, block, block * kQuantBlock, (block + 1) * kQuantBlock));
+    }
+  }
   if (t->size() > 0) ranges_.push_back({t->offset(), t->offset() + t->size(), path});
   return absl::OkStatus();
 }
@@ -175,13 +184,13 @@ absl::Status ModelParser::ParseFfn(const schema::Ffn* f, const std::string& path
                                out->d_ff_padded, out->d_ff, kMaxDim));
   }
   const uint64_t d = out->d_model, ff = out->d_ff_padded;
-  FFLITE_RETURN_IF_ERROR(ParseTensor(f->up(), path + ".up", {ff, d}, true, &out->up));
+  FFLITE_RETURN_IF_ERROR(ParseTensor(f->up(), path + ".up", {ff, d}, true, &out->up, true));
   if (out->gated) {
-    FFLITE_RETURN_IF_ERROR(ParseTensor(f->gate(), path + ".gate", {ff, d}, true, &out->gate));
+    FFLITE_RETURN_IF_ERROR(ParseTensor(f->gate(), path + ".gate", {ff, d}, true, &out->gate, true));
   } else if (f->gate() != nullptr) {
     return Bad(absl::StrCat(path, ".gate: present but the FFN is not gated"));
   }
-  FFLITE_RETURN_IF_ERROR(ParseTensor(f->down(), path + ".down", {d, ff}, true, &out->down));
+  FFLITE_RETURN_IF_ERROR(ParseTensor(f->down(), path + ".down", {d, ff}, true, &out->down, true));
   FFLITE_RETURN_IF_ERROR(ParseTensor(f->up_bias(), path + ".up_bias", {ff}, false, &out->up_bias));
   if (!out->gated && f->gate_bias() != nullptr) {
     return Bad(absl::StrCat(path, ".gate_bias: present but the FFN is not gated"));
@@ -217,6 +226,10 @@ std::string FfnShapeDifference(const FfnView& a, const FfnView& b) {
     if (ta[i]->present() && ta[i]->dtype != tb[i]->dtype) {
       return absl::StrFormat("%s dtype %s vs %s", names[i], DTypeName(tb[i]->dtype),
                              DTypeName(ta[i]->dtype));
+    }
+    if (ta[i]->present() && ta[i]->layout != tb[i]->layout) {
+      return absl::StrFormat("%s layout %s vs %s", names[i], LayoutName(tb[i]->layout),
+                             LayoutName(ta[i]->layout));
     }
   }
   return "";

@@ -12,13 +12,13 @@
 
 #include "absl/status/statusor.h"
 #include "fflite/schema/fflite_generated.h"
+#include "format/dtype.h"
 
 namespace fflite {
 
 class MappedFile;
 
 // The schema's enums are the runtime's enums: one definition, in schemas/fflite.fbs.
-using DType = schema::DType;
 using Activation = schema::Activation;
 using NormKind = schema::NormKind;
 using NormPlacement = schema::NormPlacement;
@@ -27,7 +27,8 @@ using GroupScoring = schema::GroupScoring;
 
 // Format version this build writes; it reads every file with the same major version.
 inline constexpr uint32_t kFormatVersionMajor = 1;
-inline constexpr uint32_t kFormatVersionMinor = 0;
+// 1.1: quantised dtypes I8/I4 and Tensor.layout.
+inline constexpr uint32_t kFormatVersionMinor = 1;
 // Writers start the data section at a multiple of this (the largest page size in use, 64 KiB on
 // some arm64 kernels), so that its pages can be mapped and released on their own. Readers accept
 // any multiple of kTensorAlignment.
@@ -35,8 +36,9 @@ inline constexpr uint64_t kDataAlignment = 65536;
 // Every tensor starts at a multiple of this inside the data section (a cache line; SIMD loads).
 inline constexpr uint64_t kTensorAlignment = 64;
 
-size_t DTypeSize(DType dtype);     // 0 for an invalid dtype
-const char* DTypeName(DType dtype);  // "f32", "f16", "bf16", or "invalid"
+// Bytes per element of a float dtype (f32 4, f16/bf16 2); 0 for quantised and unknown dtypes,
+// which have no bytes-per-element (see the dtype table, format/dtype.h).
+size_t DTypeSize(DType dtype);
 const char* ActivationName(Activation activation);
 
 enum class LayerKind { kDense = 1, kMoe = 2 };
@@ -46,9 +48,16 @@ struct TensorView {
   std::vector<uint64_t> shape;
   uint64_t offset = 0;             // in the data section
   uint64_t size = 0;               // bytes
+  Layout layout = Layout::ROW_MAJOR;  // quantised dtypes: a panel layout (format/quant_layout.h)
   const uint8_t* data = nullptr;   // nullptr: the optional tensor is absent
   bool present() const { return data != nullptr; }
-  uint64_t numel() const { return DTypeSize(dtype) == 0 ? 0 : size / DTypeSize(dtype); }
+  bool quantized() const { return dtype == DType::I8 || dtype == DType::I4; }
+  uint64_t numel() const {  // 0 for an absent tensor
+    if (!present()) return 0;
+    uint64_t n = 1;
+    for (uint64_t d : shape) n *= d;
+    return n;
+  }
 };
 
 // up, gate: [d_ff_padded, d_model]; down: [d_model, d_ff_padded]; biases [d_ff_padded] / [d_model].

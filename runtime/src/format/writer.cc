@@ -62,6 +62,7 @@ struct PlannedTensor {
   std::string path;
   std::vector<uint64_t> stored_shape;  // logical shape with d_ff padded
   DType dtype;                         // stored dtype
+  Layout layout;
   uint64_t offset;
   uint64_t size;
 };
@@ -81,10 +82,11 @@ class Planner {
 
  private:
   using TensorOffset = flatbuffers::Offset<schema::Tensor>;
+  // `matrix`: an FFN's up, gate or down matrix (WriteOptions::matrix_dtype applies).
   absl::StatusOr<TensorOffset> Tensor(const TensorSource& src, const std::string& path,
                                       const std::vector<uint64_t>& logical,
                                       const std::vector<uint64_t>& stored, bool required,
-                                      bool page_align = false);
+                                      bool page_align = false, bool matrix = false);
   absl::StatusOr<flatbuffers::Offset<schema::Ffn>> Ffn(const FfnSpec& f, const std::string& path,
                                                        bool page_align);
   absl::StatusOr<flatbuffers::Offset<schema::Moe>> Moe(const MoeSpec& m, const std::string& path);
@@ -102,7 +104,8 @@ absl::StatusOr<Planner::TensorOffset> Planner::Tensor(const TensorSource& src,
                                                       const std::string& path,
                                                       const std::vector<uint64_t>& logical,
                                                       const std::vector<uint64_t>& stored,
-                                                      bool required, bool page_align) {
+                                                      bool required, bool page_align,
+                                                      bool matrix) {
   if (!src.present()) {
     if (required) return absl::InvalidArgumentError(absl::StrCat(path, ": required tensor missing"));
     return TensorOffset();
@@ -115,14 +118,27 @@ absl::StatusOr<Planner::TensorOffset> Planner::Tensor(const TensorSource& src,
   if (DTypeSize(src.dtype) == 0) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": invalid source dtype"));
   }
-  const DType dtype = options_.dtype.value_or(src.dtype);
-  const uint64_t size = Numel(stored) * DTypeSize(dtype);
+  if (options_.dtype.has_value() && DTypeSize(*options_.dtype) == 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: dtype %s: only f32, f16 and bf16 apply to every tensor (quantise the weight "
+        "matrices through matrix_dtype)", path, DTypeName(*options_.dtype)));
+  }
+  DType dtype = options_.dtype.value_or(src.dtype);
+  if (matrix && options_.matrix_dtype) dtype = options_.matrix_dtype(path, dtype);
+  const DTypeInfo* info = FindDType(dtype);
+  if (info == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": invalid stored dtype"));
+  }
+  const Layout layout = !info->quantized            ? Layout::ROW_MAJOR
+                        : options_.quantize.rotate ? Layout::PANEL16_K4_HADAMARD32
+                                                   : Layout::PANEL16_K4;
+  const uint64_t size = TensorBytes(dtype, stored, layout);
   cursor_ = AlignUp(cursor_, page_align ? options_.data_alignment : kTensorAlignment);
   const uint64_t offset = cursor_;
   cursor_ += size;
-  tensors_.push_back({&src, path, stored, dtype, offset, size});
+  tensors_.push_back({&src, path, stored, dtype, layout, offset, size});
   auto shape = fbb_.CreateVector(stored);
-  return schema::CreateTensor(fbb_, dtype, shape, offset, size);
+  return schema::CreateTensor(fbb_, dtype, shape, offset, size, layout);
 }
 
 absl::StatusOr<flatbuffers::Offset<schema::Ffn>> Planner::Ffn(const FfnSpec& f,
@@ -131,12 +147,13 @@ absl::StatusOr<flatbuffers::Offset<schema::Ffn>> Planner::Ffn(const FfnSpec& f,
   if (f.d_ff == 0) return absl::InvalidArgumentError(absl::StrCat(path, ".d_ff: must be >= 1"));
   const uint64_t d = spec_.d_model, ff = f.d_ff;
   const uint64_t ffp = AlignUp(ff, options_.d_ff_alignment);
-  FFLITE_ASSIGN_OR_RETURN(auto up, Tensor(f.up, path + ".up", {ff, d}, {ffp, d}, true, page_align));
+  FFLITE_ASSIGN_OR_RETURN(auto up, Tensor(f.up, path + ".up", {ff, d}, {ffp, d}, true, page_align, true));
   TensorOffset gate;
   if (f.gated) {
-    FFLITE_ASSIGN_OR_RETURN(gate, Tensor(f.gate, path + ".gate", {ff, d}, {ffp, d}, true));
+    FFLITE_ASSIGN_OR_RETURN(gate, Tensor(f.gate, path + ".gate", {ff, d}, {ffp, d}, true, false, true));
   }
-  FFLITE_ASSIGN_OR_RETURN(auto down, Tensor(f.down, path + ".down", {d, ff}, {d, ffp}, true));
+  FFLITE_ASSIGN_OR_RETURN(auto down, Tensor(f.down, path + ".down", {d, ff}, {d, ffp}, true, false,
+                                                true));
   FFLITE_ASSIGN_OR_RETURN(auto up_bias, Tensor(f.up_bias, path + ".up_bias", {ff}, {ffp}, false));
   TensorOffset gate_bias;
   if (f.gated) {
@@ -305,7 +322,7 @@ absl::Status Emit(const ModelSpec& spec, const WriteOptions& options, Sink* sink
   FFLITE_RETURN_IF_ERROR(sink->Zeros(data_offset - meta.size()));
 
   uint64_t written = 0;
-  std::vector<uint8_t> source, stored;
+  std::vector<uint8_t> source, stored, f32;
   for (const PlannedTensor& t : planner.tensors()) {
     FFLITE_RETURN_IF_ERROR(sink->Zeros(t.offset - written));
     written = t.offset;
@@ -323,14 +340,28 @@ absl::Status Emit(const ModelSpec& spec, const WriteOptions& options, Sink* sink
     source.assign(n * DTypeSize(src.dtype), 0);
     FFLITE_RETURN_IF_ERROR(src.fill(source.data(), source.size()));
     // Convert and pad: the logical block goes to the top-left of the stored shape; the rest is 0.
-    const size_t in_elem = DTypeSize(src.dtype), out_elem = DTypeSize(t.dtype);
-    stored.assign(t.size, 0);
+    // A quantised matrix is converted to f32 first, then quantised as a whole.
+    const bool quantize = FindDType(t.dtype)->quantized;
+    const DType converted = quantize ? DType::F32 : t.dtype;
+    const size_t in_elem = DTypeSize(src.dtype), out_elem = DTypeSize(converted);
+    std::vector<uint8_t>& padded = quantize ? f32 : stored;
+    padded.assign(quantize ? Numel(t.stored_shape) * sizeof(float) : t.size, 0);
     const uint64_t rows = src.shape.size() == 2 ? src.shape[0] : 1;
     const uint64_t cols = src.shape.empty() ? 1 : src.shape.back();
     const uint64_t stored_cols = t.stored_shape.empty() ? 1 : t.stored_shape.back();
     for (uint64_t r = 0; r < rows; ++r) {
-      ConvertElements(src.dtype, source.data() + r * cols * in_elem, t.dtype,
-                      stored.data() + r * stored_cols * out_elem, cols);
+      ConvertElements(src.dtype, source.data() + r * cols * in_elem, converted,
+                      padded.data() + r * stored_cols * out_elem, cols);
+    }
+    if (quantize) {
+      QuantizeOptions qo = options.quantize;
+      qo.rotate = t.layout == Layout::PANEL16_K4_HADAMARD32;
+      stored.assign(t.size, 0);
+      QuantStats stats;
+      FFLITE_RETURN_IF_ERROR(QuantizeMatrix(t.dtype, t.stored_shape[0], t.stored_shape[1],
+                                            reinterpret_cast<const float*>(f32.data()), qo,
+                                            t.path, stored.data(), &stats));
+      if (options.quantized) options.quantized(t.path, t.dtype, stats);
     }
     FFLITE_RETURN_IF_ERROR(sink->Write(stored.data(), stored.size()));
     written += t.size;

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "format/model.h"
+#include "format/quantize.h"
 
 namespace fflite {
 
@@ -90,6 +91,15 @@ struct WriteOptions {
   uint64_t data_alignment = kDataAlignment;
   // Called after each tensor is written with (bytes written, total bytes of the data section).
   std::function<void(uint64_t, uint64_t)> progress;
+  // Stored dtype of each FFN weight matrix (up, gate and down of dense layers, routed and shared
+  // experts), given its path ("layers[3].ffn.down", "layers[1].moe.experts[5].up") and the dtype
+  // it would have otherwise (`dtype`, or as given). Unset: that dtype. A quantised result (I8, I4)
+  // makes the writer quantise the matrix (QuantizeMatrix with `quantize`); every other tensor
+  // (routers, norms, biases, the shared-expert gate) keeps a float dtype.
+  std::function<DType(const std::string& path, DType stored)> matrix_dtype;
+  QuantizeOptions quantize;
+  // Called after each quantised matrix is written, with its path, dtype and error statistics.
+  std::function<void(const std::string& path, DType dtype, const QuantStats& stats)> quantized;
 };
 
 // Writes `spec` to `path` atomically: into an unnamed temporary file in the same folder, which is

@@ -1,6 +1,7 @@
 // Reference backend: every formula is written out once, in double, one token at a time.
 #include "backends/reference/reference_backend.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -38,11 +39,19 @@ double Load(const TensorView& t, uint64_t i) {
 }
 
 // y = W·x (+ b)   W:[rows, cols] x:[cols] y:[rows]
-void MatVec(const TensorView& w, const TensorView& b, const double* x, double* y) {
+// Quantised W is dequantised a row at a time through the dtype table (exactly: q · scale, and
+// rotated layouts rotated back), into `row` [cols].
+void MatVec(const TensorView& w, const TensorView& b, const double* x, double* y,
+            std::vector<float>* row) {
   const uint64_t rows = w.shape[0], cols = w.shape[1];
   for (uint64_t r = 0; r < rows; ++r) {
     double acc = b.present() ? Load(b, r) : 0.0;
-    for (uint64_t c = 0; c < cols; ++c) acc += Load(w, r * cols + c) * x[c];
+    if (w.quantized()) {
+      DequantizeRows(w.dtype, w.layout, rows, cols, w.data, r, 1, row->data());
+      for (uint64_t c = 0; c < cols; ++c) acc += static_cast<double>((*row)[c]) * x[c];
+    } else {
+      for (uint64_t c = 0; c < cols; ++c) acc += Load(w, r * cols + c) * x[c];
+    }
     y[r] = acc;
   }
 }
@@ -71,6 +80,7 @@ class ReferenceBackend : public Backend {
     expert_out_.resize(d);
     a_.resize(max_ff);
     b_.resize(max_ff);
+    row_.resize(std::max(d, max_ff));
     logits_.resize(max_experts);
     chosen_.resize(max_experts);
     weights_.resize(max_experts);
@@ -140,20 +150,20 @@ class ReferenceBackend : public Backend {
   //   x:[d] up,gate:[d_ff_padded, d] down:[d, d_ff_padded]
   void Ffn(const FfnView& f, const double* x, double* out) {
     const size_t ff = f.d_ff_padded;
-    MatVec(f.up, f.up_bias, x, a_.data());
+    MatVec(f.up, f.up_bias, x, a_.data(), &row_);
     if (f.gated) {
-      MatVec(f.gate, f.gate_bias, x, b_.data());
+      MatVec(f.gate, f.gate_bias, x, b_.data(), &row_);
       for (size_t i = 0; i < ff; ++i) a_[i] *= ReferenceActivation(f.activation, b_[i]);
     } else {
       for (size_t i = 0; i < ff; ++i) a_[i] = ReferenceActivation(f.activation, a_[i]);
     }
-    MatVec(f.down, f.down_bias, a_.data(), out);
+    MatVec(f.down, f.down_bias, a_.data(), out, &row_);
   }
 
   // out = Σ_{e in top-k} w_e · expert_e(x) + [sigmoid(gate·x)] · Σ_s shared_s(x)
   void Moe(const MoeView& m, const RoutingParams& routing, const double* x, double* out) {
     const size_t d = model_.d_model();
-    MatVec(m.router, m.router_bias, x, logits_.data());
+    MatVec(m.router, m.router_bias, x, logits_.data(), &row_);
     RouteToken(routing, logits_.data(), &scratch_, chosen_.data(), weights_.data());
     for (size_t i = 0; i < d; ++i) out[i] = 0.0;
     for (uint32_t j = 0; j < m.top_k; ++j) {
@@ -178,6 +188,7 @@ class ReferenceBackend : public Backend {
   // Scratch, sized at creation: [d_model] vectors, [max d_ff_padded] hiddens, [max experts].
   std::vector<double> x_, h_, f_, y_, expert_out_, a_, b_, logits_, weights_;
   std::vector<uint32_t> chosen_;
+  std::vector<float> row_;  // [max(d_model, d_ff_padded)]: one dequantised weight row
   RoutingScratch scratch_;
   ExpertCounts counts_;  // routing statistics
 };

@@ -1,0 +1,120 @@
+// The dtype table and what is derived from it.
+#include "format/dtype.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "base/half.h"
+#include "format/quant_layout.h"
+
+namespace fflite {
+
+namespace {
+
+void F32ToF32(const uint8_t* data, uint64_t first, uint64_t n, float* out) {
+  std::memcpy(out, data + 4 * first, n * 4);
+}
+void F16Rows(const uint8_t* data, uint64_t first, uint64_t n, float* out) {
+  for (uint64_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, data + 2 * (first + i), 2);
+    out[i] = F16ToF32(h);
+  }
+}
+void Bf16Rows(const uint8_t* data, uint64_t first, uint64_t n, float* out) {
+  for (uint64_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, data + 2 * (first + i), 2);
+    out[i] = Bf16ToF32(h);
+  }
+}
+
+// One row per dtype; the index is the enum value.
+const DTypeInfo kTable[] = {
+    {DType::INVALID, "invalid", 0, 0, false, Layout::INVALID, nullptr},
+    {DType::F32, "f32", 1, 4, false, Layout::ROW_MAJOR, F32ToF32},
+    {DType::F16, "f16", 1, 2, false, Layout::ROW_MAJOR, F16Rows},
+    {DType::BF16, "bf16", 1, 2, false, Layout::ROW_MAJOR, Bf16Rows},
+    {DType::I8, "i8", kQuantBlock, kQuantBlock + 2, true, Layout::PANEL16_K4, nullptr},
+    {DType::I4, "i4", kQuantBlock, kQuantBlock / 2 + 2, true, Layout::PANEL16_K4, nullptr},
+};
+constexpr size_t kTableSize = sizeof(kTable) / sizeof(kTable[0]);
+static_assert(kTableSize == static_cast<size_t>(DType::MAX) + 1,
+              "every DType of the schema has a row in the dtype table");
+
+}  // namespace
+
+const DTypeInfo* FindDType(DType dtype) {
+  const size_t i = static_cast<size_t>(dtype);
+  if (i == 0 || i >= kTableSize) return nullptr;
+  return &kTable[i];
+}
+
+const char* DTypeName(DType dtype) {
+  const DTypeInfo* info = FindDType(dtype);
+  return info != nullptr ? info->name : "invalid";
+}
+
+const char* KnownDTypesString() { return "f32=1, f16=2, bf16=3, i8=4, i4=5"; }
+
+double DTypeBitsPerWeight(DType dtype) {
+  const DTypeInfo* info = FindDType(dtype);
+  if (info == nullptr) return 0.0;
+  return 8.0 * info->block_bytes / info->block_elems;
+}
+
+bool LayoutValidFor(DType dtype, Layout layout) {
+  const DTypeInfo* info = FindDType(dtype);
+  if (info == nullptr) return false;
+  if (!info->quantized) return layout == Layout::ROW_MAJOR;
+  return layout == Layout::PANEL16_K4 || layout == Layout::PANEL16_K4_HADAMARD32;
+}
+
+const char* LayoutName(Layout layout) {
+  switch (layout) {
+    case Layout::ROW_MAJOR: return "row_major";
+    case Layout::PANEL16_K4: return "panel16_k4";
+    case Layout::PANEL16_K4_HADAMARD32: return "panel16_k4_hadamard32";
+    default: return "invalid";
+  }
+}
+
+uint64_t TensorBytes(DType dtype, const std::vector<uint64_t>& shape, Layout layout) {
+  const DTypeInfo* info = FindDType(dtype);
+  if (info == nullptr || !LayoutValidFor(dtype, layout)) return 0;
+  if (info->quantized) {
+    if (shape.size() != 2) return 0;
+    return QuantMatrixGeometry(dtype, shape[0], shape[1]).bytes();
+  }
+  uint64_t numel = 1;
+  for (uint64_t d : shape) numel *= d;  // callers bound each dimension (the loader: 2^20, rank 2)
+  return numel * info->block_bytes;
+}
+
+void DequantizeRows(DType dtype, Layout layout, uint64_t rows, uint64_t k, const uint8_t* data,
+                    uint64_t first_row, uint64_t n, float* out) {
+  const DTypeInfo* info = FindDType(dtype);
+  if (info == nullptr) return;
+  if (!info->quantized) {
+    info->to_f32(data, first_row * k, n * k, out);
+    return;
+  }
+  const QuantGeometry g = QuantMatrixGeometry(dtype, rows, k);
+  const bool rotated = layout == Layout::PANEL16_K4_HADAMARD32;
+  double block[kQuantBlock];
+  for (uint64_t r = first_row; r < first_row + n; ++r) {
+    float* row = out + (r - first_row) * k;
+    for (uint64_t b = 0; b < g.k_blocks; ++b) {
+      const double s = F16ToF32(QuantScaleAt(g, data, r, b));
+      for (uint64_t j = 0; j < kQuantBlock; ++j) {
+        block[j] = s * QuantValueAt(dtype, g, data, r, b * kQuantBlock + j);
+      }
+      if (rotated) Unrotate32(block);
+      for (uint64_t j = 0; j < kQuantBlock && b * kQuantBlock + j < k; ++j) {
+        row[b * kQuantBlock + j] = static_cast<float>(block[j]);
+      }
+    }
+  }
+}
+
+}  // namespace fflite

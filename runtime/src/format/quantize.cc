@@ -1,0 +1,247 @@
+// The offline quantiser: per block of 32, a least-squares search of the f16 scale over a grid
+// of candidates around absmax (each refined in closed form), then packing panel by panel.
+#include "format/quantize.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "base/half.h"
+#include "format/quant_layout.h"
+
+namespace fflite {
+
+namespace {
+
+constexpr int kBlock = static_cast<int>(kQuantBlock);
+constexpr uint64_t kMaxDim = uint64_t{1} << 20;  // the loader's limit on rows and k
+constexpr float kF16Max = 65504.0f;
+
+// Round to nearest, ties to even, for |v| < 2^22: adding 1.5·2^23 leaves no fraction bits, so
+// the FPU's rounding does the work. Unlike std::nearbyint this vectorises on baseline x86-64
+// (SSE2 has no roundps); it relies on strict IEEE evaluation (no -ffast-math, which this
+// project does not use).
+inline float RoundNearest(float v) {
+  constexpr float kMagic = 12582912.0f;
+  return (v + kMagic) - kMagic;
+}
+
+struct Levels {
+  float lo, hi;
+};
+
+// For q = clamp(round(y·iscale), lo, hi): Σ y·q and Σ q². Eight independent lanes so that the
+// compiler vectorises without reassociating a single float sum. |y| <= 1 (normalised block).
+inline void Screen(const float* y, float iscale, Levels lv, float* sum_yq, float* sum_qq) {
+  float a[8] = {0, 0, 0, 0, 0, 0, 0, 0}, b[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int j = 0; j < kBlock; j += 8) {
+    for (int i = 0; i < 8; ++i) {
+      const float l = std::min(std::max(RoundNearest(y[j + i] * iscale), lv.lo), lv.hi);
+      a[i] += y[j + i] * l;
+      b[i] += l * l;
+    }
+  }
+  *sum_yq = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+  *sum_qq = ((b[0] + b[1]) + (b[2] + b[3])) + ((b[4] + b[5]) + (b[6] + b[7]));
+}
+
+// The stored result for scale bits `s16`: q = clamp(round(x / s), lo, hi) (the squared-error
+// optimal values for that scale), returning Σ (x − s·q)² in double.
+double EvalScale(const float* x, uint16_t s16, Levels lv, int8_t* q) {
+  const float s = F16ToF32(s16);
+  double err = 0;
+  for (int j = 0; j < kBlock; ++j) {
+    float l = 0;
+    if (s != 0) l = std::min(std::max(RoundNearest(x[j] / s), lv.lo), lv.hi);
+    q[j] = static_cast<int8_t>(l);
+    const double d = static_cast<double>(x[j]) - static_cast<double>(s) * l;
+    err += d * d;
+  }
+  return err;
+}
+
+uint16_t ToF16Scale(float s) { return F32ToF16(std::min(std::max(s, -kF16Max), kF16Max)); }
+
+// The scale bits of f16 value `h` moved one step in magnitude towards `target` (the other
+// bracket of target's rounding), or h itself when there is none.
+uint16_t OtherBracket(uint16_t h, float target) {
+  const float v = F16ToF32(h);
+  const uint16_t mag = h & 0x7fffu, sign = h & 0x8000u;
+  if (std::fabs(v) < std::fabs(target) && mag < 0x7bffu) return static_cast<uint16_t>(sign | (mag + 1));
+  if (std::fabs(v) > std::fabs(target) && mag > 0) return static_cast<uint16_t>(sign | (mag - 1));
+  return h;
+}
+
+// Quantises one block x[32] (as stored: rotated if the layout is). Writes q[32] and returns the
+// f16 scale bits.
+uint16_t QuantizeBlock(const float* x, bool i4, bool search, int8_t* q) {
+  const Levels lv = i4 ? Levels{-8.0f, 7.0f} : Levels{-127.0f, 127.0f};
+  float amax = 0, m = 0;  // largest magnitude and the signed element that has it (the first)
+  for (int j = 0; j < kBlock; ++j) {
+    if (std::fabs(x[j]) > amax) {
+      amax = std::fabs(x[j]);
+      m = x[j];
+    }
+  }
+  // A block below ~1e-30 is zero at f16 scale precision (the smallest f16 is 6e-8 · 127); it is
+  // stored as zero rather than risking 1/amax overflowing.
+  if (!(amax > 1e-30f)) {
+    std::memset(q, 0, kBlock);
+    return 0;
+  }
+  // Plain absmax: I8 maps amax to 127, I4 maps m to -8 (llama.cpp Q4_0). Always evaluated: the
+  // search keeps it unless it finds a strictly smaller error, so search <= plain on every block.
+  const uint16_t plain16 = ToF16Scale(i4 ? m / -8.0f : amax / 127.0f);
+  double best_err = EvalScale(x, plain16, lv, q);
+  if (!search || best_err == 0) return plain16;
+
+  // Search in the normalised block y = x / amax (|y| <= 1, m -> ±1): candidates map m to
+  // target + δ, δ in a grid over [-1, +1] (δ > 0 clips m); I4 tries both signs, m -> +7 and
+  // m -> -8. Each candidate's values q are scored with their own least-squares scale
+  // s* = Σyq / Σq², whose error is Σy² − (Σyq)²/Σq²: so the best maximises (Σyq)²/Σq².
+  float y[kBlock];
+  const float inv_amax = 1.0f / amax;
+  for (int j = 0; j < kBlock; ++j) y[j] = x[j] * inv_amax;
+  const float sign_m = m > 0 ? 1.0f : -1.0f;
+  float best_score = -1, best_s = 0;
+  auto consider = [&](float iscale) {
+    float syq, sqq;
+    Screen(y, iscale, lv, &syq, &sqq);
+    if (sqq > 0 && syq * syq > best_score * sqq) {
+      best_score = syq * syq / sqq;
+      best_s = syq / sqq;
+    }
+  };
+  if (i4) {
+    for (int d = -10; d <= 10; ++d) {
+      consider(sign_m * (7.0f + 0.1f * static_cast<float>(d)));
+      consider(-sign_m * (8.0f + 0.1f * static_cast<float>(d)));
+    }
+  } else {
+    // 255 levels: the rounding error barely depends on the exact scale; a coarse grid suffices.
+    for (int d = -4; d <= 4; ++d) consider(127.0f + 0.25f * static_cast<float>(d));
+  }
+  if (best_s == 0) return plain16;
+  // Alternate q <- round(y / s), s <- Σyq / Σq² (each step never raises the error).
+  for (int it = 0; it < 2; ++it) {
+    float syq, sqq;
+    Screen(y, 1.0f / best_s, lv, &syq, &sqq);
+    if (!(sqq > 0) || !(syq * syq > best_score * sqq)) break;
+    best_score = syq * syq / sqq;
+    best_s = syq / sqq;
+  }
+  // The stored scale is f16: evaluate its rounding and the other f16 neighbour of s, each with
+  // q re-rounded for it, in double against x.
+  const float s = best_s * amax;
+  int8_t cand[kBlock];
+  uint16_t best16 = plain16;
+  const uint16_t near16 = ToF16Scale(s);
+  const uint16_t tries[2] = {near16, OtherBracket(near16, s)};
+  for (int t = 0; t < 2; ++t) {
+    if (tries[t] == plain16 || (t == 1 && tries[1] == tries[0])) continue;
+    const double err = EvalScale(x, tries[t], lv, cand);
+    if (err < best_err) {
+      best_err = err;
+      best16 = tries[t];
+      std::memcpy(q, cand, kBlock);
+    }
+  }
+  return best16;
+}
+
+}  // namespace
+
+absl::Status QuantizeMatrix(DType dtype, uint64_t rows, uint64_t k, const float* w,
+                            const QuantizeOptions& options, const std::string& what, uint8_t* dst,
+                            QuantStats* stats) {
+  if (dtype != DType::I8 && dtype != DType::I4) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: dtype %s is not a quantised dtype (i8, i4); cannot quantise", what,
+                        DTypeName(dtype)));
+  }
+  if (rows > kMaxDim || k > kMaxDim) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: shape [%d, %d] exceeds the limit of %d rows and columns", what, rows, k, kMaxDim));
+  }
+  // Validate everything before writing anything; the mean is for the kurtosis.
+  double sum = 0;
+  for (uint64_t r = 0; r < rows; ++r) {
+    const float* row = w + r * k;
+    for (uint64_t j = 0; j < k; ++j) {
+      if (!std::isfinite(row[j])) {
+        const char* kind = std::isnan(row[j]) ? "NaN" : (row[j] > 0 ? "+Inf" : "-Inf");
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: element [%d, %d] is %s; cannot quantise", what, r, j, kind));
+      }
+      sum += row[j];
+    }
+  }
+
+  const bool i4 = dtype == DType::I4;
+  const bool rotate = options.rotate;
+  const QuantGeometry g = QuantMatrixGeometry(dtype, rows, k);
+  const uint64_t k_pad = g.k_blocks * kQuantBlock;  // same geometry as k: the padding is stored
+  // One panel at a time: q [16, k_pad], scales [16, k_blocks] (f16 bits).
+  std::vector<int8_t> q(kQuantPanelRows * k_pad);
+  std::vector<uint16_t> scales(kQuantPanelRows * g.k_blocks);
+  double err_sum = 0, ref_sum = 0, max_err = 0;
+  float x[kBlock];
+  double xd[kBlock];
+  for (uint64_t p = 0; p < g.panels; ++p) {
+    const uint64_t r0 = p * kQuantPanelRows;
+    const uint64_t n = std::min<uint64_t>(kQuantPanelRows, rows - r0);
+    for (uint64_t rr = 0; rr < n; ++rr) {
+      const float* row = w + (r0 + rr) * k;
+      for (uint64_t b = 0; b < g.k_blocks; ++b) {
+        const uint64_t c0 = b * kQuantBlock;
+        const uint64_t len = std::min<uint64_t>(kQuantBlock, k - c0);
+        for (uint64_t j = 0; j < kQuantBlock; ++j) x[j] = j < len ? row[c0 + j] : 0.0f;
+        if (rotate) {
+          for (int j = 0; j < kBlock; ++j) xd[j] = x[j];
+          Rotate32(xd);
+          for (int j = 0; j < kBlock; ++j) x[j] = static_cast<float>(xd[j]);
+        }
+        int8_t* qb = q.data() + rr * k_pad + c0;
+        const uint16_t s16 = QuantizeBlock(x, i4, options.search, qb);
+        scales[rr * g.k_blocks + b] = s16;
+        if (stats != nullptr) {
+          const double s = F16ToF32(s16);
+          for (int j = 0; j < kBlock; ++j) xd[j] = s * qb[j];
+          if (rotate) Unrotate32(xd);
+          for (uint64_t j = 0; j < len; ++j) {
+            const double d = static_cast<double>(row[c0 + j]) - xd[j];
+            err_sum += d * d;
+            ref_sum += static_cast<double>(row[c0 + j]) * row[c0 + j];
+            max_err = std::max(max_err, std::fabs(d));
+          }
+        }
+      }
+    }
+    PackQuantMatrix(dtype, n, k_pad, q.data(), scales.data(), dst + p * g.panel_bytes);
+  }
+
+  if (stats != nullptr) {
+    *stats = QuantStats();
+    stats->nmse = ref_sum > 0 ? err_sum / ref_sum : 0.0;
+    stats->max_abs_error = max_err;
+    const double count = static_cast<double>(rows) * static_cast<double>(k);
+    if (count > 0) {
+      const double mean = sum / count;
+      double m2 = 0, m4 = 0;
+      for (uint64_t i = 0; i < rows * k; ++i) {
+        const double d = w[i] - mean, d2 = d * d;
+        m2 += d2;
+        m4 += d2 * d2;
+      }
+      m2 /= count;
+      m4 /= count;
+      // σ = 0 up to the rounding of the mean (a constant matrix): kurtosis 0, not noise.
+      stats->kurtosis = m2 > 1e-24 * mean * mean && m2 > 0 ? m4 / (m2 * m2) : 0.0;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace fflite
