@@ -1,0 +1,380 @@
+// The int8-activation product over quantised panels (I8, I4) for NEON: sdot (aarch64 with the
+// dot-product extension) and vmull_s8 / vpadalq_s16 (ARMv8.0 and 32-bit ARM with NEON).
+#include "kernels/quant_kernels.h"
+
+#if defined(FFLITE_QGEMM_NEON)
+
+#include <arm_neon.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "format/quant_layout.h"
+
+#if defined(__aarch64__)
+// sdot is ARMv8.2 (optional from ARMv8.2, mandatory from ARMv8.4): only the functions that use it
+// are built for it, and they run only when cpuinfo reports it. (GCC 12 accepts the extension only
+// with an architecture: a bare "+dotprod" does not enable the intrinsics.)
+#define FFLITE_NEON_DOT __attribute__((target("arch=armv8.2-a+dotprod")))
+#endif
+
+namespace fflite {
+
+namespace {
+
+inline int32_t Load32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// 8 f16 scales to f32, exactly. aarch64 converts in hardware; 32-bit NEON (-mfpu=neon) has no
+// half conversion, so the bits are rebuilt: normal f16 by rebiasing the exponent (15 -> 127),
+// subnormal f16 (|h| < 0x400) as mant · 2^-24, whose results are normal f32 (32-bit NEON flushes
+// subnormal f32 to zero). Scales are finite (the loader checks), so no Inf/NaN case.
+inline void LoadScales8(const uint8_t* p, float32x4_t* lo, float32x4_t* hi) {
+  const uint16x8_t h = vld1q_u16(reinterpret_cast<const uint16_t*>(p));
+#if defined(__aarch64__)
+  *lo = vcvt_f32_f16(vreinterpret_f16_u16(vget_low_u16(h)));
+  *hi = vcvt_f32_f16(vreinterpret_f16_u16(vget_high_u16(h)));
+#else
+  const uint16x4_t halves[2] = {vget_low_u16(h), vget_high_u16(h)};
+  float32x4_t out[2];
+  for (int i = 0; i < 2; ++i) {
+    const uint32x4_t v = vmovl_u16(halves[i]);
+    const uint32x4_t sign = vshlq_n_u32(vandq_u32(v, vdupq_n_u32(0x8000u)), 16);
+    const uint32x4_t a = vandq_u32(v, vdupq_n_u32(0x7fffu));
+    const uint32x4_t normal = vaddq_u32(vshlq_n_u32(a, 13), vdupq_n_u32(112u << 23));
+    const uint32x4_t sub =
+        vreinterpretq_u32_f32(vmulq_n_f32(vcvtq_f32_u32(a), 5.9604644775390625e-8f));  // 2^-24
+    const uint32x4_t bits = vorrq_u32(vbslq_u32(vcltq_u32(a, vdupq_n_u32(0x400u)), sub, normal),
+                                      sign);
+    out[i] = vreinterpretq_f32_u32(bits);
+  }
+  *lo = out[0];
+  *hi = out[1];
+#endif
+}
+
+// acc + a · b per lane (fused on aarch64; 32-bit NEON without VFPv4 has only the unfused vmla).
+inline float32x4_t MulAdd(float32x4_t acc, float32x4_t a, float32x4_t b) {
+#if defined(__aarch64__)
+  return vfmaq_f32(acc, a, b);
+#else
+  return vmlaq_f32(acc, a, b);
+#endif
+}
+
+// [a0 + a1, a2 + a3, b0 + b1, b2 + b3].
+inline int32x4_t PairwiseAdd(int32x4_t a, int32x4_t b) {
+#if defined(__aarch64__)
+  return vpaddq_s32(a, b);
+#else
+  return vcombine_s32(vpadd_s32(vget_low_s32(a), vget_high_s32(a)),
+                      vpadd_s32(vget_low_s32(b), vget_high_s32(b)));
+#endif
+}
+
+// y[t·y_stride + 8·h + i] = acc[h][t] lane i (+ bias) for the n rows of the panel that exist.
+template <int T>
+inline void Store(const float32x4_t (&acc)[4][T], const float* bias, size_t n, float* y,
+                  size_t y_stride) {
+  for (int t = 0; t < T; ++t) {
+    float* yt = y + t * y_stride;
+    for (int q = 0; q < 4; ++q) {
+      float32x4_t v = acc[q][t];
+      if (n >= 4 * static_cast<size_t>(q) + 4) {
+        if (bias != nullptr) v = vaddq_f32(v, vld1q_f32(bias + 4 * q));
+        vst1q_f32(yt + 4 * q, v);
+      } else {
+        // The last rows of a partial panel: nothing is read or written past row n.
+        float tmp[4];
+        vst1q_f32(tmp, v);
+        for (size_t r = 4 * q; r < n; ++r) {
+          yt[r] = bias != nullptr ? tmp[r - 4 * q] + bias[r] : tmp[r - 4 * q];
+        }
+      }
+    }
+  }
+}
+
+// Plain NEON, one panel × T tokens. A 64-byte group (16 rows × 4 k) is 8 d-registers of 2 rows ×
+// 4 k; vmull_s8 against the token's 4 bytes (duplicated) gives 8 int16 products, which vpadalq
+// adds pairwise into int32 lanes [r k0+k1, r k2+k3, r+1 k0+k1, r+1 k2+k3]; PairwiseAdd makes row
+// sums of them once per block. Exact: I8 adds two products in int16 before widening
+// (2·127·127 = 32258 < 32767); I4 all 8 of a block (8·15·127 = 15240: nibbles 0..15 as s8, the
+// offset 8·Σq_x subtracted after).
+template <bool kI4, int T>
+void TileNeon(size_t k_blocks, size_t scale_bytes, const uint8_t* w, const QActBlock* x,
+              const float* bias, size_t n, float* y, size_t y_stride) {
+  constexpr size_t kBlockBytes = kI4 ? 256 : 512;
+  float32x4_t facc[4][T];
+  for (int q = 0; q < 4; ++q) {
+    for (int t = 0; t < T; ++t) facc[q][t] = vdupq_n_f32(0.0f);
+  }
+  for (size_t b = 0; b < k_blocks; ++b) {
+    const uint8_t* blk = w + scale_bytes + b * kBlockBytes;
+    float32x4_t sw[4];
+    LoadScales8(w + b * 32, &sw[0], &sw[1]);
+    LoadScales8(w + b * 32 + 16, &sw[2], &sw[3]);
+    // Rows in two halves of 8 (4 d-registers a group), to stay within 32-bit ARM's 16 q-registers.
+    for (int h = 0; h < 2; ++h) {
+      int32x4_t acc[4][T];
+      for (int i = 0; i < 4; ++i) {
+        for (int t = 0; t < T; ++t) acc[i][t] = vdupq_n_s32(0);
+      }
+      if constexpr (!kI4) {
+        for (int g = 0; g < 8; g += 2) {
+          int8x8_t x0[T], x1[T];
+          for (int t = 0; t < T; ++t) {
+            x0[t] = vreinterpret_s8_s32(vdup_n_s32(Load32(x[t * k_blocks + b].q + 4 * g)));
+            x1[t] = vreinterpret_s8_s32(vdup_n_s32(Load32(x[t * k_blocks + b].q + 4 * g + 4)));
+          }
+          for (int i = 0; i < 4; ++i) {
+            const int8x8_t w0 =
+                vld1_s8(reinterpret_cast<const int8_t*>(blk + 64 * g + 32 * h + 8 * i));
+            const int8x8_t w1 =
+                vld1_s8(reinterpret_cast<const int8_t*>(blk + 64 * (g + 1) + 32 * h + 8 * i));
+            for (int t = 0; t < T; ++t) {
+              acc[i][t] = vpadalq_s16(acc[i][t], vmlal_s8(vmull_s8(w0, x0[t]), w1, x1[t]));
+            }
+          }
+        }
+      } else {
+        int16x8_t acc16[4][T];
+        for (int i = 0; i < 4; ++i) {
+          for (int t = 0; t < T; ++t) acc16[i][t] = vdupq_n_s16(0);
+        }
+        const uint8x8_t low = vdup_n_u8(0x0f);
+        for (int c = 0; c < 4; ++c) {
+          int8x8_t xl[T], xh[T];
+          for (int t = 0; t < T; ++t) {
+            xl[t] = vreinterpret_s8_s32(vdup_n_s32(Load32(x[t * k_blocks + b].q + 4 * c)));
+            xh[t] = vreinterpret_s8_s32(vdup_n_s32(Load32(x[t * k_blocks + b].q + 16 + 4 * c)));
+          }
+          for (int i = 0; i < 4; ++i) {
+            const uint8x8_t v = vld1_u8(blk + 64 * c + 32 * h + 8 * i);
+            const int8x8_t lo = vreinterpret_s8_u8(vand_u8(v, low));
+            const int8x8_t hi = vreinterpret_s8_u8(vshr_n_u8(v, 4));
+            for (int t = 0; t < T; ++t) {
+              acc16[i][t] = vmlal_s8(vmlal_s8(acc16[i][t], lo, xl[t]), hi, xh[t]);
+            }
+          }
+        }
+        for (int i = 0; i < 4; ++i) {
+          for (int t = 0; t < T; ++t) acc[i][t] = vpaddlq_s16(acc16[i][t]);
+        }
+      }
+      for (int t = 0; t < T; ++t) {
+        const QActBlock& a = x[t * k_blocks + b];
+        for (int q = 0; q < 2; ++q) {
+          int32x4_t dot = PairwiseAdd(acc[2 * q][t], acc[2 * q + 1][t]);
+          if constexpr (kI4) dot = vsubq_s32(dot, vdupq_n_s32(a.sum * 8));
+          facc[2 * h + q][t] =
+              MulAdd(facc[2 * h + q][t], vcvtq_f32_s32(dot), vmulq_n_f32(sw[2 * h + q], a.d));
+        }
+      }
+    }
+  }
+  Store<T>(facc, bias, n, y, y_stride);
+}
+
+#if defined(__aarch64__)
+// sdot, one panel × T tokens: a 16-byte load is 4 rows × 4 k, and vdotq_laneq_s32 takes the
+// token's 4 k from a lane of its 16 activation bytes, so each lane holds one row's dot product
+// (no pairwise step). I4 nibbles (0..15) are the signed operand as they are; the offset 8·Σq_x
+// is the accumulator's start.
+template <bool kI4, int T>
+FFLITE_NEON_DOT void TileDot(size_t k_blocks, size_t scale_bytes, const uint8_t* w,
+                             const QActBlock* x, const float* bias, size_t n, float* y,
+                             size_t y_stride) {
+  constexpr size_t kBlockBytes = kI4 ? 256 : 512;
+  float32x4_t facc[4][T];
+  for (int q = 0; q < 4; ++q) {
+    for (int t = 0; t < T; ++t) facc[q][t] = vdupq_n_f32(0.0f);
+  }
+  const uint8x16_t low = vdupq_n_u8(0x0f);
+  for (size_t b = 0; b < k_blocks; ++b) {
+    const uint8_t* blk = w + scale_bytes + b * kBlockBytes;
+    int8x16_t x0[T], x1[T];
+    int32x4_t acc[4][T];
+    for (int t = 0; t < T; ++t) {
+      const QActBlock& a = x[t * k_blocks + b];
+      x0[t] = vld1q_s8(a.q);
+      x1[t] = vld1q_s8(a.q + 16);
+      const int32x4_t init = vdupq_n_s32(kI4 ? -8 * a.sum : 0);
+      for (int i = 0; i < 4; ++i) acc[i][t] = init;
+    }
+    if constexpr (!kI4) {
+      for (int g = 0; g < 8; ++g) {
+        for (int i = 0; i < 4; ++i) {
+          const int8x16_t wv = vld1q_s8(reinterpret_cast<const int8_t*>(blk + 64 * g + 16 * i));
+          for (int t = 0; t < T; ++t) {
+            const int8x16_t xv = g < 4 ? x0[t] : x1[t];
+            switch (g & 3) {  // the lane must be a constant; g is one once unrolled
+              case 0: acc[i][t] = vdotq_laneq_s32(acc[i][t], wv, xv, 0); break;
+              case 1: acc[i][t] = vdotq_laneq_s32(acc[i][t], wv, xv, 1); break;
+              case 2: acc[i][t] = vdotq_laneq_s32(acc[i][t], wv, xv, 2); break;
+              default: acc[i][t] = vdotq_laneq_s32(acc[i][t], wv, xv, 3); break;
+            }
+          }
+        }
+      }
+    } else {
+      for (int c = 0; c < 4; ++c) {
+        for (int i = 0; i < 4; ++i) {
+          const uint8x16_t v = vld1q_u8(blk + 64 * c + 16 * i);
+          const int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(v, low));
+          const int8x16_t hi = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
+          for (int t = 0; t < T; ++t) {
+            switch (c) {
+              case 0:
+                acc[i][t] = vdotq_laneq_s32(acc[i][t], lo, x0[t], 0);
+                acc[i][t] = vdotq_laneq_s32(acc[i][t], hi, x1[t], 0);
+                break;
+              case 1:
+                acc[i][t] = vdotq_laneq_s32(acc[i][t], lo, x0[t], 1);
+                acc[i][t] = vdotq_laneq_s32(acc[i][t], hi, x1[t], 1);
+                break;
+              case 2:
+                acc[i][t] = vdotq_laneq_s32(acc[i][t], lo, x0[t], 2);
+                acc[i][t] = vdotq_laneq_s32(acc[i][t], hi, x1[t], 2);
+                break;
+              default:
+                acc[i][t] = vdotq_laneq_s32(acc[i][t], lo, x0[t], 3);
+                acc[i][t] = vdotq_laneq_s32(acc[i][t], hi, x1[t], 3);
+                break;
+            }
+          }
+        }
+      }
+    }
+    float32x4_t sw[4];
+    LoadScales8(w + b * 32, &sw[0], &sw[1]);
+    LoadScales8(w + b * 32 + 16, &sw[2], &sw[3]);
+    for (int t = 0; t < T; ++t) {
+      const float d = x[t * k_blocks + b].d;
+      for (int q = 0; q < 4; ++q) {
+        facc[q][t] = vfmaq_f32(facc[q][t], vcvtq_f32_s32(acc[q][t]), vmulq_n_f32(sw[q], d));
+      }
+    }
+  }
+  Store<T>(facc, bias, n, y, y_stride);
+}
+#endif
+
+// Tokens per tile: aarch64's 32 q-registers hold 2 tokens' accumulators (4 + 4 each, plus the
+// activations and weights); 32-bit ARM's 16 hold one.
+#if defined(__aarch64__)
+constexpr size_t kMaxTokens = 2;
+#else
+constexpr size_t kMaxTokens = 1;
+#endif
+
+// Every token tile for one panel at a time (the panel stays in cache while the tiles pass over
+// it). Tile is TileNeon or TileDot.
+template <bool kI4, void (*TileMax)(size_t, size_t, const uint8_t*, const QActBlock*,
+                                    const float*, size_t, float*, size_t),
+          void (*TileOne)(size_t, size_t, const uint8_t*, const QActBlock*, const float*, size_t,
+                          float*, size_t)>
+void QGemmPanels(size_t c, size_t k, size_t rows, const uint8_t* w, const float* bias,
+                 const QActBlock* xq, float* y, size_t y_stride) {
+  const QuantGeometry g = QuantMatrixGeometry(kI4 ? DType::I4 : DType::I8, rows, k);
+  for (size_t p = 0; p < g.panels; ++p) {
+    const size_t r0 = p * kQuantPanelRows;
+    const size_t n = rows - r0 < kQuantPanelRows ? rows - r0 : kQuantPanelRows;
+    const uint8_t* panel = w + p * g.panel_bytes;
+    const float* bp = bias != nullptr ? bias + r0 : nullptr;
+    size_t t = 0;
+    for (; t + kMaxTokens <= c; t += kMaxTokens) {
+      TileMax(g.k_blocks, g.scale_bytes, panel, xq + t * g.k_blocks, bp, n, y + t * y_stride + r0,
+              y_stride);
+    }
+    for (; t < c; ++t) {
+      TileOne(g.k_blocks, g.scale_bytes, panel, xq + t * g.k_blocks, bp, n, y + t * y_stride + r0,
+              y_stride);
+    }
+  }
+}
+
+}  // namespace
+
+// The scalar twin's operations: the same max, divide and multiply in f32, and round to nearest
+// even (nearbyint in the default mode) by adding and subtracting 1.5·2^23, exact for |v| < 2^22
+// (here |v·inv| <= 127.5), so the blocks are bit-identical. 32-bit NEON flushes subnormals to
+// zero: blocks whose largest value is below 2^-100 go through the scalar code.
+void QuantizeActivationsNeon(size_t c, size_t k, const float* x, size_t x_stride,
+                             QActBlock* xq) {
+  const size_t kb = (k + kQuantBlock - 1) / kQuantBlock;
+  const float32x4_t magic = vdupq_n_f32(12582912.0f);  // 1.5·2^23
+  for (size_t t = 0; t < c; ++t) {
+    const float* xt = x + t * x_stride;
+    for (size_t b = 0; b < kb; ++b) {
+      const size_t j = b * kQuantBlock;
+      float tail[kQuantBlock] = {};
+      const float* src = xt + j;
+      if (j + kQuantBlock > k) {
+        // Copied so that nothing past x[k) is read; the padding is zero.
+        std::memcpy(tail, src, (k - j) * sizeof(float));
+        src = tail;
+      }
+      float32x4_t v[8];
+      float32x4_t m = vdupq_n_f32(0.0f);
+      for (int i = 0; i < 8; ++i) {
+        v[i] = vld1q_f32(src + 4 * i);
+        m = vmaxq_f32(m, vabsq_f32(v[i]));
+      }
+      float32x2_t m2 = vpmax_f32(vget_low_f32(m), vget_high_f32(m));
+      m2 = vpmax_f32(m2, m2);
+      const float amax = vget_lane_f32(m2, 0);
+      QActBlock& out = xq[t * kb + b];
+#if !defined(__aarch64__)
+      if (amax < 7.8886090522101181e-31f) {  // 2^-100
+        QuantizeActivationsScalar(1, k - j < kQuantBlock ? k - j : kQuantBlock, xt + j, 0, &out);
+        continue;
+      }
+#endif
+      out.d = amax >= kQuantActMinAbsMax ? amax / 127.0f : 0.0f;
+      const float inv = amax >= kQuantActMinAbsMax ? 127.0f / amax : 0.0f;
+      int32x4_t sum = vdupq_n_s32(0);
+      for (int i = 0; i < 8; i += 2) {
+        const float32x4_t r0 = vsubq_f32(vaddq_f32(vmulq_n_f32(v[i], inv), magic), magic);
+        const float32x4_t r1 = vsubq_f32(vaddq_f32(vmulq_n_f32(v[i + 1], inv), magic), magic);
+        const int32x4_t q0 = vcvtq_s32_f32(r0), q1 = vcvtq_s32_f32(r1);  // exact integers
+        sum = vaddq_s32(sum, vaddq_s32(q0, q1));
+        const int16x8_t q16 = vcombine_s16(vmovn_s32(q0), vmovn_s32(q1));
+        vst1_s8(out.q + 4 * i, vmovn_s16(q16));
+      }
+      const int64x2_t s2 = vpaddlq_s32(sum);
+      out.sum = static_cast<int32_t>(vgetq_lane_s64(s2, 0) + vgetq_lane_s64(s2, 1));
+    }
+  }
+}
+
+void QGemmNeon(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype, const float* bias,
+               const QActBlock* xq, float* y, size_t y_stride) {
+  if (dtype == DType::I4) {
+    QGemmPanels<true, TileNeon<true, kMaxTokens>, TileNeon<true, 1>>(c, k, rows, w, bias, xq, y,
+                                                                     y_stride);
+  } else {
+    QGemmPanels<false, TileNeon<false, kMaxTokens>, TileNeon<false, 1>>(c, k, rows, w, bias, xq,
+                                                                        y, y_stride);
+  }
+}
+
+#if defined(__aarch64__)
+void QGemmNeonDot(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype,
+                  const float* bias, const QActBlock* xq, float* y, size_t y_stride) {
+  if (dtype == DType::I4) {
+    QGemmPanels<true, TileDot<true, kMaxTokens>, TileDot<true, 1>>(c, k, rows, w, bias, xq, y,
+                                                                   y_stride);
+  } else {
+    QGemmPanels<false, TileDot<false, kMaxTokens>, TileDot<false, 1>>(c, k, rows, w, bias, xq, y,
+                                                                      y_stride);
+  }
+}
+#endif
+
+}  // namespace fflite
+
+#endif  // FFLITE_QGEMM_NEON

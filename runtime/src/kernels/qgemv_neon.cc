@@ -1,0 +1,298 @@
+// The float-activation product over quantised panels (format/quant_layout.h) for NEON (aarch64,
+// and armv7 with NEON): four q registers of 4 lanes hold the 16 rows of a panel, the weights
+// dequantised in registers and read once per call for up to 2 tokens (aarch64; 1 on armv7).
+//
+// Each quarter (16 bytes) of a 64-byte group is 4 rows × 4 consecutive k (I8) or 4 rows × 2 × 4 k
+// (I4): for each byte position i, a shift pair sign-extends byte i (I4: each nibble) of every
+// 32-bit lane, and the conversion makes 4 f32 weights for one k, multiplied by that k's activation
+// (a lane of the group's activation vector). Each block's products sum into one partial sum per
+// quarter and token, scaled by the block's f16 scales into the panel accumulators. Every token
+// sees the same operations whatever c, and every panel whatever the rows of the call, so results
+// do not depend on c nor on how the rows are split among threads.
+// No software prefetch, as in gemv_neon.cc: the panels are one forward stream (and a slow one of
+// scales), and the ARM cores' prefetchers have not been measured with it.
+// On 32-bit ARM this file alone is compiled with -mfpu=neon (runtime/CMakeLists.txt), so it calls
+// no inline function of a shared header (the linker could keep its NEON copy for every caller):
+// hence its own f16 conversion below.
+#include "kernels/quant_kernels.h"
+
+#if defined(FFLITE_QGEMV_NEON)
+
+#include <arm_neon.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "format/quant_layout.h"
+
+namespace fflite {
+
+namespace {
+
+// Tokens per group: tokens × 4 partial sums + tokens × 4 panel accumulators + the loaded, shifted
+// and converted vectors and the activations fit the q registers: 32 on aarch64 (2 tokens: 16 +
+// about 8), 16 on armv7 (1 token: 8 + about 6). Tokens per batch: the groups that share one pass
+// over memory; with more than one group a panel goes in spans of kSpanBlocks blocks, each done by
+// every group in turn (from L1) before the next.
+#if defined(__aarch64__)
+constexpr int kMaxTokens = 2;
+#else
+constexpr int kMaxTokens = 1;
+#endif
+constexpr size_t kBatchTokens = 8;
+constexpr size_t kSpanBlocks = 8;
+
+// acc + a · b[I], fused where the target has FMA (aarch64, VFPv4).
+template <int I>
+inline float32x4_t FmaLane(float32x4_t acc, float32x4_t a, float32x4_t b) {
+#if defined(__aarch64__)
+  return vfmaq_laneq_f32(acc, a, b, I);
+#elif defined(__ARM_FEATURE_FMA)
+  return vfmaq_f32(acc, a, vdupq_n_f32(vgetq_lane_f32(b, I)));
+#else
+  return vmlaq_n_f32(acc, a, vgetq_lane_f32(b, I));
+#endif
+}
+
+// Byte I (0..3) of each 32-bit lane of v, sign-extended, as f32 (exact).
+template <int I>
+inline float32x4_t ByteAsFloat(int32x4_t v) {
+  if constexpr (I == 3) {
+    return vcvtq_f32_s32(vshrq_n_s32(v, 24));
+  } else {
+    return vcvtq_f32_s32(vshrq_n_s32(vshlq_n_s32(v, 24 - 8 * I), 24));
+  }
+}
+
+// The low (kHigh false) or high nibble of byte I of each 32-bit lane of v, where v holds the
+// stored bytes XOR 0x88 (each nibble then is q in 4-bit two's complement), sign-extended, as f32.
+template <int I, bool kHigh>
+inline float32x4_t NibbleAsFloat(int32x4_t v) {
+  constexpr int kShift = (kHigh ? 24 : 28) - 8 * I;
+  if constexpr (kShift == 0) {
+    return vcvtq_f32_s32(vshrq_n_s32(v, 28));
+  } else {
+    return vcvtq_f32_s32(vshrq_n_s32(vshlq_n_s32(v, kShift), 28));
+  }
+}
+
+#if !defined(__aarch64__)
+// An f16 bit pattern as f32 (exact): base/half.h's F16ToF32, repeated here (see the top).
+float HalfToFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  const uint32_t mant = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (mant << 13);  // inf / NaN
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112u) << 23) | (mant << 13);
+  } else {
+    // Zero or subnormal: mant · 2^-24, exact in f32.
+    const float v = static_cast<float>(mant) * (1.0f / 16777216.0f);
+    return sign != 0 ? -v : v;
+  }
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+#endif
+
+// The 16 scales of one block, as f32.
+inline void LoadScales(const uint8_t* p, float32x4_t* scale) {
+#if defined(__aarch64__)
+  for (int m = 0; m < 4; ++m) {
+    scale[m] = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(p) +
+                                                           4 * m)));
+  }
+#else
+  // No f16 conversion in 32-bit NEON without -mfpu=neon-fp16: 16 scalar ones per block.
+  float s[kQuantPanelRows];
+  for (size_t r = 0; r < kQuantPanelRows; ++r) {
+    uint16_t h;
+    std::memcpy(&h, p + 2 * r, 2);
+    s[r] = HalfToFloat(h);
+  }
+  for (int m = 0; m < 4; ++m) scale[m] = vld1q_f32(s + 4 * m);
+#endif
+}
+
+// part[t][m] += Σ_{i<4} f_i · x[t][j0 + i] for the T tokens of a group, quarter m: f_i is byte
+// (I8) or nibble (I4) i of v.
+template <int T, bool kI4, bool kHigh>
+inline void Quarter(int32x4_t v, const float* const* xb, size_t j0, int m,
+                    float32x4_t (*part)[4]) {
+  float32x4_t xv[T];
+  for (int t = 0; t < T; ++t) xv[t] = vld1q_f32(xb[t] + j0);
+  float32x4_t f[4];
+  if constexpr (!kI4) {
+    f[0] = ByteAsFloat<0>(v);
+    f[1] = ByteAsFloat<1>(v);
+    f[2] = ByteAsFloat<2>(v);
+    f[3] = ByteAsFloat<3>(v);
+  } else {
+    f[0] = NibbleAsFloat<0, kHigh>(v);
+    f[1] = NibbleAsFloat<1, kHigh>(v);
+    f[2] = NibbleAsFloat<2, kHigh>(v);
+    f[3] = NibbleAsFloat<3, kHigh>(v);
+  }
+  for (int t = 0; t < T; ++t) {
+    part[t][m] = FmaLane<0>(part[t][m], f[0], xv[t]);
+    part[t][m] = FmaLane<1>(part[t][m], f[1], xv[t]);
+    part[t][m] = FmaLane<2>(part[t][m], f[2], xv[t]);
+    part[t][m] = FmaLane<3>(part[t][m], f[3], xv[t]);
+  }
+}
+
+// part[t][m] = Σ_j q[4m + r][j] · x[t][j] over the 32 k of one block (lane r), T tokens.
+// xb[t]: the block's 32 activations of token t.
+template <int T, bool kI4>
+inline void BlockSums(const uint8_t* blk, const float* const* xb, float32x4_t (*part)[4]) {
+  if constexpr (!kI4) {
+    for (size_t g = 0; g < 8; ++g) {
+      for (int m = 0; m < 4; ++m) {
+        const int32x4_t v = vreinterpretq_s32_s8(vld1q_s8(
+            reinterpret_cast<const int8_t*>(blk + 64 * g + 16 * m)));
+        Quarter<T, false, false>(v, xb, 4 * g, m, part);
+      }
+    }
+  } else {
+    const uint8x16_t flip = vdupq_n_u8(0x88);
+    // Chunk c: low nibbles are group c (k = 4c + i), high nibbles group c + 4 (k = 16 + 4c + i).
+    for (size_t c = 0; c < 4; ++c) {
+      for (int m = 0; m < 4; ++m) {
+        const int32x4_t v =
+            vreinterpretq_s32_u8(veorq_u8(vld1q_u8(blk + 64 * c + 16 * m), flip));
+        Quarter<T, true, false>(v, xb, 4 * c, m, part);
+        Quarter<T, true, true>(v, xb, 16 + 4 * c, m, part);
+      }
+    }
+  }
+}
+
+// What a group needs to read one panel: the block geometry and each token's activations.
+struct PanelArgs {
+  const uint8_t* panel;
+  uint64_t scale_bytes, block_bytes;
+  size_t full_blocks;  // blocks with 32 activations in x (the last may be partial)
+  const float* x;      // token t0 of the batch
+  size_t x_stride;
+  const float (*x_tail)[kQuantBlock];  // [batch][32]: the partial last block, zero-padded
+};
+
+// acc[4t + m] += Σ_{b0 <= b < b1} scale[b] · (block b's sums) for the T tokens of a group (the
+// batch's tokens from `first`), quarter m of the panel; acc in memory between spans.
+template <int T, bool kI4>
+void GroupSpan(const PanelArgs& a, size_t first, size_t b0, size_t b1, float32x4_t* acc) {
+  for (size_t b = b0; b < b1; ++b) {
+    const float* xb[T];
+    for (int t = 0; t < T; ++t) {
+      xb[t] = b < a.full_blocks ? a.x + (first + t) * a.x_stride + b * kQuantBlock
+                                : a.x_tail[first + t];
+    }
+    float32x4_t part[T][4];
+    for (int t = 0; t < T; ++t) {
+      for (int m = 0; m < 4; ++m) part[t][m] = vdupq_n_f32(0.0f);
+    }
+    BlockSums<T, kI4>(a.panel + a.scale_bytes + b * a.block_bytes, xb, part);
+    float32x4_t scale[4];
+    LoadScales(a.panel + b * 2 * kQuantPanelRows, scale);
+    for (int t = 0; t < T; ++t) {
+      for (int m = 0; m < 4; ++m) {
+#if defined(__aarch64__) || defined(__ARM_FEATURE_FMA)
+        acc[4 * t + m] = vfmaq_f32(acc[4 * t + m], part[t][m], scale[m]);
+#else
+        acc[4 * t + m] = vmlaq_f32(acc[4 * t + m], part[t][m], scale[m]);
+#endif
+      }
+    }
+  }
+}
+
+template <bool kI4, int T = 1>
+void GroupSpanOf(size_t tokens, const PanelArgs& a, size_t first, size_t b0, size_t b1,
+                 float32x4_t* acc) {
+  if constexpr (T < kMaxTokens) {
+    if (tokens != T) {
+      GroupSpanOf<kI4, T + 1>(tokens, a, first, b0, b1, acc);
+      return;
+    }
+  }
+  GroupSpan<T, kI4>(a, first, b0, b1, acc);
+}
+
+template <bool kI4>
+void QGemv(size_t c, size_t k, size_t rows, const uint8_t* w, const float* bias, const float* x,
+           size_t x_stride, float* y, size_t y_stride) {
+  const QuantGeometry g = QuantMatrixGeometry(kI4 ? DType::I4 : DType::I8, rows, k);
+  const size_t full_blocks = k / kQuantBlock, tail = k % kQuantBlock;
+  for (size_t p = 0; p < g.panels; ++p) {
+    const uint8_t* panel = w + p * g.panel_bytes;
+    const size_t r0 = p * kQuantPanelRows;
+    const size_t n = rows - r0 < kQuantPanelRows ? rows - r0 : kQuantPanelRows;
+    for (size_t t0 = 0; t0 < c; t0 += kBatchTokens) {
+      const size_t batch = c - t0 < kBatchTokens ? c - t0 : kBatchTokens;
+      // Groups split evenly; the grouping changes no result.
+      size_t group_size[kBatchTokens];
+      size_t groups = 0;
+      for (size_t t = 0; t < batch; ++groups) {
+        const size_t left = batch - t;
+        const size_t groups_left = (left + kMaxTokens - 1) / kMaxTokens;
+        group_size[groups] = (left + groups_left - 1) / groups_left;
+        t += group_size[groups];
+      }
+      // The last block's activations past k are not in x: a zero-padded copy (zero weights
+      // there too, and 0 · 0 adds nothing).
+      float x_tail[kBatchTokens][kQuantBlock];
+      if (tail != 0) {
+        for (size_t t = 0; t < batch; ++t) {
+          std::memset(x_tail[t], 0, sizeof(x_tail[t]));
+          std::memcpy(x_tail[t], x + (t0 + t) * x_stride + full_blocks * kQuantBlock,
+                      tail * sizeof(float));
+        }
+      }
+      const PanelArgs args = {panel,       g.scale_bytes,     g.block_panel_bytes,
+                              full_blocks, x + t0 * x_stride, x_stride,
+                              x_tail};
+      float32x4_t acc[4 * kBatchTokens];
+      for (size_t i = 0; i < 4 * batch; ++i) acc[i] = vdupq_n_f32(0.0f);
+      const size_t span = groups > 1 ? kSpanBlocks : g.k_blocks;
+      for (size_t b0 = 0; b0 < g.k_blocks; b0 += span) {
+        const size_t b1 = g.k_blocks - b0 < span ? g.k_blocks : b0 + span;
+        for (size_t gi = 0, t = 0; gi < groups; t += group_size[gi++]) {
+          GroupSpanOf<kI4>(group_size[gi], args, t, b0, b1, acc + 4 * t);
+        }
+      }
+      for (size_t t = 0; t < batch; ++t) {
+        float* yt = y + (t0 + t) * y_stride + r0;
+        if (n == kQuantPanelRows) {
+          for (int m = 0; m < 4; ++m) {
+            float32x4_t v = acc[4 * t + m];
+            if (bias != nullptr) v = vaddq_f32(vld1q_f32(bias + r0 + 4 * m), v);
+            vst1q_f32(yt + 4 * m, v);
+          }
+        } else {
+          // The last, partial panel, through memory: nothing past `rows` is read or written.
+          float sums[kQuantPanelRows];
+          for (int m = 0; m < 4; ++m) vst1q_f32(sums + 4 * m, acc[4 * t + m]);
+          for (size_t r = 0; r < n; ++r) yt[r] = bias != nullptr ? bias[r0 + r] + sums[r] : sums[r];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void QGemvNeon(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype, const float* bias,
+               const float* x, size_t x_stride, float* y, size_t y_stride) {
+  switch (dtype) {
+    case DType::I8: QGemv<false>(c, k, rows, w, bias, x, x_stride, y, y_stride); break;
+    case DType::I4: QGemv<true>(c, k, rows, w, bias, x, x_stride, y, y_stride); break;
+    default: break;  // validated by the caller: nothing else reaches a kernel
+  }
+}
+
+}  // namespace fflite
+
+#endif  // FFLITE_QGEMV_NEON

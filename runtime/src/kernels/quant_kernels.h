@@ -1,0 +1,132 @@
+// Matrix products over quantised weights (I8, I4) as stored in the file (format/quant_layout.h),
+// used straight from the mapping. Two ways per instruction set, each with a portable scalar twin:
+//  - qgemv: float activations; the weights are dequantised in registers. For decode (1 to a few
+//    tokens), where the time is the read of the weights, and wherever int8 activations would cost
+//    accuracy.
+//  - qgemm: activations quantised on the fly to int8 in blocks of 32 (QuantizeActivations), then
+//    integer dot products (AVX-512 VNNI, AVX-VNNI, AVX2, NEON sdot; scalar): for many tokens.
+#ifndef FFLITE_RUNTIME_SRC_KERNELS_QUANT_KERNELS_H_
+#define FFLITE_RUNTIME_SRC_KERNELS_QUANT_KERNELS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "format/dtype.h"
+
+namespace fflite {
+
+// y[t·y_stride + o] = (bias ? bias[o] : 0) + Σ_{j<k} W[o, j] · x[t·x_stride + j]
+//   for t < c, o < rows, with W[o, j] = scale · q as stored.
+// w: the first panel of the rows to compute (a caller splits a matrix among threads at panel
+// boundaries, offsetting w by whole panels, bias and y by 16 rows a panel); the panel stride is
+// QuantMatrixGeometry(dtype, rows_total, k).panel_bytes, which depends on k only.
+// rows: how many rows to write (the last panel may be partial; padding rows are never written).
+// dtype: I8 or I4. bias: [rows] f32 or nullptr. x: [c, x_stride] f32, exactly k values per token
+// are read (no tail slack); y: [c, y_stride] f32, not overlapping w, bias or x. Any c >= 1.
+using QGemvFn = void (*)(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype,
+                         const float* bias, const float* x, size_t x_stride, float* y,
+                         size_t y_stride);
+
+// One block of 32 quantised activations: x[j] ≈ d · q[j].
+struct QActBlock {
+  float d;       // scale (0 for an all-zero block)
+  int32_t sum;   // Σ q[j] (for the I4 offset of 8 and unsigned-operand corrections)
+  int8_t q[32];  // in [-127, 127]
+};
+static_assert(sizeof(QActBlock) == 40, "QActBlock is 40 bytes");
+
+// A block whose largest magnitude is below this (2^-100) quantises to zeros (d = 0): 127/amax
+// would overflow f32 for the smallest values, and such activations contribute nothing an f32
+// output can hold anyway.
+inline constexpr float kQuantActMinAbsMax = 7.8886090522101181e-31f;
+
+// xq[t · k_blocks + b] = the b-th block of 32 of token t (zero-padded past k), absmax-scaled:
+// d = max|x| / 127, q = round(x / d). x: [c, x_stride] f32 (k values read per token);
+// xq: [c, ceil(k / 32)] blocks.
+using QuantizeActivationsFn = void (*)(size_t c, size_t k, const float* x, size_t x_stride,
+                                       QActBlock* xq);
+
+// y[t·y_stride + o] = (bias ? bias[o] : 0) + Σ_b d_w[o, b] · d_x[t, b] · Σ_j q_w[o, 32b + j] · q_x[t, b, j]
+//   for t < c, o < rows. w, rows, dtype, bias as for QGemvFn; xq: [c, ceil(k / 32)] blocks.
+using QGemmFn = void (*)(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype,
+                         const float* bias, const QActBlock* xq, float* y, size_t y_stride);
+
+// One instruction set's float-activation kernel, and one's int8-activation pair. The two are
+// chosen apart: a CPU may have a fast dequantising kernel and no integer dot product.
+struct QGemvKernel {
+  const char* isa;  // "scalar", "avx2", "avx512", "neon"
+  QGemvFn qgemv;
+};
+struct QGemmKernel {
+  const char* isa;  // "scalar", "avx2", "avxvnni", "avx512vnni", "neon", "neondot", ...
+  QuantizeActivationsFn quantize_activations;
+  QGemmFn qgemm;
+};
+
+// Every kernel this CPU can run, scalar first (tests run them all), and the best one (chosen once
+// through cpuinfo: the last of the list).
+std::vector<const QGemvKernel*> AvailableQGemvKernels();
+const QGemvKernel& BestQGemvKernel();
+std::vector<const QGemmKernel*> AvailableQGemmKernels();
+const QGemmKernel& BestQGemmKernel();
+
+// The portable kernels (every platform; the comparison point for the SIMD ones).
+void QGemvScalar(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype, const float* bias,
+                 const float* x, size_t x_stride, float* y, size_t y_stride);
+void QuantizeActivationsScalar(size_t c, size_t k, const float* x, size_t x_stride,
+                               QActBlock* xq);
+void QGemmScalar(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype, const float* bias,
+                 const QActBlock* xq, float* y, size_t y_stride);
+
+// The int8-activation kernels per instruction set (call only when the CPU has the instructions;
+// qgemm_select.cc checks). Every one computes the scalar twin's integer dot products exactly.
+#if defined(__x86_64__) || defined(__i386__)
+#define FFLITE_QGEMM_X86 1
+// AVX2 + FMA3 + F16C: vpmaddubsw / vpmaddwd (I8 through the sign trick).
+void QuantizeActivationsAvx2(size_t c, size_t k, const float* x, size_t x_stride, QActBlock* xq);
+void QGemmAvx2(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype, const float* bias,
+               const QActBlock* xq, float* y, size_t y_stride);
+// AVX-512 F + BW + VL + VNNI: vpdpbusd on 16 rows × 4 k per instruction.
+void QuantizeActivationsAvx512(size_t c, size_t k, const float* x, size_t x_stride,
+                               QActBlock* xq);
+void QGemmAvx512Vnni(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype,
+                     const float* bias, const QActBlock* xq, float* y, size_t y_stride);
+#endif
+#if defined(__aarch64__) || defined(__arm__)
+#define FFLITE_QGEMM_NEON 1
+// NEON (armv7 with NEON, aarch64): vmull_s8 / vpadalq_s16. The NEON activation quantiser serves
+// both NEON kernels.
+void QuantizeActivationsNeon(size_t c, size_t k, const float* x, size_t x_stride, QActBlock* xq);
+void QGemmNeon(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype, const float* bias,
+               const QActBlock* xq, float* y, size_t y_stride);
+#if defined(__aarch64__)
+// aarch64 with the dot-product extension (ARMv8.2 sdot; cpuinfo_has_arm_neon_dot()).
+void QGemmNeonDot(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype,
+                  const float* bias, const QActBlock* xq, float* y, size_t y_stride);
+#endif
+#endif
+
+// The float-activation kernels per instruction set (qgemv_select.cc checks the CPU). They sum in
+// f32 in their own orders: results agree with QGemvScalar to rounding, not bitwise.
+#if defined(__x86_64__) || defined(__i386__)
+#define FFLITE_QGEMV_X86 1
+// AVX2 + FMA3 + F16C (qgemv_avx2.cc). Call only when the CPU has all three.
+void QGemvAvx2(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype, const float* bias,
+               const float* x, size_t x_stride, float* y, size_t y_stride);
+// AVX-512 F + BW + VL, with FMA3 and F16C (qgemv_avx512.cc). Call only when the CPU has all five.
+void QGemvAvx512(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype,
+                 const float* bias, const float* x, size_t x_stride, float* y, size_t y_stride);
+#endif
+
+// NEON (aarch64; 32-bit ARM, where qgemv_neon.cc alone is built with -mfpu=neon and the kernel is
+// used only when the CPU reports NEON).
+#if defined(__aarch64__) || defined(__arm__)
+#define FFLITE_QGEMV_NEON 1
+void QGemvNeon(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype, const float* bias,
+               const float* x, size_t x_stride, float* y, size_t y_stride);
+#endif
+
+}  // namespace fflite
+
+#endif  // FFLITE_RUNTIME_SRC_KERNELS_QUANT_KERNELS_H_

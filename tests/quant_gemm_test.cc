@@ -1,0 +1,318 @@
+// Int8-activation quantised kernels (qgemm): every kernel this CPU runs, scalar included, against
+// the scalar quantiser bit for bit and against a double product of the stored integers.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#if __has_include(<sys/mman.h>)
+#include <sys/mman.h>
+#include <unistd.h>
+#define FFLITE_TEST_HAS_MMAN 1
+#endif
+
+#include "base/half.h"
+#include "format/quant_layout.h"
+#include "gtest/gtest.h"
+#include "kernels/quant_kernels.h"
+
+namespace fflite {
+namespace {
+
+// `bytes` bytes that end exactly at a PROT_NONE page (kernels_test.cc's GuardedBuffer): reading or
+// writing one byte past the end faults. Without mmap, a plain buffer (no check of reads).
+class GuardedBuffer {
+ public:
+  explicit GuardedBuffer(size_t bytes) {
+#if defined(FFLITE_TEST_HAS_MMAN)
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t pages = (bytes + page - 1) / page;
+    size_ = (pages + 1) * page;
+    void* base = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) {
+      ADD_FAILURE() << "mmap of " << size_ << " bytes failed";
+      size_ = 0;
+    } else {
+      base_ = static_cast<uint8_t*>(base);
+      if (mprotect(base_ + pages * page, page, PROT_NONE) != 0) ADD_FAILURE() << "mprotect failed";
+      data_ = base_ + pages * page - bytes;
+      return;
+    }
+#endif
+    fallback_.resize(bytes + 64);
+    data_ = fallback_.data();
+  }
+  ~GuardedBuffer() {
+#if defined(FFLITE_TEST_HAS_MMAN)
+    if (base_ != nullptr) munmap(base_, size_);
+#endif
+  }
+  GuardedBuffer(const GuardedBuffer&) = delete;
+  GuardedBuffer& operator=(const GuardedBuffer&) = delete;
+
+  template <typename T>
+  T* As() {
+    return reinterpret_cast<T*>(data_);
+  }
+
+ private:
+  uint8_t* base_ = nullptr;
+  size_t size_ = 0;
+  uint8_t* data_ = nullptr;
+  std::vector<uint8_t> fallback_;
+};
+
+size_t Blocks(size_t k) { return (k + kQuantBlock - 1) / kQuantBlock; }
+
+std::vector<float> RandomFloats(std::mt19937& gen, size_t n, float scale) {
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+TEST(QuantGemmTest, ScalarIsFirstAndBestIsLast) {
+  const std::vector<const QGemmKernel*> kernels = AvailableQGemmKernels();
+  ASSERT_FALSE(kernels.empty());
+  EXPECT_EQ(kernels.front()->qgemm, &QGemmScalar);
+  EXPECT_EQ(kernels.front()->quantize_activations, &QuantizeActivationsScalar);
+  EXPECT_EQ(&BestQGemmKernel(), kernels.back());
+  for (const QGemmKernel* kernel : kernels) {
+    ASSERT_NE(kernel->quantize_activations, nullptr) << kernel->isa;
+    ASSERT_NE(kernel->qgemm, nullptr) << kernel->isa;
+  }
+}
+
+// Every kernel's quantiser gives the scalar blocks bit for bit (d, sum and q): the blocks feed
+// integer dot products, so any difference would be a different result, not a rounding.
+TEST(QuantGemmTest, QuantizeActivationsMatchesScalarExactly) {
+  std::mt19937 gen(17);
+  for (const QGemmKernel* kernel : AvailableQGemmKernels()) {
+    for (size_t k : {1, 5, 16, 17, 31, 32, 33, 100, 300}) {
+      for (size_t c : {1, 4}) {
+        const size_t x_stride = k + 3, kb = Blocks(k);
+        const size_t x_size = (c - 1) * x_stride + k;
+        std::vector<float> x = RandomFloats(gen, x_size, 3.0f);
+        // Token 0, block 0: all zero (d = 0, q = 0). Token 1 (if any): one huge value, which
+        // rounds every other value of its block to 0. Ties (x = 0.5·d, -2.5·d) in the last token.
+        for (size_t j = 0; j < std::min<size_t>(k, 32); ++j) x[j] = 0.0f;
+        if (c > 1) x[x_stride + k / 2] = -3e30f;
+        if (c > 1 && k >= 3) {
+          float* last = x.data() + (c - 1) * x_stride;
+          last[0] = 127.0f;  // d = 1: the next two are ties, to the even 0 and 2
+          last[1] = 0.5f;
+          last[2] = -2.5f;
+        }
+        GuardedBuffer x_buf(x_size * sizeof(float));
+        std::memcpy(x_buf.As<float>(), x.data(), x_size * sizeof(float));
+        std::vector<QActBlock> want(c * kb);
+        QuantizeActivationsScalar(c, k, x.data(), x_stride, want.data());
+        GuardedBuffer got_buf(c * kb * sizeof(QActBlock));
+        QActBlock* got = got_buf.As<QActBlock>();
+        std::memset(got, 0x5a, c * kb * sizeof(QActBlock));
+        kernel->quantize_activations(c, k, x_buf.As<float>(), x_stride, got);
+        for (size_t i = 0; i < c * kb; ++i) {
+          ASSERT_EQ(0, std::memcmp(&want[i], &got[i], sizeof(QActBlock)))
+              << kernel->isa << " k " << k << " c " << c << " block " << i << ": d " << got[i].d
+              << " vs " << want[i].d << ", sum " << got[i].sum << " vs " << want[i].sum;
+        }
+        // The scalar blocks themselves: |q| <= 127, sum = Σq, zero padding past k.
+        for (size_t t = 0; t < c; ++t) {
+          for (size_t b = 0; b < kb; ++b) {
+            const QActBlock& blk = want[t * kb + b];
+            int32_t sum = 0;
+            for (size_t j = 0; j < kQuantBlock; ++j) {
+              ASSERT_LE(std::abs(blk.q[j]), 127);
+              if (b * kQuantBlock + j >= k) {
+                ASSERT_EQ(blk.q[j], 0);
+              }
+              sum += blk.q[j];
+            }
+            ASSERT_EQ(sum, blk.sum);
+          }
+        }
+        EXPECT_EQ(want[0].d, 0.0f);
+      }
+    }
+  }
+}
+
+// A random quantised matrix as stored, with its integers and scales for the reference.
+struct QuantMatrix {
+  DType dtype;
+  size_t rows, k;
+  QuantGeometry g;
+  std::vector<uint8_t> packed;
+};
+
+QuantMatrix RandomQuantMatrix(DType dtype, size_t rows, size_t k, std::mt19937& gen) {
+  QuantMatrix m{dtype, rows, k, QuantMatrixGeometry(dtype, rows, k), {}};
+  const int lo = dtype == DType::I8 ? -127 : -8, hi = dtype == DType::I8 ? 127 : 7;
+  std::uniform_int_distribution<int> qdist(lo, hi);
+  std::vector<int8_t> q(rows * k);
+  for (int8_t& v : q) v = static_cast<int8_t>(qdist(gen));
+  // Row 0 at the extremes (with the extreme activations of token 0, the largest dot products:
+  // the AVX2 I8 pairs at 2·127·127, just below int16 saturation).
+  for (size_t j = 0; j < k; ++j) q[j] = static_cast<int8_t>(gen() & 1 ? hi : lo);
+  const size_t kb = Blocks(k);
+  std::vector<uint16_t> scales(rows * kb);
+  std::uniform_real_distribution<float> sdist(-0.02f, 0.02f);
+  for (uint16_t& s : scales) s = F32ToF16(sdist(gen));
+  if (!scales.empty()) scales[scales.size() / 2] = 0;  // a zero scale (an all-zero block)
+  m.packed.resize(m.g.bytes());
+  PackQuantMatrix(dtype, rows, k, q.data(), scales.data(), m.packed.data());
+  return m;
+}
+
+// The exact product from the stored integers: ref[t·rows + o] = Σ_b s_w·d_x·dot (without bias),
+// and abs[t·rows + o] = Σ_b |s_w·d_x·dot|, in double (exact but for 2^-53 relative per term).
+void Reference(const QuantMatrix& m, size_t c, const std::vector<QActBlock>& xq,
+               std::vector<double>* ref, std::vector<double>* abs) {
+  const size_t kb = Blocks(m.k);
+  std::vector<int8_t> q(m.rows * kb * kQuantBlock, 0);
+  std::vector<double> s(m.rows * kb);
+  for (size_t o = 0; o < m.rows; ++o) {
+    for (size_t j = 0; j < m.k; ++j) {
+      q[o * kb * kQuantBlock + j] = QuantValueAt(m.dtype, m.g, m.packed.data(), o, j);
+    }
+    for (size_t b = 0; b < kb; ++b) {
+      s[o * kb + b] = F16ToF32(QuantScaleAt(m.g, m.packed.data(), o, b));
+    }
+  }
+  ref->assign(c * m.rows, 0.0);
+  abs->assign(c * m.rows, 0.0);
+  for (size_t t = 0; t < c; ++t) {
+    for (size_t o = 0; o < m.rows; ++o) {
+      double sum = 0.0, sum_abs = 0.0;
+      for (size_t b = 0; b < kb; ++b) {
+        const QActBlock& a = xq[t * kb + b];
+        int64_t dot = 0;
+        for (size_t j = 0; j < kQuantBlock; ++j) {
+          dot += static_cast<int64_t>(q[(o * kb + b) * kQuantBlock + j]) * a.q[j];
+        }
+        const double term = s[o * kb + b] * static_cast<double>(a.d) * static_cast<double>(dot);
+        sum += term;
+        sum_abs += std::fabs(term);
+      }
+      (*ref)[t * m.rows + o] = sum;
+      (*abs)[t * m.rows + o] = sum_abs;
+    }
+  }
+}
+
+// Tolerance. The integer dot product of a block is exact in every kernel, and so is its f32
+// conversion (|dot| <= 32·127·127 < 2^24), so the only errors are f32 roundings: d_w·d_x (one),
+// times the dot (one, or none where fused), the k_blocks additions of the block terms (in one
+// order per kernel), and the bias (one). With u = 2^-24 and the classic bound for a sum of n
+// rounded terms, |got - want| <= (k_blocks + 3)·u·(Σ_b |term_b| + |bias|) to first order; 1.01
+// covers the second-order terms and the reference's 2^-53. It is a worst case, so it never
+// flakes, and far below a dropped block, a wrong scale or a wrong offset (>= one term).
+double Tolerance(size_t k, double sum_abs, double bias) {
+  return 1.01 * static_cast<double>(Blocks(k) + 3) * 0x1p-24 * (sum_abs + std::fabs(bias));
+}
+
+constexpr float kSentinel = 12345.0f;
+
+// Runs one kernel with guard pages after w, bias, xq and y, and checks every output against the
+// reference and that nothing outside the outputs was written.
+void CheckQGemm(const QGemmKernel& kernel, const QuantMatrix& m, size_t c,
+                const std::vector<QActBlock>& xq, const std::vector<double>& ref,
+                const std::vector<double>& abs, const std::vector<float>& bias_values,
+                bool with_bias, size_t y_pad) {
+  const size_t kb = Blocks(m.k), rows = m.rows;
+  GuardedBuffer w_buf(m.packed.size());
+  std::memcpy(w_buf.As<uint8_t>(), m.packed.data(), m.packed.size());
+  GuardedBuffer bias_buf(rows * sizeof(float));
+  std::memcpy(bias_buf.As<float>(), bias_values.data(), rows * sizeof(float));
+  GuardedBuffer x_buf(c * kb * sizeof(QActBlock));
+  std::memcpy(x_buf.As<QActBlock>(), xq.data(), c * kb * sizeof(QActBlock));
+  const size_t y_stride = rows + y_pad, y_size = (c - 1) * y_stride + rows;
+  GuardedBuffer y_buf(y_size * sizeof(float));
+  float* y = y_buf.As<float>();
+  std::fill(y, y + y_size, kSentinel);
+  kernel.qgemm(c, m.k, rows, w_buf.As<uint8_t>(), m.dtype,
+               with_bias ? bias_buf.As<float>() : nullptr, x_buf.As<QActBlock>(), y, y_stride);
+  for (size_t t = 0; t < c; ++t) {
+    for (size_t o = 0; o < rows; ++o) {
+      const double b = with_bias ? bias_values[o] : 0.0;
+      const double want = ref[t * rows + o] + b;
+      const double got = y[t * y_stride + o];
+      ASSERT_LE(std::fabs(got - want), Tolerance(m.k, abs[t * rows + o], b))
+          << kernel.isa << " " << DTypeName(m.dtype) << " rows " << rows << " k " << m.k << " c "
+          << c << " bias " << with_bias << ": y[" << t << ", " << o << "] = " << got << ", want "
+          << want;
+    }
+    for (size_t o = rows; o < y_stride && t + 1 < c; ++o) {
+      ASSERT_EQ(y[t * y_stride + o], kSentinel) << kernel.isa << " wrote past rows at " << o;
+    }
+  }
+}
+
+// Quantised activations as the runtime makes them (the scalar quantiser; the others equal it),
+// token 0 at ±1 so that its q are all ±127 (the extreme dot products with row 0).
+std::vector<QActBlock> RandomActivations(size_t c, size_t k, std::mt19937& gen) {
+  std::vector<float> x = RandomFloats(gen, c * k, 2.0f);
+  for (size_t j = 0; j < k; ++j) x[j] = gen() & 1 ? 1.0f : -1.0f;
+  std::vector<QActBlock> xq(c * Blocks(k));
+  QuantizeActivationsScalar(c, k, x.data(), k, xq.data());
+  return xq;
+}
+
+class QGemmDTypeTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(QGemmDTypeTest, MatchesIntegerReference) {
+  const DType dtype = GetParam();
+  std::mt19937 gen(dtype == DType::I8 ? 1 : 2);
+  const std::vector<const QGemmKernel*> kernels = AvailableQGemmKernels();
+  for (size_t rows : {1, 15, 16, 17, 33, 100}) {
+    for (size_t k : {1, 31, 32, 33, 64, 100, 300}) {
+      const QuantMatrix m = RandomQuantMatrix(dtype, rows, k, gen);
+      const std::vector<float> bias = RandomFloats(gen, rows, 1.0f);
+      for (size_t c : {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 31, 64, 130}) {
+        const std::vector<QActBlock> xq = RandomActivations(c, k, gen);
+        std::vector<double> ref, abs;
+        Reference(m, c, xq, &ref, &abs);
+        for (const QGemmKernel* kernel : kernels) {
+          for (bool with_bias : {false, true}) {
+            CheckQGemm(*kernel, m, c, xq, ref, abs, bias, with_bias, with_bias ? 0 : 5);
+            if (::testing::Test::HasFatalFailure()) return;
+          }
+        }
+      }
+    }
+  }
+}
+
+// A caller splitting the rows among threads at panel boundaries gets bit-identical results.
+TEST_P(QGemmDTypeTest, RowSplitAtPanelsIsBitIdentical) {
+  const DType dtype = GetParam();
+  std::mt19937 gen(3);
+  const size_t rows = 100, k = 300, c = 13;
+  const QuantMatrix m = RandomQuantMatrix(dtype, rows, k, gen);
+  const std::vector<float> bias = RandomFloats(gen, rows, 1.0f);
+  const std::vector<QActBlock> xq = RandomActivations(c, k, gen);
+  for (const QGemmKernel* kernel : AvailableQGemmKernels()) {
+    std::vector<float> whole(c * rows), split(c * rows, kSentinel);
+    kernel->qgemm(c, k, rows, m.packed.data(), dtype, bias.data(), xq.data(), whole.data(), rows);
+    // Panels [0, 1), [1, 4), [4, 5), [5, 7) (the last one partial).
+    const size_t cuts[] = {0, 1, 4, 5, 7};
+    for (size_t i = 0; i + 1 < sizeof(cuts) / sizeof(cuts[0]); ++i) {
+      const size_t r0 = cuts[i] * kQuantPanelRows;
+      const size_t r1 = std::min(rows, cuts[i + 1] * kQuantPanelRows);
+      kernel->qgemm(c, k, r1 - r0, m.packed.data() + cuts[i] * m.g.panel_bytes, dtype,
+                    bias.data() + r0, xq.data(), split.data() + r0, rows);
+    }
+    ASSERT_EQ(0, std::memcmp(whole.data(), split.data(), whole.size() * sizeof(float)))
+        << kernel->isa;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, QGemmDTypeTest, ::testing::Values(DType::I8, DType::I4),
+                         [](const ::testing::TestParamInfo<DType>& dtype) {
+                           return std::string(DTypeName(dtype.param));
+                         });
+
+}  // namespace
+}  // namespace fflite
