@@ -65,7 +65,9 @@ static void test_queries(const fflite_model* model) {
   CHECK(fflite_model_layer_info(model, 0, &info) == FFLITE_STATUS_OK);
   CHECK(info.kind == FFLITE_LAYER_DENSE && info.d_model == 16 && info.d_ff == 40 &&
         info.d_ff_padded == 64 && info.num_experts == 0 && info.dtype == FFLITE_DTYPE_F32 &&
-        info.activation == FFLITE_ACTIVATION_GELU_TANH && info.gated == 1);
+        info.activation == FFLITE_ACTIVATION_GELU_TANH && info.gated == 1 &&
+        info.up_dtype == FFLITE_DTYPE_F32 && info.gate_dtype == FFLITE_DTYPE_F32 &&
+        info.down_dtype == FFLITE_DTYPE_F32 && info.bits_per_weight == 32.0f);
   CHECK(fflite_model_layer_info(model, 1, &info) == FFLITE_STATUS_OK);
   CHECK(info.kind == FFLITE_LAYER_MOE && info.num_experts == 4 && info.top_k == 2 &&
         info.num_shared_experts == 1 && info.activation == FFLITE_ACTIVATION_SILU);

@@ -10,6 +10,8 @@
 #include "fflite/fflite.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/kernels.h"
+#include "kernels/quant_kernels.h"
 
 namespace fflite {
 namespace {
@@ -95,6 +97,9 @@ TEST(PlatformTest, CApiReportsTheSameFacts) {
   EXPECT_EQ(std::string(info.uarch), p.uarch.substr(0, sizeof(info.uarch) - 1));
   EXPECT_EQ(info.num_cores, p.num_cores);
   EXPECT_EQ(info.num_logical_cpus, p.num_logical_cpus);
+  EXPECT_EQ(std::string(info.kernels), BestKernels().isa);
+  EXPECT_EQ(std::string(info.quant_gemv_kernels), BestQGemvKernel().isa);
+  EXPECT_EQ(std::string(info.quant_gemm_kernels), BestQGemmKernel().isa);
 }
 
 TEST(PlatformTest, CApiWritesOnlyStructSizeBytes) {

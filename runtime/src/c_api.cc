@@ -11,6 +11,8 @@
 #include "c_status.h"
 #include "fflite/fflite.h"
 #include "format/model.h"
+#include "kernels/kernels.h"
+#include "kernels/quant_kernels.h"
 #include "session/session.h"
 
 struct fflite_model {
@@ -172,6 +174,16 @@ fflite_status fflite_model_layer_info(const fflite_model* model, int32_t layer,
   info.dtype = static_cast<fflite_dtype>(f.up.dtype);
   info.activation = static_cast<fflite_activation>(f.activation);
   info.gated = f.gated ? 1 : 0;
+  info.up_dtype = static_cast<fflite_dtype>(f.up.dtype);
+  info.gate_dtype = f.gated ? static_cast<fflite_dtype>(f.gate.dtype) : static_cast<fflite_dtype>(0);
+  info.down_dtype = static_cast<fflite_dtype>(f.down.dtype);
+  double bits = 0.0, weights = 0.0;
+  for (const fflite::TensorView* t : {&f.up, &f.gate, &f.down}) {
+    if (!t->present()) continue;
+    bits += 8.0 * static_cast<double>(t->size);
+    weights += static_cast<double>(t->numel());
+  }
+  info.bits_per_weight = static_cast<float>(bits / weights);
   // Only the bytes the caller's struct has: a caller built against an older header is safe.
   std::memcpy(out_info, &info, info.struct_size);
   return Report(absl::OkStatus());
@@ -327,6 +339,9 @@ fflite_status fflite_platform_info_get(fflite_platform_info* out_info) {
     copy(p.uarch, info.uarch, sizeof(info.uarch));
     info.num_cores = static_cast<int32_t>(p.num_cores);
     info.num_logical_cpus = static_cast<int32_t>(p.num_logical_cpus);
+    copy(fflite::BestKernels().isa, info.kernels, sizeof(info.kernels));
+    copy(fflite::BestQGemvKernel().isa, info.quant_gemv_kernels, sizeof(info.quant_gemv_kernels));
+    copy(fflite::BestQGemmKernel().isa, info.quant_gemm_kernels, sizeof(info.quant_gemm_kernels));
     // Only the bytes the caller's struct has: a caller built against an older header is safe.
     std::memcpy(out_info, &info, info.struct_size);
     return absl::OkStatus();

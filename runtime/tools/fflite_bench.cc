@@ -9,8 +9,11 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <iterator>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -26,6 +29,7 @@
 #include "base/platform.h"
 #include "base/status_macros.h"
 #include "kernels/kernels.h"
+#include "kernels/quant_kernels.h"
 #include "bench/baseline.h"
 #include "bench/roofline.h"
 #include "bench/synthetic.h"
@@ -59,6 +63,14 @@ ABSL_FLAG(int64_t, direct_tokens, -1,
           "xnnpack MoE: experts with at most this many tokens in a call run the direct kernel on "
           "the file's weights (-1: the default; 0: never)");
 ABSL_FLAG(int64_t, bandwidth_mib, 1024, "buffer for the read-bandwidth measurement");
+ABSL_FLAG(std::string, dtype, "f32",
+          "--synthetic: dtype of the FFN weight matrices: f32, f16, bf16, i8 or i4 (quantised by "
+          "the converter's quantiser; every other tensor f32)");
+ABSL_FLAG(bool, rotate, true,
+          "--synthetic with --dtype i8|i4: the block-rotated layout (the converter's default)");
+ABSL_FLAG(int64_t, quant_gemm_tokens, -1,
+          "xnnpack: the fewest tokens in a quantised product that take the int8-activation "
+          "kernel (0: never; default: the backend's)");
 ABSL_FLAG(double, expert_budget_fraction, 0.0,
           "MoE: the session's expert budget as a fraction of all routed experts' packed bytes "
           "(0: no budget, every expert packed at creation)");
@@ -117,13 +129,22 @@ struct Work {
   double expert_bytes = 0.0;      // every routed expert, packed (what a budget limits)
   double non_expert_bytes = 0.0;  // everything else, f32: dense layers, routers, shared experts
   bool moe = false;
+  bool quantized = false;  // some weight matrix is I8/I4
 };
 
 Work CountWork(const Model& model) {
   Work w;
+  // Bytes read: quantised matrices as stored (data + scales, read from the file), float ones at
+  // `bytes_per_weight` (4 as packed, or the file's element size for the direct kernel).
   auto ffn = [](const FfnView& f, double bytes_per_weight, Work* out, double times) {
-    const double params = static_cast<double>(f.d_model) * f.d_ff_padded * (f.gated ? 3 : 2);
-    out->weight_bytes += times * params * bytes_per_weight;
+    const double matrix = static_cast<double>(f.d_model) * f.d_ff_padded;
+    const double params = matrix * (f.gated ? 3 : 2);
+    for (const TensorView* t : {&f.up, &f.gate, &f.down}) {
+      if (!t->present()) continue;
+      out->weight_bytes +=
+          times * (t->quantized() ? static_cast<double>(t->size) : matrix * bytes_per_weight);
+      out->quantized |= t->quantized();
+    }
     out->flops_per_token += times * 2.0 * params;
   };
   auto f32_ffn = [](const FfnView& f) {
@@ -142,7 +163,8 @@ Work CountWork(const Model& model) {
       w.weight_bytes += 4.0 * l.moe.router.numel();
       w.flops_per_token += 2.0 * l.moe.router.numel();
       const double before = w.flops_per_token;
-      ffn(l.moe.experts[0], DTypeSize(l.moe.experts[0].up.dtype), &w, l.moe.top_k);
+      ffn(l.moe.experts[0], static_cast<double>(DTypeSize(l.moe.experts[0].up.dtype)), &w,
+          l.moe.top_k);
       w.routed_flops_per_token += w.flops_per_token - before;
       for (const FfnView& s : l.moe.shared_experts) ffn(s, 4.0, &w, 1.0);
     }
@@ -210,6 +232,7 @@ struct Row {
   bool has_base = false;
   double gbs = 0, gflops = 0, roof_pct = 0, peak_pct = 0;
   double routed_gflops = 0, routed_peak_pct = 0;
+  bool int8 = false;  // peak_pct is of the int8 dot-product peak (quantised, int8 path)
 };
 
 // A session's backend, made the way Session::Create makes it (or with the xnnpack tuning flags).
@@ -226,6 +249,9 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const Model& model, const s
     }
     if (absl::GetFlag(FLAGS_slice_kib) >= 0) {
       options.slice_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_slice_kib)) * 1024;
+    }
+    if (absl::GetFlag(FLAGS_quant_gemm_tokens) >= 0) {
+      options.quant_gemm_min_tokens = static_cast<size_t>(absl::GetFlag(FLAGS_quant_gemm_tokens));
     }
     if (absl::GetFlag(FLAGS_token_chunk) > 0) {
       options.token_chunk = static_cast<size_t>(absl::GetFlag(FLAGS_token_chunk));
@@ -244,6 +270,13 @@ std::string ResolveBackend(const std::string& name) {
     if (e.available(&why)) return e.name;
   }
   return "reference";
+}
+
+std::optional<DType> ParseDTypeName(const std::string& name) {
+  for (DType d : {DType::F32, DType::F16, DType::BF16, DType::I8, DType::I4}) {
+    if (name == DTypeName(d)) return d;
+  }
+  return std::nullopt;
 }
 
 int Main() {
@@ -272,7 +305,17 @@ int Main() {
     const char* tmp = std::getenv("TMPDIR");
     path = absl::StrFormat("%s/fflite-bench-%d-%s.fflite", tmp != nullptr ? tmp : "/tmp",
                            static_cast<int>(getpid()), synthetic);
-    const absl::Status st = WriteModelFile(*spec, WriteOptions(), path);
+    WriteOptions write;
+    auto dtype = ParseDTypeName(absl::GetFlag(FLAGS_dtype));
+    if (!dtype.has_value()) {
+      std::fprintf(stderr, "--dtype: '%s' is not one of f32, f16, bf16, i8, i4\n",
+                   absl::GetFlag(FLAGS_dtype).c_str());
+      return 2;
+    }
+    const DType matrices = *dtype;
+    write.matrix_dtype = [matrices](const std::string&, DType) { return matrices; };
+    write.quantize.rotate = absl::GetFlag(FLAGS_rotate);
+    const absl::Status st = WriteModelFile(*spec, write, path);
     if (!st.ok()) {
       std::fprintf(stderr, "writing the synthetic model: %s\n", st.ToString().c_str());
       return 1;
@@ -290,6 +333,12 @@ int Main() {
       read_s = Now() - t;
       close(fd);
     }
+  }
+  // The file's bytes, kept for cold copies of a quantised model (see below).
+  std::vector<uint8_t> file_bytes;
+  if (absl::GetFlag(FLAGS_cold)) {
+    std::ifstream in(path, std::ios::binary);
+    file_bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
   const double t_load = Now();
   absl::StatusOr<std::unique_ptr<Model>> loaded = Model::LoadFile(path);
@@ -320,6 +369,11 @@ int Main() {
   const double bw =
       MeasureReadBandwidth(static_cast<size_t>(absl::GetFlag(FLAGS_bandwidth_mib)) << 20, 5);
   const FmaPeak peak = MeasureFmaPeak();
+  // Quantised models: the int8 dot-product peak too (the many-token kernels' limit).
+  const DotPeak dot = work.quantized ? MeasureInt8DotPeak() : DotPeak();
+  const size_t gemm_tokens = absl::GetFlag(FLAGS_quant_gemm_tokens) >= 0
+                                 ? static_cast<size_t>(absl::GetFlag(FLAGS_quant_gemm_tokens))
+                                 : XnnpackBackendOptions().quant_gemm_min_tokens;
 
   // Cold mode: enough copies of the packed weights that the caches hold none of them by the time
   // a copy is used again (> 4x LLC), bounded by half of the available memory.
@@ -333,6 +387,30 @@ int Main() {
     const size_t fit = static_cast<size_t>(avail / 2 / (packed_bytes * (with_base ? 2 : 1)));
     copies = std::max<size_t>(1, std::min(copies, fit));
   }
+
+  // Quantised weights are read from the model's mapping, not packed: cold copies need copies of
+  // the file's bytes (each its own model over its own buffer).
+  std::vector<std::unique_ptr<Model>> cold_models;
+  std::vector<std::unique_ptr<uint8_t, decltype(&std::free)>> cold_buffers;
+  if (cold && work.quantized) {
+    for (size_t c = 1; c < copies; ++c) {
+      const size_t size = static_cast<size_t>(model.file_size());
+      cold_buffers.emplace_back(static_cast<uint8_t*>(std::aligned_alloc(65536, (size + 65535) / 65536 * 65536)), &std::free);
+      if (cold_buffers.back() == nullptr) {
+        std::fprintf(stderr, "cold copies: out of memory\n");
+        return 1;
+      }
+      std::memcpy(cold_buffers.back().get(), file_bytes.data(), size);
+      absl::StatusOr<std::unique_ptr<Model>> m = Model::LoadBuffer(cold_buffers.back().get(), size);
+      if (!m.ok()) {
+        std::fprintf(stderr, "cold copies: %s\n", m.status().ToString().c_str());
+        return 1;
+      }
+      cold_models.push_back(std::move(*m));
+    }
+  }
+  file_bytes.clear();
+  file_bytes.shrink_to_fit();
 
   std::vector<Row> rows;
   double create_s = 0.0, rss_before = RssMb(), rss_one = 0.0, rss_all = 0.0, rss_end = 0.0;
@@ -352,7 +430,8 @@ int Main() {
     // cold decode).
     for (size_t c = 0; c < copies; ++c) {
       const double t = Now();
-      absl::StatusOr<std::unique_ptr<Backend>> b = MakeBackend(model, backend, config);
+      absl::StatusOr<std::unique_ptr<Backend>> b =
+          MakeBackend(c == 0 || cold_models.empty() ? model : *cold_models[c - 1], backend, config);
       if (!b.ok()) {
         std::fprintf(stderr, "creating %s: %s\n", backend.c_str(), b.status().ToString().c_str());
         return 1;
@@ -407,10 +486,15 @@ int Main() {
       row.gflops = flops / row.ours.median / 1e9;
       // Roofline time: the larger of streaming the weights once at the measured (1-thread)
       // bandwidth and the FLOPs at the measured 1-thread FMA peak times the threads.
+      // Quantised models taking the int8 path: the int8 dot-product peak instead of the FMA's.
+      const bool int8 = work.quantized && gemm_tokens != 0 &&
+                        static_cast<size_t>(tokens) >= gemm_tokens;
+      const double compute_peak = int8 ? dot.gops : peak.gflops;
       const double roof_s =
-          std::max(work.weight_bytes / (bw * 1e9), flops / (peak.gflops * 1e9 * threads));
+          std::max(work.weight_bytes / (bw * 1e9), flops / (compute_peak * 1e9 * threads));
       row.roof_pct = 100.0 * roof_s / row.ours.median;
-      row.peak_pct = 100.0 * row.gflops / (peak.gflops * threads);
+      row.peak_pct = 100.0 * row.gflops / (compute_peak * threads);
+      row.int8 = int8;
       if (work.moe && row.routed.median > 0) {
         row.routed_gflops = work.routed_flops_per_token * static_cast<double>(tokens) /
                             row.routed.median / 1e9;
@@ -446,6 +530,10 @@ int Main() {
                 work.weight_bytes, work.flops_per_token, model.file_size());
     std::printf(" \"read_bandwidth_gbs\": %.2f, \"fma_peak_gflops\": %.2f, \"fma_isa\": \"%s\",\n",
                 bw, peak.gflops, peak.isa.c_str());
+    std::printf(" \"int8_dot_peak_gops\": %.2f, \"int8_dot_isa\": \"%s\", \"qgemv\": \"%s\", "
+                "\"qgemm\": \"%s\", \"quant_gemm_min_tokens\": %zu,\n",
+                dot.gops, dot.isa.c_str(), BestQGemvKernel().isa, BestQGemmKernel().isa,
+                gemm_tokens);
     std::printf(" \"file_read_s\": %.4f, \"load_s\": %.4f, \"create_s\": %.4f,\n", read_s, load_s,
                 create_s);
     std::printf(
@@ -471,9 +559,10 @@ int Main() {
       std::printf(
           "  {\"threads\": %d, \"tokens\": %zu, \"median_ms\": %.4f, \"min_ms\": %.4f, "
           "\"max_ms\": %.4f, \"weight_gbs\": %.3f, \"gflops\": %.3f, \"roofline_pct\": %.2f, "
-          "\"fma_peak_pct\": %.2f, \"routed_median_ms\": %.4f, \"routed_fma_peak_pct\": %.2f",
+          "\"%s_peak_pct\": %.2f, \"routed_median_ms\": %.4f, \"routed_fma_peak_pct\": %.2f",
           r.threads, r.tokens, r.ours.median * 1e3, r.ours.min * 1e3, r.ours.max * 1e3, r.gbs,
-          r.gflops, r.roof_pct, r.peak_pct, r.routed.median * 1e3, r.routed_peak_pct);
+          r.gflops, r.roof_pct, r.int8 ? "int8_dot" : "fma", r.peak_pct, r.routed.median * 1e3,
+          r.routed_peak_pct);
       if (r.has_base) {
         std::printf(
             ", \"baseline_median_ms\": %.4f, \"baseline_min_ms\": %.4f, "
@@ -498,6 +587,13 @@ int Main() {
       "GFLOP/s (%s); LLC %.0f MiB\n",
       bw, static_cast<int>(absl::GetFlag(FLAGS_bandwidth_mib)), peak.gflops, peak.isa.c_str(),
       llc / 1048576.0);
+  if (work.quantized) {
+    std::printf(
+        "quantised weights: int8 dot-product peak %.1f GOP/s (%s); kernels qgemv %s (fewer than "
+        "%zu tokens), qgemm %s (from %zu tokens)\n",
+        dot.gops, dot.isa.c_str(), BestQGemvKernel().isa, gemm_tokens, BestQGemmKernel().isa,
+        gemm_tokens);
+  }
   std::printf("file read %.3f s, load+validate %.4f s, session creation (pack) %.3f s\n", read_s,
               load_s, create_s);
   std::printf(
@@ -541,9 +637,9 @@ int Main() {
     std::printf(" %12s %10s %8s %8s", "base med ms", "base min", "speedup", "(by min)");
   std::printf("\n");
   for (const Row& r : rows) {
-    std::printf("%7d %6zu %10.3f %10.3f %10.3f %8.2f %9.2f %6.1f%% %5.1f%%", r.threads, r.tokens,
-                r.ours.median * 1e3, r.ours.min * 1e3, r.ours.max * 1e3, r.gbs, r.gflops,
-                r.roof_pct, r.peak_pct);
+    std::printf("%7d %6zu %10.3f %10.3f %10.3f %8.2f %9.2f %6.1f%% %5.1f%%%s", r.threads,
+                r.tokens, r.ours.median * 1e3, r.ours.min * 1e3, r.ours.max * 1e3, r.gbs,
+                r.gflops, r.roof_pct, r.peak_pct, r.int8 ? " (int8 peak)" : "");
     if (r.has_base) {
       std::printf(" %12.3f %10.3f %7.2fx %7.2fx", r.base.median * 1e3, r.base.min * 1e3,
                   r.base.median / r.ours.median, r.base.min / r.ours.min);

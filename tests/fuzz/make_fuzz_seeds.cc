@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "converter/example_checkpoint.h"
@@ -150,11 +151,23 @@ int main(int argc, char** argv) {
   int n = 0;
   for (const ModelSpec& spec : SeedSpecs()) {
     // Unpadded d_ff and a compact data section keep the seeds small for the fuzzer.
-    for (DType dtype : {DType::F32, DType::BF16}) {
+    // Float files, and quantised ones (I8, I4; plain and rotated layouts) whose scales and
+    // panels the fuzzer mutates too.
+    const std::pair<DType, bool> kinds[] = {{DType::F32, false}, {DType::BF16, false},
+                                            {DType::I8, false},  {DType::I8, true},
+                                            {DType::I4, false},  {DType::I4, true}};
+    for (const auto& [dtype, rotate] : kinds) {
       WriteOptions options;
       options.d_ff_alignment = 1;
       options.data_alignment = 64;
-      options.dtype = dtype;
+      if (dtype == DType::I8 || dtype == DType::I4) {
+        const DType quantized = dtype;
+        options.dtype = DType::F32;
+        options.matrix_dtype = [quantized](const std::string&, DType) { return quantized; };
+        options.quantize.rotate = rotate;
+      } else {
+        options.dtype = dtype;
+      }
       auto bytes = WriteModelBuffer(spec, options);
       if (!bytes.ok()) {
         std::fprintf(stderr, "%s\n", bytes.status().ToString().c_str());

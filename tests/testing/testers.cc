@@ -46,7 +46,14 @@ void LayerTesterBase<Derived>::TestLayer(LayerSpec layer, Rng& rng,
   spec.d_model = ffn_.d_model;
   spec.layers.push_back(std::move(layer));
   WriteOptions options;
-  options.dtype = dtype_;
+  if (dtype_ == DType::I8 || dtype_ == DType::I4) {
+    const DType quantized = dtype_;
+    options.dtype = DType::F32;
+    options.matrix_dtype = [quantized](const std::string&, DType) { return quantized; };
+    options.quantize.rotate = rotate_;
+  } else {
+    options.dtype = dtype_;
+  }
   options.d_ff_alignment = alignment_;
   auto built = BuildModel(spec, options);
   ASSERT_TRUE(built.ok()) << built.status();
@@ -68,10 +75,10 @@ void LayerTesterBase<Derived>::TestLayer(LayerSpec layer, Rng& rng,
   const absl::Status st = (*session)->Run(0, input.data(), tokens_, got.data());
   ASSERT_TRUE(st.ok()) << st;
   const std::string what = absl::StrFormat(
-      "%s vs reference (d_model %d, d_ff %d, tokens %d, %s, gated %d, bias %d, %s, threads %d, "
+      "%s vs reference (d_model %d, d_ff %d, tokens %d, %s, gated %d, bias %d, %s%s, threads %d, "
       "budget %d)",
       backend, ffn_.d_model, ffn_.d_ff, tokens_, ActivationName(ffn_.activation), ffn_.gated,
-      ffn_.bias, DTypeName(dtype_), threads_, expert_budget_);
+      ffn_.bias, DTypeName(dtype_), rotate_ ? " rotated" : "", threads_, expert_budget_);
   ExpectOutputsNear(want, got, tokens_, ffn_.d_model,
                     tolerance_ < 0 ? kF32RelTol : tolerance_, what);
   if (built->model->layers()[0].kind == LayerKind::kMoe) {

@@ -41,7 +41,10 @@ class LayerTesterBase {
     return self();
   }
   Derived& residual(bool v) { residual_ = v; return self(); }
+  // F32/F16/BF16: every tensor; I8/I4: the weight matrices, quantised by the writer (the rest
+  // f32), `rotate` choosing the block-rotated layout.
   Derived& dtype(DType v) { dtype_ = v; return self(); }
+  Derived& rotate(bool v) { rotate_ = v; return self(); }
   Derived& d_ff_alignment(uint32_t v) { alignment_ = v; return self(); }
   Derived& seed(uint32_t v) { seed_ = v; return self(); }
   Derived& tolerance(double v) { tolerance_ = v; return self(); }
@@ -60,6 +63,7 @@ class LayerTesterBase {
   NormPlacement norm_placement_ = NormPlacement::PRE;
   bool residual_ = false;
   DType dtype_ = DType::F32;
+  bool rotate_ = false;
   uint32_t alignment_ = 64;
   uint32_t seed_ = 1;
   double tolerance_ = -1.0;  // < 0: kF32RelTol

@@ -54,7 +54,9 @@ typedef enum fflite_layer_kind {
 typedef enum fflite_dtype {
   FFLITE_DTYPE_F32 = 1,
   FFLITE_DTYPE_F16 = 2,
-  FFLITE_DTYPE_BF16 = 3
+  FFLITE_DTYPE_BF16 = 3,
+  FFLITE_DTYPE_I8 = 4, /* int8, blocks of 32 with an f16 scale each: 8.5 bits per weight */
+  FFLITE_DTYPE_I4 = 5  /* int4, blocks of 32 with an f16 scale each: 4.5 bits per weight */
 } fflite_dtype;
 
 typedef enum fflite_activation {
@@ -111,6 +113,11 @@ typedef struct fflite_layer_info {
   fflite_dtype dtype;          /* of the main weight matrices */
   fflite_activation activation;
   int32_t gated;               /* 1 for the GLU family (SwiGLU, GeGLU, ReGLU, GLU) */
+  /* Appended in 0.2 (format 1.1): each matrix's dtype (they differ when the converter kept some
+   * at higher precision), and the bits per weight of the three as stored (scales and padding
+   * included; 32 for f32). gate_dtype is 0 when the FFN is not gated. */
+  fflite_dtype up_dtype, gate_dtype, down_dtype;
+  float bits_per_weight;
 } fflite_layer_info;
 
 /* Errors: INVALID_ARGUMENT (null pointers, struct_size too small), OUT_OF_RANGE (layer). */
@@ -192,6 +199,13 @@ typedef struct fflite_platform_info {
   char uarch[64];         /* distinct core types, e.g. "cortex-a76 cortex-a55", or "" */
   int32_t num_cores;      /* physical cores, >= 1 */
   int32_t num_logical_cpus; /* hardware threads, >= num_cores */
+  /* Appended in 0.2: the kernel sets the CPU backend chose on this CPU, e.g. "avx512" for the
+   * f32/f16/bf16 matrix products, activations and norms; "avx512" for quantised weights with
+   * float activations (decode); "avx512vnni" for quantised weights with int8 activations
+   * (prefill). */
+  char kernels[16];
+  char quant_gemv_kernels[16];
+  char quant_gemm_kernels[16];
 } fflite_platform_info;
 
 /* Fills *out_info; the facts are detected on the first call and then cached. Thread-safe.

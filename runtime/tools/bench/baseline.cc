@@ -230,7 +230,10 @@ class Baseline : public Backend {
     std::vector<float> v;
     if (!t.present()) return v;
     v.resize(t.numel());
-    ConvertElements(t.dtype, t.data, DType::F32, reinterpret_cast<uint8_t*>(v.data()), t.numel());
+    // Quantised weights are dequantised: plain XNNPACK 2022 has no block-quantised product, so
+    // the baseline is what a user of the library alone would run on such a model.
+    const uint64_t rows = t.shape.size() == 2 ? t.shape[0] : 1, k = t.shape.back();
+    DequantizeRows(t.dtype, t.layout, rows, k, t.data, 0, rows, v.data());
     return v;
   }
 

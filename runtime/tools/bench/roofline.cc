@@ -130,7 +130,153 @@ double FmaLoopScalar() {
   return 2.0 * kChains * static_cast<double>(kFmaIterations / 8) / elapsed / 1e9;
 }
 
+// Int8 dot products: the instruction the quantised prefill kernels use, in independent chains
+// (latency 5 x 2 pipes, with margin). GOP/s counts a multiply and an add per int8 pair.
+constexpr long kDotIterations = 20000000;
+#if defined(__x86_64__) || defined(__i386__)
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) double DotLoopAvx512Vnni() {
+  __m512i a[kChains];
+  for (int i = 0; i < kChains; ++i) a[i] = _mm512_set1_epi32(i);
+  const __m512i u = _mm512_set1_epi8(3), v = _mm512_set1_epi8(-2);
+  const double t = Now();
+  for (long it = 0; it < kDotIterations; ++it) {
+    for (int i = 0; i < kChains; ++i) a[i] = _mm512_dpbusd_epi32(a[i], u, v);
+  }
+  const double elapsed = Now() - t;
+  __m512i s = a[0];
+  for (int i = 1; i < kChains; ++i) s = _mm512_add_epi32(s, a[i]);
+  int32_t out[16];
+  _mm512_storeu_si512(out, s);
+  volatile int32_t sink = out[0];
+  (void)sink;
+  return 2.0 * 64 * kChains * static_cast<double>(kDotIterations) / elapsed / 1e9;
+}
+__attribute__((target("avx2,avxvnni"))) double DotLoopAvxVnni() {
+  __m256i a[kChains];
+  for (int i = 0; i < kChains; ++i) a[i] = _mm256_set1_epi32(i);
+  const __m256i u = _mm256_set1_epi8(3), v = _mm256_set1_epi8(-2);
+  const double t = Now();
+  for (long it = 0; it < kDotIterations; ++it) {
+    for (int i = 0; i < kChains; ++i) a[i] = _mm256_dpbusd_avx_epi32(a[i], u, v);
+  }
+  const double elapsed = Now() - t;
+  __m256i s = a[0];
+  for (int i = 1; i < kChains; ++i) s = _mm256_add_epi32(s, a[i]);
+  int32_t out[8];
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), s);
+  volatile int32_t sink = out[0];
+  (void)sink;
+  return 2.0 * 32 * kChains * static_cast<double>(kDotIterations) / elapsed / 1e9;
+}
+// AVX2 without VNNI: maddubs (u8·s8 pairs to s16) + madd (s16 pairs to s32) + add, the
+// three-instruction dot product the AVX2 kernels use.
+__attribute__((target("avx2"))) double DotLoopAvx2() {
+  __m256i a[kChains];
+  for (int i = 0; i < kChains; ++i) a[i] = _mm256_set1_epi32(i);
+  const __m256i u = _mm256_set1_epi8(3), v = _mm256_set1_epi8(-2), ones = _mm256_set1_epi16(1);
+  const double t = Now();
+  for (long it = 0; it < kDotIterations; ++it) {
+    for (int i = 0; i < kChains; ++i) {
+      a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(_mm256_maddubs_epi16(u, v), ones));
+    }
+  }
+  const double elapsed = Now() - t;
+  __m256i s = a[0];
+  for (int i = 1; i < kChains; ++i) s = _mm256_add_epi32(s, a[i]);
+  int32_t out[8];
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), s);
+  volatile int32_t sink = out[0];
+  (void)sink;
+  return 2.0 * 32 * kChains * static_cast<double>(kDotIterations) / elapsed / 1e9;
+}
+#endif
+#if defined(__aarch64__)
+__attribute__((target("+dotprod"))) double DotLoopNeonDot() {
+  int32x4_t a[kChains];
+  for (int i = 0; i < kChains; ++i) a[i] = vdupq_n_s32(i);
+  const int8x16_t u = vdupq_n_s8(3), v = vdupq_n_s8(-2);
+  const double t = Now();
+  for (long it = 0; it < kDotIterations; ++it) {
+    for (int i = 0; i < kChains; ++i) a[i] = vdotq_s32(a[i], u, v);
+  }
+  const double elapsed = Now() - t;
+  int32x4_t s = a[0];
+  for (int i = 1; i < kChains; ++i) s = vaddq_s32(s, a[i]);
+  volatile int32_t sink = vgetq_lane_s32(s, 0);
+  (void)sink;
+  return 2.0 * 16 * kChains * static_cast<double>(kDotIterations) / elapsed / 1e9;
+}
+#endif
+#if defined(__ARM_NEON)
+// Plain NEON: widening multiply (s8 -> s16) and pairwise accumulate (s16 -> s32).
+double DotLoopNeon() {
+  int32x4_t a[kChains];
+  for (int i = 0; i < kChains; ++i) a[i] = vdupq_n_s32(i);
+  const int8x8_t u = vdup_n_s8(3), v = vdup_n_s8(-2);
+  const double t = Now();
+  for (long it = 0; it < kDotIterations; ++it) {
+    for (int i = 0; i < kChains; ++i) a[i] = vpadalq_s16(a[i], vmull_s8(u, v));
+  }
+  const double elapsed = Now() - t;
+  int32x4_t s = a[0];
+  for (int i = 1; i < kChains; ++i) s = vaddq_s32(s, a[i]);
+  volatile int32_t sink = vgetq_lane_s32(s, 0);
+  (void)sink;
+  return 2.0 * 8 * kChains * static_cast<double>(kDotIterations) / elapsed / 1e9;
+}
+#endif
+double DotLoopScalar() {
+  int32_t a[kChains];
+  for (int i = 0; i < kChains; ++i) a[i] = i;
+  volatile int8_t u = 3, v = -2;
+  const int32_t p = u * v;
+  const double t = Now();
+  for (long it = 0; it < kDotIterations / 8; ++it) {
+    for (int i = 0; i < kChains; ++i) a[i] = a[i] * 3 + p;
+  }
+  const double elapsed = Now() - t;
+  int32_t s = 0;
+  for (int32_t x : a) s += x;
+  volatile int32_t sink = s;
+  (void)sink;
+  return 2.0 * kChains * static_cast<double>(kDotIterations / 8) / elapsed / 1e9;
+}
+
 }  // namespace
+
+DotPeak MeasureInt8DotPeak() {
+  DotPeak peak;
+  double (*loop)() = DotLoopScalar;
+  peak.isa = "scalar";
+  const bool cpuinfo = cpuinfo_initialize();
+#if defined(__x86_64__) || defined(__i386__)
+  if (cpuinfo && cpuinfo_has_x86_avx512vnni() && cpuinfo_has_x86_avx512bw()) {
+    loop = DotLoopAvx512Vnni;
+    peak.isa = "avx512vnni";
+  } else if (__builtin_cpu_supports("avxvnni")) {  // Debian 12's cpuinfo has no AVX-VNNI query
+    loop = DotLoopAvxVnni;
+    peak.isa = "avxvnni";
+  } else if (cpuinfo && cpuinfo_has_x86_avx2()) {
+    loop = DotLoopAvx2;
+    peak.isa = "avx2";
+  }
+#endif
+#if defined(__aarch64__)
+  if (cpuinfo && cpuinfo_has_arm_neon_dot()) {
+    loop = DotLoopNeonDot;
+    peak.isa = "neondot";
+  } else {
+    loop = DotLoopNeon;
+    peak.isa = "neon";
+  }
+#elif defined(__ARM_NEON)
+  loop = DotLoopNeon;
+  peak.isa = "neon";
+#endif
+  (void)cpuinfo;
+  for (int i = 0; i < 3; ++i) peak.gops = std::max(peak.gops, loop());
+  return peak;
+}
 
 double MeasureReadBandwidth(size_t bytes, int passes) {
   const size_t n = bytes / sizeof(Vec16) / 8 * 8;

@@ -20,6 +20,13 @@ struct FmaPeak {
 // A register-blocked loop of independent FMA chains (enough to cover latency x throughput).
 FmaPeak MeasureFmaPeak();
 
+// The int8 dot-product peak of the instruction the quantised int8 kernels use on this CPU.
+struct DotPeak {
+  double gops = 0.0;  // best of a few runs, one thread; a multiply and an add per int8 pair
+  std::string isa;    // "avx512vnni", "avxvnni", "avx2", "neondot", "neon", "scalar"
+};
+DotPeak MeasureInt8DotPeak();
+
 }  // namespace bench
 }  // namespace fflite
 

@@ -63,6 +63,7 @@
 #include "absl/strings/str_format.h"
 #include "base/aligned_buffer.h"
 #include "base/status_macros.h"
+#include "backends/xnnpack/quant_engine.h"
 #include "base/tsan.h"
 #include "format/writer.h"
 #include "moe/expert_counts.h"
@@ -209,29 +210,42 @@ absl::Status PackMatrix(const TensorView& w, const TensorView& b, float out_min,
                        static_cast<size_t>(w.shape[1]), out_min, slice_bytes, threads, what, m);
 }
 
-// One FFN (a dense layer's, a routed expert's or a shared expert's) as packed operators.
+// One FFN (a dense layer's, a routed expert's or a shared expert's) as packed operators. A
+// quantised matrix (I8/I4) is not packed: the quantised engine reads it from the file (its
+// Matrix stays empty, and its bias is kept here as f32).
 struct PackedFfn {
+  const FfnView* view = nullptr;
   Matrix up, gate, down;  // gate: only when gated
   bool gated = false;
   F32ActivationFn activation = nullptr;  // nullptr: fused into `up` (non-gated ReLU clamp)
   size_t d_ff = 0;                       // d_ff_padded: the padding is exact (zeros)
+  // f32 biases of the quantised matrices when the file stores them in f16/bf16 (else empty).
+  std::vector<float> up_bias, gate_bias, down_bias;
 };
 
 absl::Status PackFfn(const FfnView& f, const Kernels& kernels, size_t slice_bytes, size_t threads,
                      const std::string& name, PackedFfn* p) {
+  p->view = &f;
   p->gated = f.gated;
   p->d_ff = f.d_ff_padded;
   // A plain ReLU FFN needs no activation pass: the up operator clamps at 0.
-  const bool fuse_relu = !f.gated && f.activation == Activation::RELU;
+  const bool fuse_relu = !f.gated && f.activation == Activation::RELU && !f.up.quantized();
   p->activation = fuse_relu ? nullptr : kernels.Activation(f.activation);
   const float inf = std::numeric_limits<float>::infinity();
-  FFLITE_RETURN_IF_ERROR(PackMatrix(f.up, f.up_bias, fuse_relu ? 0.0f : -inf, slice_bytes, threads,
-                                    name + ".up", &p->up));
+  auto pack = [&](const TensorView& w, const TensorView& b, float out_min, const char* what,
+                  Matrix* m, std::vector<float>* bias) {
+    if (w.quantized()) {
+      if (b.present() && b.dtype != DType::F32) AsF32(b, bias);
+      return absl::OkStatus();
+    }
+    return PackMatrix(w, b, out_min, slice_bytes, threads, name + what, m);
+  };
+  FFLITE_RETURN_IF_ERROR(
+      pack(f.up, f.up_bias, fuse_relu ? 0.0f : -inf, ".up", &p->up, &p->up_bias));
   if (f.gated) {
-    FFLITE_RETURN_IF_ERROR(
-        PackMatrix(f.gate, f.gate_bias, -inf, slice_bytes, threads, name + ".gate", &p->gate));
+    FFLITE_RETURN_IF_ERROR(pack(f.gate, f.gate_bias, -inf, ".gate", &p->gate, &p->gate_bias));
   }
-  return PackMatrix(f.down, f.down_bias, -inf, slice_bytes, threads, name + ".down", &p->down);
+  return pack(f.down, f.down_bias, -inf, ".down", &p->down, &p->down_bias);
 }
 
 // The packed operators own copies of the weights: hand the file's pages back. Another session
@@ -239,8 +253,16 @@ absl::Status PackFfn(const FfnView& f, const Kernels& kernels, size_t slice_byte
 // safe, because the mapping is private and read-only, so MADV_DONTNEED only drops page-table
 // entries of clean file pages, and a later touch (in any thread) faults them in again from the
 // page cache or the file, with the same contents.
-void ReleaseFfnPages(const Model& model, const FfnView& f) {
-  for (const TensorView* t : FfnTensors(f)) model.ReleaseTensorPages(*t);
+// `keep_quantized`: leave the pages of quantised matrices, which are read in place.
+void ReleaseFfnPages(const Model& model, const FfnView& f, bool keep_quantized = false) {
+  for (const TensorView* t : FfnTensors(f)) {
+    if (!(keep_quantized && t->quantized())) model.ReleaseTensorPages(*t);
+  }
+}
+
+// Whether every weight matrix of the FFN is quantised (it then has nothing to pack).
+bool AllQuantized(const FfnView& f) {
+  return f.up.quantized() && f.down.quantized() && (!f.gated || f.gate.quantized());
 }
 void PopulateFfnPages(const Model& model, const FfnView& f) {
   for (const TensorView* t : FfnTensors(f)) model.PopulateTensorPages(*t);
@@ -260,6 +282,7 @@ struct ExpertSlot {
   const FfnView* view = nullptr;
   size_t layer = 0, expert = 0;
   std::unique_ptr<PackedFfn> ffn;  // while the packed form is resident
+  bool all_quantized = false;      // always runs on the file's weights (never packed)
   // The direct path's f32 biases when the file stores them in f16/bf16 (else empty: the file's).
   std::vector<float> up_bias, gate_bias, down_bias;
 };
@@ -305,7 +328,9 @@ inline void Axpy(size_t n, float a, const float* __restrict x, float* __restrict
 
 class XnnpackBackend : public Backend {
  public:
-  XnnpackBackend(const Model& model, const Kernels& kernels) : model_(model), kernels_(kernels) {}
+  XnnpackBackend(const Model& model, const Kernels& kernels, const QGemvKernel& qgemv,
+                 const QGemmKernel& qgemm, size_t quant_gemm_min_tokens)
+      : model_(model), kernels_(kernels), quant_(qgemv, qgemm, quant_gemm_min_tokens) {}
 
   absl::Status Init(const BackendConfig& config, const XnnpackBackendOptions& options) {
     FFLITE_RETURN_IF_ERROR(InitializeXnnpack());
@@ -329,7 +354,7 @@ class XnnpackBackend : public Backend {
     expert_slice_bytes_ = options.expert_slice_bytes;
     time_routed_ = options.time_routed_experts;
     size_t max_ff = 0, max_experts = 0, max_k = 0, max_groups = 1, max_router_out = 0;
-    bool any_moe = false;
+    bool any_moe = false, any_quantized = false, any_quantized_expert = false;
     plans_.resize(model_.layers().size());
     for (size_t i = 0; i < model_.layers().size(); ++i) {
       const LayerView& l = model_.layers()[i];
@@ -345,11 +370,19 @@ class XnnpackBackend : public Backend {
         max_k = std::max<size_t>(max_k, m.top_k);
         max_groups = std::max<size_t>(max_groups, m.n_group);
         max_router_out = std::max(max_router_out, p.moe_plan.router_out);
+        for (const FfnView& f : m.experts) {
+          any_quantized |= f.up.quantized() || f.gate.quantized() || f.down.quantized();
+          any_quantized_expert |= AllQuantized(f);
+        }
+        for (const FfnView& f : m.shared_experts) {
+          any_quantized |= f.up.quantized() || f.gate.quantized() || f.down.quantized();
+        }
       } else {
         FFLITE_RETURN_IF_ERROR(
             PackFfn(l.ffn, kernels_, slice_bytes_, threads_,
                     absl::StrFormat("layers[%d].ffn", i), &p.ffn));
         max_ff = std::max<size_t>(max_ff, p.ffn.d_ff);
+        any_quantized |= l.ffn.up.quantized() || l.ffn.gate.quantized() || l.ffn.down.quantized();
       }
     }
     // Every weight but the routed experts' is packed now: hand the file's pages back.
@@ -357,7 +390,7 @@ class XnnpackBackend : public Backend {
       model_.ReleaseTensorPages(l.norm.weight);
       model_.ReleaseTensorPages(l.norm.bias);
       if (l.kind == LayerKind::kDense) {
-        ReleaseFfnPages(model_, l.ffn);
+        ReleaseFfnPages(model_, l.ffn, /*keep_quantized=*/true);
         continue;
       }
       for (const TensorView* t :
@@ -365,7 +398,9 @@ class XnnpackBackend : public Backend {
             &l.moe.shared_expert_gate}) {
         model_.ReleaseTensorPages(*t);
       }
-      for (const FfnView& s : l.moe.shared_experts) ReleaseFfnPages(model_, s);
+      for (const FfnView& s : l.moe.shared_experts) {
+        ReleaseFfnPages(model_, s, /*keep_quantized=*/true);
+      }
     }
     // Scratch, sized once: Run allocates nothing (but for packing an expert on first use under
     // a budget, by design).
@@ -376,9 +411,11 @@ class XnnpackBackend : public Backend {
         return absl::ResourceExhaustedError(absl::StrFormat(
             "scratch of %d tokens x d_ff %d does not fit the address space", rows, max_ff));
       }
-      // The direct kernel's [direct_max_, DirectStride(d_ff)] rows share hidden_ and gate_.
+      // The direct kernel's [direct_max_, DirectStride(d_ff)] rows share hidden_ and gate_
+      // (quantised experts run that path for up to chunk_ tokens).
+      const size_t direct_rows = any_quantized_expert ? chunk_ : direct_max_;
       const size_t ff_elems =
-          std::max(chunk_ * max_ff, any_moe ? direct_max_ * DirectStride(max_ff) : 0);
+          std::max(chunk_ * max_ff, any_moe ? direct_rows * DirectStride(max_ff) : 0);
       const bool ok = in_.Allocate(rows * d, kXnnTailBytes) &&
                       hidden_.Allocate(ff_elems, kXnnTailBytes) && gate_.Allocate(ff_elems) &&
                       out_.Allocate(rows * d);
@@ -397,6 +434,9 @@ class XnnpackBackend : public Backend {
       routed_weights_.resize(moe_chunk_ * max_k);
       groups_.Reserve(static_cast<uint32_t>(max_experts), moe_chunk_, static_cast<uint32_t>(max_k));
       route_scratch_.Reserve(static_cast<uint32_t>(max_experts), static_cast<uint32_t>(max_groups));
+    }
+    if (any_quantized && !quant_.Reserve(chunk_, std::max<size_t>(d, max_ff))) {
+      return absl::ResourceExhaustedError("allocating the quantised engine's scratch failed");
     }
     counts_.Init(model_);
     // Without a budget every expert is packed now (and its pages released); with one, on first
@@ -498,6 +538,7 @@ class XnnpackBackend : public Backend {
       slot.view = &f;
       slot.layer = index;
       slot.expert = i;
+      slot.all_quantized = AllQuantized(f);
       for (auto [t, converted] : {std::pair{&f.up_bias, &slot.up_bias},
                                   std::pair{&f.gate_bias, &slot.gate_bias},
                                   std::pair{&f.down_bias, &slot.down_bias}}) {
@@ -540,15 +581,41 @@ class XnnpackBackend : public Backend {
 
   // out[n, d] = down( act(in·gateᵀ + b_gate) ⊙ (in·upᵀ + b_up) )  or  down( act(in·upᵀ + b_up) )
   // in: [n, d] + XNN_EXTRA_BYTES; n <= chunk_; hidden_ and gate_ hold [n, d_ff].
+  // A quantised matrix goes to the quantised engine (same strides), the others to their operators.
   absl::Status RunFfn(const PackedFfn& f, size_t n, const float* in, float* out, bool last) {
-    FFLITE_RETURN_IF_ERROR(RunMatrix(f.up, n, in, hidden_.data(), /*last=*/false));
+    const FfnView& v = *f.view;
+    const size_t d = model_.d_model(), ff = f.d_ff;
+    FFLITE_RETURN_IF_ERROR(Multiply(v.up, &f.up, Bias(v.up_bias, f.up_bias), n, in, d,
+                                    hidden_.data(), ff, /*last=*/false));
     if (f.gated) {
-      FFLITE_RETURN_IF_ERROR(RunMatrix(f.gate, n, in, gate_.data(), /*last=*/false));
+      FFLITE_RETURN_IF_ERROR(Multiply(v.gate, &f.gate, Bias(v.gate_bias, f.gate_bias), n, in, d,
+                                      gate_.data(), ff, /*last=*/false));
       f.activation(n * f.d_ff, gate_.data(), hidden_.data(), hidden_.data());
     } else if (f.activation != nullptr) {
       f.activation(n * f.d_ff, hidden_.data(), nullptr, hidden_.data());
     }
-    return RunMatrix(f.down, n, hidden_.data(), out, last);
+    return Multiply(v.down, &f.down, Bias(v.down_bias, f.down_bias), n, hidden_.data(), ff, out, d,
+                    last);
+  }
+
+  // The f32 bias of a matrix run by the direct or quantised engine: absent, the file's f32
+  // values, or the f32 copy made at creation.
+  static const float* Bias(const TensorView& b, const std::vector<float>& converted) {
+    return DirectBias(b, converted);
+  }
+
+  // y[n, y_stride] = x[n, x_stride] · Wᵀ + b by the engine that holds W: the quantised engine for
+  // I8/I4 (from the file), the packed operators when there are some (strides: m.in, m.out), else
+  // the direct kernel on the file's f32/f16/bf16 rows.
+  absl::Status Multiply(const TensorView& w, const Matrix* packed, const float* bias, size_t n,
+                        const float* x, size_t x_stride, float* y, size_t y_stride, bool last) {
+    if (w.quantized()) {
+      quant_.Run(w, bias, n, x, x_stride, y, y_stride, threadpool_.get(), threads_, last);
+      return absl::OkStatus();
+    }
+    if (packed != nullptr && !packed->slices.empty()) return RunMatrix(*packed, n, x, y, last);
+    Gemv(w, bias, n, x, x_stride, y, y_stride, last);
+    return absl::OkStatus();
   }
 
   // MoE, per chunk of up to moe_chunk_ tokens:
@@ -592,9 +659,9 @@ class XnnpackBackend : public Backend {
         const float* weights = groups_.weights.data() + groups_.offsets[e];    // [c]
         // A few tokens (c <= direct_max_ <= chunk_: one batch): the direct kernel on the file's
         // weights, its tokens gathered at DirectStride. More: the packed operators, in batches of
-        // chunk_.
+        // chunk_. A quantised expert always runs on the file's weights (in batches of chunk_).
         const size_t slot = mp.first_slot + e;
-        const bool direct = c <= direct_max_;
+        const bool direct = c <= direct_max_ || slots_[slot].all_quantized;
         PackedFfn* f = nullptr;
         if (direct) {
           AcquireMapped(slot);
@@ -660,15 +727,20 @@ class XnnpackBackend : public Backend {
     const size_t d = model_.d_model(), ff = f.d_ff_padded, hs = DirectStride(ff);
     const F32ActivationFn activation = kernels_.Activation(f.activation);
     float* hidden = hidden_.data();
-    Gemv(f.up, DirectBias(f.up_bias, s.up_bias), c, in, in_stride, hidden, hs, false);
+    // Status: the direct and quantised engines cannot fail (no packed operator is involved).
+    Multiply(f.up, nullptr, DirectBias(f.up_bias, s.up_bias), c, in, in_stride, hidden, hs, false)
+        .IgnoreError();
     if (f.gated) {
       float* gate = gate_.data();
-      Gemv(f.gate, DirectBias(f.gate_bias, s.gate_bias), c, in, in_stride, gate, hs, false);
+      Multiply(f.gate, nullptr, DirectBias(f.gate_bias, s.gate_bias), c, in, in_stride, gate, hs,
+               false)
+          .IgnoreError();
       for (size_t t = 0; t < c; ++t) activation(ff, gate + t * hs, hidden + t * hs, hidden + t * hs);
     } else {
       for (size_t t = 0; t < c; ++t) activation(ff, hidden + t * hs, nullptr, hidden + t * hs);
     }
-    Gemv(f.down, DirectBias(f.down_bias, s.down_bias), c, hidden, hs, out, d, last);
+    Multiply(f.down, nullptr, DirectBias(f.down_bias, s.down_bias), c, hidden, hs, out, d, last)
+        .IgnoreError();
   }
 
   // Residency. Each expert has two forms on one LRU list (entries_): its packed operators and its
@@ -852,6 +924,7 @@ class XnnpackBackend : public Backend {
 
   const Model& model_;
   const Kernels& kernels_;
+  QuantEngine quant_;  // I8/I4 matrices, read from the file
   size_t threads_ = 1;
   size_t slice_bytes_ = 0;
   ThreadpoolPtr threadpool_;      // null: one thread (everything runs on the caller's thread)
@@ -900,8 +973,12 @@ uint64_t XnnpackPackedFfnBytes(const FfnView& f) {
     const uint64_t padded = (out + kSliceAlign - 1) / kSliceAlign * kSliceAlign;
     return padded * (in + 1) * sizeof(float);
   };
+  // A quantised matrix is not packed: the packed form reads it from the file.
+  auto bytes = [&](const TensorView& w, uint64_t out, uint64_t in) {
+    return w.quantized() ? w.size : matrix(out, in);
+  };
   const uint64_t d = f.d_model, ff = f.d_ff_padded;
-  return matrix(ff, d) * (f.gated ? 2 : 1) + matrix(d, ff);
+  return bytes(f.up, ff, d) + (f.gated ? bytes(f.gate, ff, d) : 0) + bytes(f.down, d, ff);
 }
 
 uint64_t XnnpackResidentExpertBytes(Backend* backend) {
@@ -917,7 +994,10 @@ double XnnpackRoutedExpertSeconds(Backend* backend) {
 absl::StatusOr<std::unique_ptr<Backend>> CreateXnnpackBackendWithOptions(
     const Model& model, const BackendConfig& config, const XnnpackBackendOptions& options) {
   const Kernels& kernels = options.kernels != nullptr ? *options.kernels : BestKernels();
-  auto backend = std::make_unique<XnnpackBackend>(model, kernels);
+  const QGemvKernel& qgemv = options.qgemv != nullptr ? *options.qgemv : BestQGemvKernel();
+  const QGemmKernel& qgemm = options.qgemm != nullptr ? *options.qgemm : BestQGemmKernel();
+  auto backend = std::make_unique<XnnpackBackend>(model, kernels, qgemv, qgemm,
+                                                  options.quant_gemm_min_tokens);
   FFLITE_RETURN_IF_ERROR(backend->Init(config, options));
   return std::unique_ptr<Backend>(std::move(backend));
 }

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "backends/backend.h"
 #include "kernels/kernels.h"
+#include "kernels/quant_kernels.h"
 
 namespace fflite {
 
@@ -32,6 +33,13 @@ struct XnnpackBackendOptions {
   size_t expert_slice_bytes = size_t{1} << 20;
   // For fflite-bench: time the routed experts' part of each MoE call (XnnpackRoutedExpertSeconds).
   bool time_routed_experts = false;
+  // Quantised (I8/I4) matrices: the float-activation and int8-activation kernels (nullptr: the
+  // best for this CPU), and the fewest tokens in a product that take the int8 path (0: never).
+  // Fewer tokens are bound by the read of the weights, where float activations cost nothing
+  // and lose no accuracy.
+  const QGemvKernel* qgemv = nullptr;
+  const QGemmKernel* qgemm = nullptr;
+  size_t quant_gemm_min_tokens = 8;
 };
 
 // Whether XNNPACK initialises on this CPU; `why` says why not.

@@ -1,0 +1,95 @@
+// The quantised matrix engine: optional block rotation of the activations, then the float- or
+// int8-activation kernel over panels of rows shared among the pool's threads.
+#include "backends/xnnpack/quant_engine.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/tsan.h"
+#include "format/quant_layout.h"
+
+namespace fflite {
+
+namespace {
+
+// Below this many multiply-adds a product runs on the caller's thread (as the other engines).
+constexpr size_t kMinParallelMacs = size_t{1} << 20;
+
+struct Job {
+  const QuantEngine* engine;
+  bool gemm;
+  const uint8_t* w;
+  DType dtype;
+  size_t panel_bytes;
+  const float* bias;
+  size_t c, k, rows;
+  const float* x;
+  size_t x_stride;
+  const QActBlock* xq;
+  float* y;
+  size_t y_stride;
+};
+
+// Rows [first, first + n) (first a multiple of 16).
+void RunTile(void* context, size_t first, size_t n) {
+  const Job& job = *static_cast<const Job*>(context);
+  FFLITE_TSAN_ACQUIRE(context);
+  const uint8_t* w = job.w + first / kQuantPanelRows * job.panel_bytes;
+  const float* bias = job.bias != nullptr ? job.bias + first : nullptr;
+  if (job.gemm) {
+    job.engine->gemm().qgemm(job.c, job.k, n, w, job.dtype, bias, job.xq, job.y + first,
+                             job.y_stride);
+  } else {
+    job.engine->gemv().qgemv(job.c, job.k, n, w, job.dtype, bias, job.x, job.x_stride,
+                             job.y + first, job.y_stride);
+  }
+  FFLITE_TSAN_RELEASE(context);
+}
+
+}  // namespace
+
+bool QuantEngine::Reserve(size_t max_tokens, size_t max_k) {
+  const size_t kp = (max_k + kQuantBlock - 1) / kQuantBlock * kQuantBlock;
+  max_tokens_ = max_tokens;
+  max_k_ = kp;
+  return rotated_.Allocate(max_tokens * kp) && xq_.Allocate(max_tokens * (kp / kQuantBlock));
+}
+
+void QuantEngine::Run(const TensorView& w, const float* bias, size_t c, const float* x,
+                      size_t x_stride, float* y, size_t y_stride, pthreadpool_t pool,
+                      size_t threads, bool yield) {
+  const size_t rows = static_cast<size_t>(w.shape[0]);
+  size_t k = static_cast<size_t>(w.shape[1]);
+  const QuantGeometry g = QuantMatrixGeometry(w.dtype, rows, k);
+  if (w.layout == Layout::PANEL16_K4_HADAMARD32) {
+    // x' = R·x per block of 32 (zero-padded past k): the stored weights are W·Rᵀ.
+    const size_t kp = g.k_blocks * kQuantBlock;
+    for (size_t t = 0; t < c; ++t) {
+      float* r = rotated_.data() + t * kp;
+      std::memcpy(r, x + t * x_stride, k * sizeof(float));
+      std::memset(r + k, 0, (kp - k) * sizeof(float));
+      for (size_t b = 0; b < g.k_blocks; ++b) Rotate32(r + b * kQuantBlock);
+    }
+    x = rotated_.data();
+    x_stride = kp;
+    k = kp;
+  }
+  Job job{this, UsesGemm(c), w.data, w.dtype, static_cast<size_t>(g.panel_bytes), bias, c, k,
+          rows, x, x_stride, xq_.data(), y, y_stride};
+  if (job.gemm) gemm_.quantize_activations(c, k, x, x_stride, xq_.data());
+  if (pool != nullptr && threads > 1 && c * rows * k >= kMinParallelMacs &&
+      rows > kQuantPanelRows) {
+    // About 4 tiles per thread, whole panels each.
+    const size_t panels = (rows + kQuantPanelRows - 1) / kQuantPanelRows;
+    const size_t tile = std::max<size_t>(1, (panels + 4 * threads - 1) / (4 * threads)) *
+                        kQuantPanelRows;
+    FFLITE_TSAN_RELEASE(&job);
+    pthreadpool_parallelize_1d_tile_1d(pool, RunTile, &job, rows, tile,
+                                       yield ? PTHREADPOOL_FLAG_YIELD_WORKERS : 0);
+    FFLITE_TSAN_ACQUIRE(&job);
+  } else {
+    RunTile(&job, 0, rows);
+  }
+}
+
+}  // namespace fflite

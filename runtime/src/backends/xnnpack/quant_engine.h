@@ -1,0 +1,50 @@
+// The quantised matrix engine of the xnnpack backend: I8/I4 weights multiplied straight from the
+// model's mapping (no packing, no copy), float activations for few tokens, int8 for many.
+#ifndef FFLITE_RUNTIME_SRC_BACKENDS_XNNPACK_QUANT_ENGINE_H_
+#define FFLITE_RUNTIME_SRC_BACKENDS_XNNPACK_QUANT_ENGINE_H_
+
+#include <pthreadpool.h>
+
+#include <cstddef>
+
+#include "base/aligned_buffer.h"
+#include "format/model.h"
+#include "kernels/quant_kernels.h"
+
+namespace fflite {
+
+class QuantEngine {
+ public:
+  // gemv: the float-activation kernel; gemm: the int8-activation pair. Calls with at least
+  // `gemm_min_tokens` tokens use gemm (0: never).
+  QuantEngine(const QGemvKernel& gemv, const QGemmKernel& gemm, size_t gemm_min_tokens)
+      : gemv_(gemv), gemm_(gemm), gemm_min_tokens_(gemm_min_tokens) {}
+
+  // Sizes the scratch for up to `max_tokens` tokens a call and reductions of up to `max_k`.
+  // Returns false when the allocation fails. Run allocates nothing.
+  bool Reserve(size_t max_tokens, size_t max_k);
+
+  // y[c, y_stride] = x[c, x_stride] · Wᵀ + bias, W the quantised [rows, k] tensor as mapped.
+  // c <= max_tokens; bias: [rows] f32 or nullptr. With a pool, the rows are shared among its
+  // threads at panel boundaries (results do not depend on the split). `yield`: let the pool's
+  // threads sleep afterwards (the last product of a Run).
+  void Run(const TensorView& w, const float* bias, size_t c, const float* x, size_t x_stride,
+           float* y, size_t y_stride, pthreadpool_t pool, size_t threads, bool yield);
+
+  // Which path a call of c tokens takes: "gemv" (float activations) or "gemm" (int8).
+  bool UsesGemm(size_t c) const { return gemm_min_tokens_ != 0 && c >= gemm_min_tokens_; }
+  const QGemvKernel& gemv() const { return gemv_; }
+  const QGemmKernel& gemm() const { return gemm_; }
+
+ private:
+  const QGemvKernel& gemv_;
+  const QGemmKernel& gemm_;
+  size_t gemm_min_tokens_;
+  size_t max_tokens_ = 0, max_k_ = 0;
+  AlignedBuffer<float> rotated_;  // [max_tokens, max_k rounded up to 32]: R·x per block
+  AlignedBuffer<QActBlock> xq_;   // [max_tokens, max_k / 32]: quantised activations
+};
+
+}  // namespace fflite
+
+#endif  // FFLITE_RUNTIME_SRC_BACKENDS_XNNPACK_QUANT_ENGINE_H_

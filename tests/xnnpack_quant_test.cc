@@ -1,0 +1,217 @@
+// Quantised weights (I8, I4; plain and block-rotated layouts) on the xnnpack backend against the
+// reference on the same file: dense and MoE layers, odd shapes, 1..300 tokens (both the
+// float-activation and the int8-activation kernels), 1 and 3 threads, every kernel this CPU has.
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "backends/xnnpack/xnnpack_backend.h"
+#include "format/writer.h"
+#include "gtest/gtest.h"
+#include "testing/model_builder.h"
+#include "testing/testers.h"
+#include "testing/tolerances.h"
+
+namespace fflite {
+namespace {
+
+using testing::FfnParams;
+using testing::FfnTester;
+using testing::MoeTester;
+using testing::Rng;
+
+// The backend's default: products of at least this many tokens take the int8 kernels.
+const size_t kGemmTokens = XnnpackBackendOptions().quant_gemm_min_tokens;
+
+double ToleranceFor(size_t tokens) {
+  return tokens >= kGemmTokens ? testing::kInt8ActRelTol : testing::kF32RelTol;
+}
+
+// dtype x rotated x activation x gated x tokens: odd shapes (d_model 45: k not a multiple of 32,
+// d_ff 83 padded to 128 rows; down's k = 128 and its 45 rows a partial panel).
+using SweepParam = std::tuple<DType, bool, Activation, bool, size_t>;
+class QuantSweepTest : public ::testing::TestWithParam<SweepParam> {};
+
+TEST_P(QuantSweepTest, MatchesReference) {
+  const auto [dtype, rotate, activation, gated, tokens] = GetParam();
+  FfnTester()
+      .d_model(45)
+      .d_ff(83)
+      .activation(activation)
+      .gated(gated)
+      .bias(!gated)
+      .norm(NormKind::RMS_NORM, NormPlacement::PRE)
+      .residual(true)
+      .dtype(dtype)
+      .rotate(rotate)
+      .tokens(tokens)
+      .tolerance(ToleranceFor(tokens))
+      .Test("xnnpack");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, QuantSweepTest,
+    ::testing::Combine(::testing::Values(DType::I8, DType::I4), ::testing::Bool(),
+                       ::testing::Values(Activation::RELU, Activation::GELU_ERF,
+                                         Activation::SILU),
+                       ::testing::Bool(), ::testing::Values(size_t{1}, size_t{3}, size_t{130})));
+
+// Shapes: k of 1, 31, 33 and 200; rows from 1 to 300; every token count class; 1 and 3 threads.
+TEST(QuantShapeTest, OddShapesTokensAndThreads) {
+  const uint32_t shapes[][2] = {{1, 1}, {31, 17}, {33, 64}, {200, 301}, {64, 40}};
+  for (DType dtype : {DType::I8, DType::I4}) {
+    for (const auto& s : shapes) {
+      for (size_t tokens : {size_t{1}, size_t{7}, size_t{8}, size_t{41}, size_t{300}}) {
+        for (int threads : {1, 3}) {
+          FfnTester()
+              .d_model(s[0])
+              .d_ff(s[1])
+              .activation(Activation::GELU_TANH)
+              .gated(true)
+              .bias(true)
+              .dtype(dtype)
+              .rotate(s[0] == 33)
+              .tokens(tokens)
+              .threads(threads)
+              .tolerance(ToleranceFor(tokens))
+              .Test("xnnpack");
+        }
+      }
+    }
+  }
+}
+
+// MoE: routed experts (1 token: decode; 130: many tokens per expert), shared experts behind
+// the gate, under a budget.
+TEST(QuantMoeTest, RoutedAndSharedExperts) {
+  for (DType dtype : {DType::I8, DType::I4}) {
+    for (size_t tokens : {size_t{1}, size_t{5}, size_t{130}}) {
+      testing::MoeParams moe;
+      moe.num_experts = 6;
+      moe.top_k = 2;
+      moe.num_shared = 1;
+      moe.shared_gate = true;
+      for (uint64_t budget : {uint64_t{0}, uint64_t{1}}) {
+        MoeTester()
+            .d_model(40)
+            .d_ff(72)
+            .moe(moe)
+            .dtype(dtype)
+            .tokens(tokens)
+            .threads(tokens > 100 ? 3 : 1)
+            .expert_budget(budget)
+            .tolerance(tokens >= kGemmTokens ? testing::kInt8ActRelTol : testing::kF32RelTol)
+            .Test("xnnpack");
+      }
+    }
+  }
+}
+
+// Runs `spec` (written with `write`) through the xnnpack backend with `options` and through the
+// reference, `tokens` tokens, and compares with `tol`.
+void CompareWithReference(const ModelSpec& spec, const WriteOptions& write, size_t tokens,
+                          int threads, const XnnpackBackendOptions& options, double tol,
+                          const std::string& what, std::vector<float>* out = nullptr) {
+  auto built = testing::BuildModel(spec, write);
+  ASSERT_TRUE(built.ok()) << built.status();
+  const std::vector<float> input = Rng(11).Vec(tokens * spec.d_model, 2.0f);
+  auto want = testing::RunLayer(*built->model, "reference", 0, input, tokens, 1);
+  ASSERT_TRUE(want.ok()) << want.status();
+  BackendConfig config;
+  config.num_threads = threads;
+  config.max_tokens = tokens;
+  auto backend = CreateXnnpackBackendWithOptions(*built->model, config, options);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  std::vector<float> got(tokens * spec.d_model);
+  ASSERT_TRUE((*backend)->Run(0, input.data(), tokens, got.data()).ok());
+  testing::ExpectOutputsNear(*want, got, tokens, spec.d_model, tol, what);
+  if (out != nullptr) *out = got;
+}
+
+WriteOptions Quantized(DType dtype, bool rotate) {
+  WriteOptions write;
+  write.dtype = DType::F32;
+  write.matrix_dtype = [dtype](const std::string&, DType) { return dtype; };
+  write.quantize.rotate = rotate;
+  return write;
+}
+
+ModelSpec OneLayer(uint32_t d, uint32_t ff, Rng& rng) {
+  FfnParams p;
+  p.d_model = d;
+  p.d_ff = ff;
+  ModelSpec spec;
+  spec.d_model = d;
+  LayerSpec layer;
+  layer.ffn = testing::RandomFfn(p, rng);
+  spec.layers.push_back(std::move(layer));
+  return spec;
+}
+
+// Every float-activation and every int8-activation kernel this CPU offers, forced in turn.
+TEST(QuantKernelSetsTest, EveryKernelMatchesReference) {
+  Rng rng(3);
+  const ModelSpec spec = OneLayer(77, 150, rng);
+  for (DType dtype : {DType::I8, DType::I4}) {
+    for (const QGemvKernel* gemv : AvailableQGemvKernels()) {
+      for (const QGemmKernel* gemm : AvailableQGemmKernels()) {
+        for (size_t tokens : {size_t{2}, size_t{33}}) {
+          XnnpackBackendOptions options;
+          options.qgemv = gemv;
+          options.qgemm = gemm;
+          CompareWithReference(spec, Quantized(dtype, false), tokens, 1, options,
+                               ToleranceFor(tokens),
+                               absl::StrFormat("%s qgemv %s qgemm %s, %d tokens", DTypeName(dtype),
+                                               gemv->isa, gemm->isa, tokens));
+        }
+      }
+    }
+  }
+}
+
+// Float activations for every token count (quant_gemm_min_tokens 0): the f32 tolerance at 300.
+TEST(QuantKernelSetsTest, FloatActivationsForManyTokens) {
+  Rng rng(4);
+  const ModelSpec spec = OneLayer(64, 96, rng);
+  XnnpackBackendOptions options;
+  options.quant_gemm_min_tokens = 0;
+  CompareWithReference(spec, Quantized(DType::I4, true), 300, 3, options, testing::kF32RelTol,
+                       "i4 rotated, float activations, 300 tokens");
+}
+
+// Rows are shared among threads at panel boundaries: 1 and 3 threads give the same bits, on
+// both paths.
+TEST(QuantThreadsTest, SameBitsForOneAndThreeThreads) {
+  Rng rng(8);
+  const ModelSpec spec = OneLayer(96, 700, rng);
+  for (size_t tokens : {size_t{1}, size_t{64}}) {
+    std::vector<float> one, three;
+    CompareWithReference(spec, Quantized(DType::I8, false), tokens, 1, XnnpackBackendOptions(),
+                         ToleranceFor(tokens), "1 thread", &one);
+    CompareWithReference(spec, Quantized(DType::I8, false), tokens, 3, XnnpackBackendOptions(),
+                         ToleranceFor(tokens), "3 threads", &three);
+    EXPECT_EQ(one, three) << tokens << " tokens";
+  }
+}
+
+// --keep-style policies: a layer whose down matrix stays f16 while up and gate are I4 (one
+// FFN, two engines), and the reverse.
+TEST(QuantMixedTest, QuantisedAndFloatMatricesInOneFfn) {
+  Rng rng(5);
+  const ModelSpec spec = OneLayer(50, 90, rng);
+  for (bool down_kept : {true, false}) {
+    WriteOptions write = Quantized(DType::I4, false);
+    write.matrix_dtype = [down_kept](const std::string& path, DType) {
+      const bool down = path.size() >= 4 && path.compare(path.size() - 4, 4, "down") == 0;
+      return down == down_kept ? DType::F16 : DType::I4;
+    };
+    for (size_t tokens : {size_t{1}, size_t{50}}) {
+      CompareWithReference(spec, write, tokens, 1, XnnpackBackendOptions(), ToleranceFor(tokens),
+                           absl::StrFormat("mixed, down kept %d, %d tokens", down_kept, tokens));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fflite
