@@ -105,6 +105,25 @@ absl::Status CheckExpertDTypes(const LayerSpec& l) {
   return absl::OkStatus();
 }
 
+// The stored dtype of the matrix at `path` ("layers[3].moe.experts[5].down"): that of the first
+// --keep rule matching its layer and role, else `quantized`.
+DType MatrixDType(const std::string& path, const std::vector<KeepRule>& keep, DType quantized) {
+  size_t layer = 0;
+  const size_t open = path.find('['), close = path.find(']');
+  if (open != std::string::npos && close != std::string::npos) {
+    absl::SimpleAtoi(path.substr(open + 1, close - open - 1), &layer);
+  }
+  const std::string role = path.substr(path.rfind('.') + 1);
+  for (const KeepRule& r : keep) {
+    if (r.role != "*" && r.role != role) continue;
+    if (!r.layers.empty() && std::find(r.layers.begin(), r.layers.end(), layer) == r.layers.end()) {
+      continue;
+    }
+    return r.dtype;
+  }
+  return quantized;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<size_t>> ParseLayerSelection(const std::string& spec, size_t count) {
@@ -142,8 +161,48 @@ absl::StatusOr<DType> ParseDType(const std::string& name) {
   if (name == "f32") return DType::F32;
   if (name == "f16") return DType::F16;
   if (name == "bf16") return DType::BF16;
+  if (name == "i8") return DType::I8;
+  if (name == "i4") return DType::I4;
   return absl::InvalidArgumentError(
-      absl::StrFormat("dtype \"%s\" is not one of f32, f16, bf16", name));
+      absl::StrFormat("dtype \"%s\" is not one of f32, f16, bf16, i8, i4", name));
+}
+
+absl::StatusOr<std::vector<KeepRule>> ParseKeepRules(const std::string& spec, size_t layer_count) {
+  std::vector<KeepRule> rules;
+  for (absl::string_view part : absl::StrSplit(spec, ';', absl::SkipWhitespace())) {
+    part = absl::StripAsciiWhitespace(part);
+    const std::string rule(part);
+    const size_t colon = rule.find(':');
+    if (colon == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--keep rule \"%s\": expected DTYPE:ROLE[@LAYERS], e.g. f16:down@0,31", rule));
+    }
+    KeepRule r;
+    auto dtype = ParseDType(rule.substr(0, colon));
+    if (!dtype.ok() || *dtype == DType::I4) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--keep rule \"%s\": dtype \"%s\" is not one of f32, f16, bf16, i8", rule,
+          rule.substr(0, colon)));
+    }
+    r.dtype = *dtype;
+    const std::string rest = rule.substr(colon + 1);
+    const size_t at = rest.find('@');
+    r.role = rest.substr(0, at);
+    if (r.role != "up" && r.role != "gate" && r.role != "down" && r.role != "*") {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--keep rule \"%s\": role \"%s\" is not one of up, gate, down, *", rule, r.role));
+    }
+    if (at != std::string::npos) {
+      auto layers = ParseLayerSelection(rest.substr(at + 1), layer_count);
+      if (!layers.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("--keep rule \"%s\": %s", rule, layers.status().message()));
+      }
+      r.layers = *layers;
+    }
+    rules.push_back(std::move(r));
+  }
+  return rules;
 }
 
 absl::StatusOr<ConvertResult> ConvertCheckpoint(const std::string& dir, const std::string& output,
@@ -174,7 +233,9 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const std::string& dir, const st
   spec.d_model = plan.d_model;
   for (size_t i : selected) {
     FFLITE_ASSIGN_OR_RETURN(LayerSpec layer, plan.sublayers[i].build());
-    if (!options.dtype.has_value()) FFLITE_RETURN_IF_ERROR(CheckExpertDTypes(layer));
+    if (!options.dtype.has_value() && !options.quantize.has_value()) {
+      FFLITE_RETURN_IF_ERROR(CheckExpertDTypes(layer));
+    }
     if (!options.include_norm) {
       layer.norm.reset();
       layer.residual = false;
@@ -195,6 +256,14 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const std::string& dir, const st
       {"source.shards", absl::StrCat(checkpoint->files().size())},
       {"converter.version", kConverterVersion},
       {"converter.dtype", options.dtype.has_value() ? DTypeName(*options.dtype) : "source"},
+      {"converter.quantize",
+       options.quantize.has_value()
+           ? absl::StrFormat("%s (scale search %s, block rotation %s)%s",
+                             DTypeName(*options.quantize),
+                             options.quantize_options.search ? "on" : "off",
+                             options.quantize_options.rotate ? "on" : "off",
+                             options.keep.empty() ? "" : ", keep " + options.keep)
+           : "none"},
       {"converter.d_ff_alignment", absl::StrCat(options.d_ff_alignment)},
       {"converter.layers", options.layers.empty() ? "all" : options.layers},
       {"converter.page_align_experts", options.page_align_experts ? "true" : "false"},
@@ -205,6 +274,21 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const std::string& dir, const st
   WriteOptions write;
   write.d_ff_alignment = options.d_ff_alignment;
   write.dtype = options.dtype;
+  std::vector<KeepRule> keep;
+  if (options.quantize.has_value()) {
+    if (!write.dtype.has_value()) write.dtype = DType::F32;
+    FFLITE_ASSIGN_OR_RETURN(keep, ParseKeepRules(options.keep, spec.layers.size()));
+    const DType quantized = *options.quantize;
+    write.matrix_dtype = [&keep, quantized](const std::string& path, DType) {
+      return MatrixDType(path, keep, quantized);
+    };
+    write.quantize = options.quantize_options;
+    write.quantized = [&result](const std::string& path, DType dtype, const QuantStats& stats) {
+      result.quantized.push_back({path, dtype, stats});
+    };
+  } else if (!options.keep.empty()) {
+    return absl::InvalidArgumentError("--keep applies only with --dtype i8 or i4");
+  }
   write.page_align_experts = options.page_align_experts;
   uint64_t done = 0;
   write.progress = [&](uint64_t bytes, uint64_t total) {

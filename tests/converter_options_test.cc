@@ -1,7 +1,9 @@
 // Converter options and tools' library: d_ff padding is exact, layer selection, --no_norm, output
 // dtype, page-aligned experts, metadata, progress, fflite-inspect's summary and the example
 // checkpoint generator.
+#include <cmath>
 #include <cstring>
+#include <filesystem>
 
 #include "converter/example_checkpoint.h"
 #include "converter/inspect.h"
@@ -147,6 +149,85 @@ TEST_F(ConverterTest, OutputDTypeRoundsEveryTensor) {
   }
   EXPECT_THAT(converter::ParseDType("f64"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not one of f32, f16, bf16")));
+}
+
+// --dtype i8|i4: the expert matrices are quantised (the rest f32), --keep rules keep chosen
+// matrices at higher precision, every matrix's error is reported, and the quantised model is
+// close to the source model (NMSE of the layer's FFN output well under the quantisation step).
+TEST_F(ConverterTest, QuantisesMatricesWithKeepRules) {
+  CheckpointWriter w;
+  const json config = MixtralCheckpoint(w);
+  auto source = Convert(w, config, {}, 1, "f32.fflite");
+  ASSERT_NE(source, nullptr);
+  for (DType dtype : {DType::I8, DType::I4}) {
+    ConvertOptions o;
+    o.quantize = dtype;
+    o.keep = "f16:down@1;bf16:gate@2";
+    std::vector<converter::QuantRecord> records;
+    auto model = Convert(w, config, o, 1, std::string(DTypeName(dtype)) + ".fflite");
+    ASSERT_NE(model, nullptr);
+    const MoeView& m0 = model->layers()[0].moe;
+    EXPECT_EQ(m0.experts[3].up.dtype, dtype);
+    EXPECT_EQ(m0.experts[3].down.dtype, dtype);
+    EXPECT_EQ(m0.experts[3].up.layout, Layout::PANEL16_K4_HADAMARD32);  // rotated by default
+    EXPECT_EQ(m0.router.dtype, DType::F32);
+    EXPECT_EQ(model->layers()[0].norm.weight.dtype, DType::F32);
+    EXPECT_EQ(model->layers()[1].moe.experts[2].down.dtype, DType::F16);
+    EXPECT_EQ(model->layers()[1].moe.experts[2].up.dtype, dtype);
+    EXPECT_EQ(model->layers()[2].moe.experts[0].gate.dtype, DType::BF16);
+    for (size_t l = 0; l < 3; ++l) {
+      const std::vector<float> want = RunAll(*source, l, 16), got = RunAll(*model, l, 16);
+      ASSERT_EQ(want.size(), got.size());
+      double err = 0, norm = 0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        err += (got[i] - want[i]) * (got[i] - want[i]);
+        norm += want[i] * want[i];
+      }
+      // The layer adds the residual: the FFN's error relative to the whole output is small for
+      // i8 (~1e-5) and i4 (~1e-2 of the FFN, less of the sum); these bounds are 10x that.
+      EXPECT_LT(err / norm, dtype == DType::I8 ? 1e-4 : 2e-2) << DTypeName(dtype) << " layer " << l;
+    }
+  }
+}
+
+TEST(ParseKeepRules, AcceptsRulesAndNamesBadOnes) {
+  ASSERT_OK_AND_ASSIGN(auto rules, converter::ParseKeepRules("f16:down@0,31; i8:*", 32));
+  ASSERT_EQ(rules.size(), 2u);
+  EXPECT_EQ(rules[0].dtype, DType::F16);
+  EXPECT_EQ(rules[0].role, "down");
+  EXPECT_EQ(rules[0].layers, (std::vector<size_t>{0, 31}));
+  EXPECT_EQ(rules[1].dtype, DType::I8);
+  EXPECT_TRUE(rules[1].layers.empty());
+  EXPECT_THAT(converter::ParseKeepRules("down@0", 4).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("expected DTYPE:ROLE")));
+  EXPECT_THAT(converter::ParseKeepRules("i4:down", 4).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("dtype \"i4\"")));
+  EXPECT_THAT(converter::ParseKeepRules("f16:mlp", 4).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("role \"mlp\"")));
+  EXPECT_THAT(converter::ParseKeepRules("f16:up@9", 4).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("f16:up@9")));
+}
+
+TEST_F(ConverterTest, KeepWithoutQuantisationAndNanSourcesAreRefused) {
+  CheckpointWriter w;
+  json config = MixtralCheckpoint(w);
+  // A NaN weight cannot be quantised: refused by tensor, row and column, and no file is left.
+  std::vector<float>& w1 = const_cast<std::vector<float>&>(
+      w.Get("model.layers.1.block_sparse_moe.experts.2.w1.weight"));
+  w1[3 * kD + 4] = std::nanf("");
+  ASSERT_OK(w.Write(ckpt_, config.dump(1), 1));
+  const std::string out = out_dir_ + "/refused.fflite";
+  ConvertOptions keep_only;
+  keep_only.keep = "f16:down";
+  EXPECT_THAT(converter::ConvertCheckpoint(ckpt_, out, keep_only).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--keep applies only with --dtype i8 or i4")));
+  ConvertOptions q;
+  q.quantize = DType::I4;
+  EXPECT_THAT(converter::ConvertCheckpoint(ckpt_, out, q).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("layers[1].moe.experts[2].gate: element [3, 4] is NaN")));
+  EXPECT_FALSE(std::filesystem::exists(out));
 }
 
 TEST_F(ConverterTest, PageAlignedExpertsAndMetadata) {
