@@ -12,9 +12,6 @@ namespace fflite {
 
 namespace {
 
-// Below this many multiply-adds a product runs on the caller's thread (as the other engines).
-constexpr size_t kMinParallelMacs = size_t{1} << 20;
-
 struct Job {
   const QuantEngine* engine;
   bool gemm;
@@ -56,8 +53,8 @@ bool QuantEngine::Reserve(size_t max_tokens, size_t max_k) {
 }
 
 void QuantEngine::Run(const TensorView& w, const float* bias, size_t c, const float* x,
-                      size_t x_stride, float* y, size_t y_stride, pthreadpool_t pool,
-                      size_t threads, bool yield) {
+                      size_t x_stride, float* y, size_t y_stride, const EngineContext& ctx,
+                      bool last) {
   const size_t rows = static_cast<size_t>(w.shape[0]);
   size_t k = static_cast<size_t>(w.shape[1]);
   const QuantGeometry g = QuantMatrixGeometry(w.dtype, rows, k);
@@ -77,15 +74,15 @@ void QuantEngine::Run(const TensorView& w, const float* bias, size_t c, const fl
   Job job{this, UsesGemm(c), w.data, w.dtype, static_cast<size_t>(g.panel_bytes), bias, c, k,
           rows, x, x_stride, xq_.data(), y, y_stride};
   if (job.gemm) gemm_.quantize_activations(c, k, x, x_stride, xq_.data());
-  if (pool != nullptr && threads > 1 && c * rows * k >= kMinParallelMacs &&
+  if (ctx.pool != nullptr && ctx.threads > 1 && c * rows * k >= kMinParallelMacs &&
       rows > kQuantPanelRows) {
     // About 4 tiles per thread, whole panels each.
     const size_t panels = (rows + kQuantPanelRows - 1) / kQuantPanelRows;
-    const size_t tile = std::max<size_t>(1, (panels + 4 * threads - 1) / (4 * threads)) *
+    const size_t tile = std::max<size_t>(1, (panels + 4 * ctx.threads - 1) / (4 * ctx.threads)) *
                         kQuantPanelRows;
     FFLITE_TSAN_RELEASE(&job);
-    pthreadpool_parallelize_1d_tile_1d(pool, RunTile, &job, rows, tile,
-                                       yield ? PTHREADPOOL_FLAG_YIELD_WORKERS : 0);
+    pthreadpool_parallelize_1d_tile_1d(ctx.pool, RunTile, &job, rows, tile,
+                                       last ? PTHREADPOOL_FLAG_YIELD_WORKERS : 0);
     FFLITE_TSAN_ACQUIRE(&job);
   } else {
     RunTile(&job, 0, rows);

@@ -3,10 +3,9 @@
 #ifndef FFLITE_RUNTIME_SRC_BACKENDS_XNNPACK_QUANT_ENGINE_H_
 #define FFLITE_RUNTIME_SRC_BACKENDS_XNNPACK_QUANT_ENGINE_H_
 
-#include <pthreadpool.h>
-
 #include <cstddef>
 
+#include "backends/xnnpack/engines.h"
 #include "base/aligned_buffer.h"
 #include "format/model.h"
 #include "kernels/quant_kernels.h"
@@ -26,10 +25,10 @@ class QuantEngine {
 
   // y[c, y_stride] = x[c, x_stride] · Wᵀ + bias, W the quantised [rows, k] tensor as mapped.
   // c <= max_tokens; bias: [rows] f32 or nullptr. With a pool, the rows are shared among its
-  // threads at panel boundaries (results do not depend on the split). `yield`: let the pool's
-  // threads sleep afterwards (the last product of a Run).
+  // threads at panel boundaries (results do not depend on the split). `last` as for every
+  // engine (engines.h).
   void Run(const TensorView& w, const float* bias, size_t c, const float* x, size_t x_stride,
-           float* y, size_t y_stride, pthreadpool_t pool, size_t threads, bool yield);
+           float* y, size_t y_stride, const EngineContext& ctx, bool last);
 
   // Which path a call of c tokens takes: "gemv" (float activations) or "gemm" (int8).
   bool UsesGemm(size_t c) const { return gemm_min_tokens_ != 0 && c >= gemm_min_tokens_; }

@@ -1,33 +1,15 @@
-// xnnpack backend: dense FFN layers and MoE experts as sliced XNNPACK fully-connected operators
-// plus fflite kernels; MoE routing through the shared moe/ module, tokens grouped by expert.
-//
-// Why slices. XNNPACK 2022's f32 GEMM walks the output in tiles of mr (7 on AVX-512) tokens by
-// all output channels, so one operator over a whole matrix streams every packed weight from
-// memory once per 7 tokens: at 128 tokens on the llama shape (d 4096, d_ff 11008) that is 19
-// passes over 180 MB per matrix. Splitting the output channels into slices of about 2 MiB of
-// packed weights, one operator each, writing into the strided output (output_stride = N), keeps
-// each slice in L2/L3 while all token tiles pass through it. Measured with fflite-bench on one
-// Zen 4 core (AVX-512, 2 MiB L2, 32 MiB L3; FMA peak measured 116 GFLOP/s), llama, 128 tokens:
-//   slice 0 (one operator per matrix) 41 GFLOP/s, 1 MiB 99, 2 MiB 99, 4 MiB 91;
-//   whole layer: 99 GFLOP/s = 86% of peak, 2.2x plain XNNPACK (one operator per matrix).
-// At decode (1 token) slicing costs nothing: the same operators stream the weights at 23 GB/s
-// cold, 96% of the read bandwidth measured in the same run (plain XNNPACK is also at the
-// roofline there). One set of operators serves both ends, so the packed weights exist once.
-//
-// Tokens pass through in chunks of at most `token_chunk` = 128 (llama, 256 tokens: chunk 64
-// 90 GFLOP/s, 128 99, 256 73: bigger chunks push the token panel out of L2); the chunk also bounds
-// the [chunk, d_ff] scratch.
-//
-// Threads: the slices of a matrix are shared among the pool's threads (one parallel loop per
-// matrix, each slice's operator on one thread; see RunMatrix).
+// xnnpack backend: the layer's orchestration (norm, residual, dense FFN, MoE routing and
+// grouping, expert residency) over three matrix engines chosen per matrix (engines.h): XNNPACK's
+// packed operators (packed_engine.cc), fflite's direct few-token kernel on the file's weights
+// (direct_engine.cc) and the quantised kernels on the file's I8/I4 panels (quant_engine.cc).
 //
 // MoE: an expert is an FFN like a dense layer and is packed the same way (PackedFfn). The router
 // (plus the shared-expert gate as one more row) is one f32 operator; each token's logits go to
 // RouteToken in double, the (token, expert) pairs are grouped by a counting sort, and each active
 // expert runs once over the gathered batch of its tokens, so at decode only the top-k experts'
 // weights are read and at prefill each expert's weights are read once per call (see RunMoe).
-// With an expert budget, experts are packed on first use and the least recently used ones are
-// dropped (see Acquire).
+// Experts are prepared on first use; with an expert budget the least recently used forms are
+// dropped (see Acquire and moe/residency.h).
 //
 // Few tokens per expert: direct kernel on the file's weights. An expert that gets at most
 // `direct_max_tokens` (40) tokens in a call, every expert at decode, does not use its packed
@@ -63,11 +45,13 @@
 #include "absl/strings/str_format.h"
 #include "base/aligned_buffer.h"
 #include "base/status_macros.h"
+#include "backends/xnnpack/engines.h"
 #include "backends/xnnpack/quant_engine.h"
 #include "base/tsan.h"
 #include "format/writer.h"
 #include "moe/expert_counts.h"
 #include "moe/grouping.h"
+#include "moe/residency.h"
 #include "moe/routing.h"
 
 // ThreadSanitizer does not see the synchronisation inside pthreadpool (an uninstrumented system
@@ -80,15 +64,6 @@
 namespace fflite {
 
 namespace {
-
-// XNNPACK reads (never writes) up to XNN_EXTRA_BYTES past the end of its inputs.
-constexpr size_t kXnnTailBytes = XNN_EXTRA_BYTES;
-// Slices are multiples of 16 output channels (XNNPACK's nr on AVX-512; a multiple of 8 and 4 for
-// AVX/NEON), so only the last slice of a matrix has a partial tile.
-constexpr size_t kSliceAlign = 16;
-// Below this many multiply-adds (~10 us on one core) a matrix runs on the caller's thread: waking
-// the pool would cost more than it saves.
-constexpr size_t kMinParallelMacs = size_t{1} << 20;
 
 // Row stride (in floats) of the direct kernel's token inputs: n plus one cache line, never a
 // multiple of 4 KiB. When token rows are a multiple of 4 KiB apart (d_model 1024 or 2048 in f32)
@@ -115,107 +90,17 @@ uint64_t FileBytes(const FfnView& f) {
   return bytes;
 }
 
-absl::Status XnnError(xnn_status status, const std::string& what) {
-  const std::string message =
-      absl::StrFormat("%s: XNNPACK status %d", what, static_cast<int>(status));
-  if (status == xnn_status_out_of_memory) return absl::ResourceExhaustedError(message);
-  return absl::InternalError(message);
-}
-
-absl::Status InitializeXnnpack() {
-  // Idempotent and thread-safe (XNNPACK initialises once); never deinitialised.
-  const xnn_status status = xnn_initialize(/*allocator=*/nullptr);
-  if (status == xnn_status_success) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrFormat(
-      "XNNPACK cannot run on this CPU (xnn_initialize: status %d)", static_cast<int>(status)));
-}
-
-struct OperatorDeleter {
-  void operator()(xnn_operator_t op) const { xnn_delete_operator(op); }
-};
-using OperatorPtr = std::unique_ptr<xnn_operator, OperatorDeleter>;
-
 struct ThreadpoolDeleter {
   void operator()(pthreadpool_t pool) const { pthreadpool_destroy(pool); }
 };
 using ThreadpoolPtr = std::unique_ptr<pthreadpool, ThreadpoolDeleter>;
-
-// One weight matrix [out, in] as slices of output channels, each an operator owning its packed
-// weights (and bias).
-struct Matrix {
-  struct Slice {
-    OperatorPtr op;
-    size_t first = 0;  // first output channel
-  };
-  std::vector<Slice> slices;
-  size_t in = 0, out = 0;
-};
-
-// A tensor's values as f32: the mapped data itself for f32, else converted into `storage`.
-const float* AsF32(const TensorView& t, std::vector<float>* storage) {
-  if (!t.present()) return nullptr;
-  if (t.dtype == DType::F32) return reinterpret_cast<const float*>(t.data);
-  storage->resize(t.numel());
-  ConvertElements(t.dtype, t.data, DType::F32, reinterpret_cast<uint8_t*>(storage->data()),
-                  t.numel());
-  return storage->data();
-}
-
-// Output channels per slice: about `slice_bytes` of packed weights, a multiple of kSliceAlign,
-// with the slices of one matrix equal but for the last. With several threads the slice count is
-// rounded up to a multiple of the thread count (threads take whole slices).
-size_t SliceWidth(size_t in, size_t out, size_t slice_bytes, size_t threads) {
-  size_t count = 1;
-  if (slice_bytes != 0) {
-    const size_t target = std::max<size_t>(kSliceAlign, slice_bytes / (in * sizeof(float)));
-    count = std::max<size_t>(1, (out + target / 2) / target);
-  }
-  count = (count + threads - 1) / threads * threads;
-  const size_t width = (out + count - 1) / count;
-  return std::min(out, (width + kSliceAlign - 1) / kSliceAlign * kSliceAlign);
-}
-
-// y = W·x + b, clamped to [out_min, +inf).   W:[out, in] f32, b:[out] f32 or nullptr.
-absl::Status PackMatrixF32(const float* weights, const float* bias, size_t out, size_t in,
-                           float out_min, size_t slice_bytes, size_t threads,
-                           const std::string& what, Matrix* m) {
-  m->out = out;
-  m->in = in;
-  const size_t width = SliceWidth(m->in, m->out, slice_bytes, threads);
-  for (size_t first = 0; first < m->out; first += width) {
-    const size_t n = std::min(width, m->out - first);
-    xnn_operator_t op = nullptr;
-    const xnn_status status = xnn_create_fully_connected_nc_f32(
-        /*input_channels=*/m->in, /*output_channels=*/n, /*input_stride=*/m->in,
-        /*output_stride=*/m->out, weights + first * m->in, bias != nullptr ? bias + first : nullptr,
-        out_min, std::numeric_limits<float>::infinity(),
-        /*flags=*/0, &op);
-    if (status != xnn_status_success) {
-      return XnnError(status, absl::StrFormat("%s: creating the fully-connected operator for "
-                                              "output channels [%d, %d)",
-                                              what, first, first + n));
-    }
-    m->slices.push_back({OperatorPtr(op), first});
-  }
-  return absl::OkStatus();
-}
-
-// The same from the model's tensors (f16/bf16 converted to f32 first).
-absl::Status PackMatrix(const TensorView& w, const TensorView& b, float out_min, size_t slice_bytes,
-                        size_t threads, const std::string& what, Matrix* m) {
-  std::vector<float> w_storage, b_storage;
-  const float* weights = AsF32(w, &w_storage);  // [out, in]
-  const float* bias = AsF32(b, &b_storage);     // [out] or nullptr
-  return PackMatrixF32(weights, bias, static_cast<size_t>(w.shape[0]),
-                       static_cast<size_t>(w.shape[1]), out_min, slice_bytes, threads, what, m);
-}
 
 // One FFN (a dense layer's, a routed expert's or a shared expert's) as packed operators. A
 // quantised matrix (I8/I4) is not packed: the quantised engine reads it from the file (its
 // Matrix stays empty, and its bias is kept here as f32).
 struct PackedFfn {
   const FfnView* view = nullptr;
-  Matrix up, gate, down;  // gate: only when gated
+  PackedMatrix up, gate, down;  // gate: only when gated (each empty when quantised)
   bool gated = false;
   F32ActivationFn activation = nullptr;  // nullptr: fused into `up` (non-gated ReLU clamp)
   size_t d_ff = 0;                       // d_ff_padded: the padding is exact (zeros)
@@ -233,7 +118,7 @@ absl::Status PackFfn(const FfnView& f, const Kernels& kernels, size_t slice_byte
   p->activation = fuse_relu ? nullptr : kernels.Activation(f.activation);
   const float inf = std::numeric_limits<float>::infinity();
   auto pack = [&](const TensorView& w, const TensorView& b, float out_min, const char* what,
-                  Matrix* m, std::vector<float>* bias) {
+                  PackedMatrix* m, std::vector<float>* bias) {
     if (w.quantized()) {
       if (b.present() && b.dtype != DType::F32) AsF32(b, bias);
       return absl::OkStatus();
@@ -287,13 +172,8 @@ struct ExpertSlot {
   std::vector<float> up_bias, gate_bias, down_bias;
 };
 
-// One form of one expert on the LRU list: entries_[2·slot + kPackedForm / kMappedForm].
+// One form of one expert on the residency list: entry 2·slot + kPackedForm / kMappedForm.
 enum ExpertForm : size_t { kPackedForm = 0, kMappedForm = 1 };
-struct LruEntry {
-  uint64_t bytes = 0;  // packed: XnnpackPackedFfnBytes; mapped: the expert's bytes in the file
-  bool resident = false;
-  int32_t prev = -1, next = -1;  // LRU neighbours (entry indices), -1 at the ends
-};
 
 // What an MoE layer runs besides its routed experts.
 struct MoePlan {
@@ -301,7 +181,7 @@ struct MoePlan {
   uint32_t num_experts = 0, top_k = 0;
   // logits[n, router_out] = h · [router; shared_gate]ᵀ + [router_bias; 0]: the shared-expert gate
   // (Qwen2-MoE) rides along as one more output row of the router's operator.
-  Matrix router;
+  PackedMatrix router;
   size_t router_out = 0;  // num_experts, + 1 with a shared-expert gate
   bool shared_gate = false;
   size_t first_slot = 0;  // the layer's experts are slots_[first_slot, first_slot + num_experts)
@@ -343,7 +223,7 @@ class XnnpackBackend : public Backend {
       }
     }
     slice_bytes_ = options.slice_bytes;
-    budget_ = config.expert_budget_bytes;
+    const uint64_t budget = config.expert_budget_bytes;
     const size_t d = model_.d_model();
     chunk_ = std::max<size_t>(1, std::min(config.max_tokens, options.token_chunk));
     // MoE layers route up to 4 chunks of tokens at once, so that each expert sees ~4x more of
@@ -438,20 +318,21 @@ class XnnpackBackend : public Backend {
     if (any_quantized && !quant_.Reserve(chunk_, std::max<size_t>(d, max_ff))) {
       return absl::ResourceExhaustedError("allocating the quantised engine's scratch failed");
     }
-    counts_.Init(model_);
-    // Without a budget every expert is packed now (and its pages released); with one, on first
-    // use.
-    if (budget_ == 0) {
-      for (size_t i = 0; i < slots_.size(); ++i) {
-        PackedFfn* unused;
-        FFLITE_RETURN_IF_ERROR(Acquire(i, &unused));
-      }
+    residency_.Init(2 * slots_.size(), budget);
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      residency_.SetBytes(2 * i + kPackedForm, XnnpackPackedFfnBytes(*slots_[i].view));
+      residency_.SetBytes(2 * i + kMappedForm, FileBytes(*slots_[i].view));
     }
+    counts_.Init(model_);
+    // Routed experts are prepared lazily, budget or not: an expert's packed form is made the
+    // first time a call gives it more than direct_max_ tokens, its mapped form the first time it
+    // gets fewer. Experts that only ever see a few tokens are never packed (an unbudgeted
+    // qwen-moe session used to pack 2 GB at creation that decode never read).
     return absl::OkStatus();
   }
 
   ExpertCounts* expert_counts() override { return &counts_; }
-  uint64_t resident_expert_bytes() const { return resident_bytes_; }
+  uint64_t resident_expert_bytes() const { return residency_.resident_bytes(); }
   double routed_seconds() const { return routed_seconds_; }
 
   absl::Status Run(size_t layer, const float* input, size_t n_tokens, float* output) override {
@@ -545,11 +426,6 @@ class XnnpackBackend : public Backend {
         if (t->present() && t->dtype != DType::F32) AsF32(*t, converted);
       }
       slots_.push_back(std::move(slot));
-      LruEntry packed, mapped;
-      packed.bytes = XnnpackPackedFfnBytes(f);
-      mapped.bytes = FileBytes(f);
-      entries_.push_back(packed);
-      entries_.push_back(mapped);
     }
     return absl::OkStatus();
   }
@@ -607,14 +483,16 @@ class XnnpackBackend : public Backend {
   // y[n, y_stride] = x[n, x_stride] · Wᵀ + b by the engine that holds W: the quantised engine for
   // I8/I4 (from the file), the packed operators when there are some (strides: m.in, m.out), else
   // the direct kernel on the file's f32/f16/bf16 rows.
-  absl::Status Multiply(const TensorView& w, const Matrix* packed, const float* bias, size_t n,
-                        const float* x, size_t x_stride, float* y, size_t y_stride, bool last) {
+  absl::Status Multiply(const TensorView& w, const PackedMatrix* packed, const float* bias,
+                        size_t n, const float* x, size_t x_stride, float* y, size_t y_stride,
+                        bool last) {
+    const EngineContext ctx{threadpool_.get(), threads_};
     if (w.quantized()) {
-      quant_.Run(w, bias, n, x, x_stride, y, y_stride, threadpool_.get(), threads_, last);
+      quant_.Run(w, bias, n, x, x_stride, y, y_stride, ctx, last);
       return absl::OkStatus();
     }
-    if (packed != nullptr && !packed->slices.empty()) return RunMatrix(*packed, n, x, y, last);
-    Gemv(w, bias, n, x, x_stride, y, y_stride, last);
+    if (packed != nullptr && !packed->empty()) return RunPacked(*packed, n, x, y, ctx, last);
+    RunDirect(kernels_, w, bias, n, x, x_stride, y, y_stride, ctx, last);
     return absl::OkStatus();
   }
 
@@ -636,7 +514,8 @@ class XnnpackBackend : public Backend {
       const bool last_chunk = t0 + n == n_tokens;
       PreNorm(p, x, n);
       // logits[n, ro]
-      FFLITE_RETURN_IF_ERROR(RunMatrix(mp.router, n, in_.data(), logits_.data(), false));
+      FFLITE_RETURN_IF_ERROR(RunPacked(mp.router, n, in_.data(), logits_.data(),
+                                       EngineContext{threadpool_.get(), threads_}, false));
       for (size_t t = 0; t < n; ++t) {
         const float* l = logits_.data() + t * ro;
         for (uint32_t e = 0; e < num_experts; ++e) logits_f64_[e] = l[e];
@@ -743,31 +622,28 @@ class XnnpackBackend : public Backend {
         .IgnoreError();
   }
 
-  // Residency. Each expert has two forms on one LRU list (entries_): its packed operators and its
-  // mapped file pages. Under a budget, least recently used forms are dropped first until the new
-  // one fits; a budget below one form leaves only the form in use (resident until the next one is
-  // needed). Only the expert being run must be resident: experts run one after the other, so one
-  // used earlier in the same call may be dropped. The list is intrusive over entries_: no
-  // allocation. Without a budget nothing is dropped.
+  // Residency. Each expert has two forms on the residency list (moe/residency.h): its packed
+  // operators and its mapped file pages. Under a budget, least recently used forms are dropped
+  // first until the new one fits.
 
   // The packed operators of expert slot i, packing it if they are not resident.
   absl::Status Acquire(size_t i, PackedFfn** out) {
     ExpertSlot& s = slots_[i];
     const size_t entry = 2 * i + kPackedForm;
-    if (entries_[entry].resident) {
-      Touch(entry);
+    if (residency_.resident(entry)) {
+      residency_.Touch(entry);
       *out = s.ffn.get();
       return absl::OkStatus();
     }
-    MakeRoom(entry);
+    residency_.MakeRoom(entry, [this](size_t e) { Evict(e); });
     auto packed = std::make_unique<PackedFfn>();
     FFLITE_RETURN_IF_ERROR(PackFfn(
         *s.view, kernels_, expert_slice_bytes_, threads_,
         absl::StrFormat("layers[%d].moe.experts[%d]", s.layer, s.expert), packed.get()));
     // Packing read the file pages: hand them back, unless the mapped form holds them.
-    if (!entries_[2 * i + kMappedForm].resident) ReleaseFfnPages(model_, *s.view);
+    if (!residency_.resident(2 * i + kMappedForm)) ReleaseFfnPages(model_, *s.view);
     s.ffn = std::move(packed);
-    Insert(entry);
+    residency_.Insert(entry);
     *out = s.ffn.get();
     return absl::OkStatus();
   }
@@ -775,141 +651,23 @@ class XnnpackBackend : public Backend {
   // Makes expert slot i's file pages resident (mapped in at once) for the direct kernel.
   void AcquireMapped(size_t i) {
     const size_t entry = 2 * i + kMappedForm;
-    if (entries_[entry].resident) {
-      Touch(entry);
+    if (residency_.resident(entry)) {
+      residency_.Touch(entry);
       return;
     }
-    MakeRoom(entry);
+    residency_.MakeRoom(entry, [this](size_t e) { Evict(e); });
     PopulateFfnPages(model_, *slots_[i].view);
-    Insert(entry);
+    residency_.Insert(entry);
   }
 
-  void Touch(size_t entry) {
-    if (budget_ == 0) return;
-    Unlink(entry);
-    PushFront(entry);
-  }
-  void MakeRoom(size_t entry) {
-    if (budget_ == 0) return;
-    while (lru_tail_ >= 0 && resident_bytes_ + entries_[entry].bytes > budget_) {
-      Evict(static_cast<size_t>(lru_tail_));
-    }
-  }
-  void Insert(size_t entry) {
-    entries_[entry].resident = true;
-    resident_bytes_ += entries_[entry].bytes;
-    PushFront(entry);
-  }
+  // Drops a form the residency list let go of.
   void Evict(size_t entry) {
-    Unlink(entry);
-    entries_[entry].resident = false;
-    resident_bytes_ -= entries_[entry].bytes;
     ExpertSlot& s = slots_[entry / 2];
     if (entry % 2 == kPackedForm) {
       s.ffn.reset();  // deletes the operators and their packed weights
     } else {
       ReleaseFfnPages(model_, *s.view);
     }
-  }
-  void Unlink(size_t i) {
-    LruEntry& s = entries_[i];
-    if (s.prev >= 0) entries_[static_cast<size_t>(s.prev)].next = s.next; else lru_head_ = s.next;
-    if (s.next >= 0) entries_[static_cast<size_t>(s.next)].prev = s.prev; else lru_tail_ = s.prev;
-    s.prev = s.next = -1;
-  }
-  void PushFront(size_t i) {
-    LruEntry& s = entries_[i];
-    s.prev = -1;
-    s.next = lru_head_;
-    if (lru_head_ >= 0) entries_[static_cast<size_t>(lru_head_)].prev = static_cast<int32_t>(i);
-    lru_head_ = static_cast<int32_t>(i);
-    if (lru_tail_ < 0) lru_tail_ = lru_head_;
-  }
-
-  // y[c, y_stride] = x[c, x_stride] · Wᵀ + b through the direct kernel, W the file's [rows, k]
-  // tensor. With threads, the rows are shared among them in tiles (a multiple of 8 rows, about 4
-  // tiles per thread); `last` as for RunMatrix.
-  void Gemv(const TensorView& w, const float* bias, size_t c, const float* x, size_t x_stride,
-            float* y, size_t y_stride, bool last) {
-    const size_t rows = static_cast<size_t>(w.shape[0]), k = static_cast<size_t>(w.shape[1]);
-    GemvJob job{kernels_.gemv, w.data, w.dtype, DTypeSize(w.dtype) * k, bias, c, k, x, x_stride,
-                y, y_stride};
-    if (threadpool_ != nullptr && c * rows * k >= kMinParallelMacs) {
-      const size_t tile = ((rows + 4 * threads_ - 1) / (4 * threads_) + 7) / 8 * 8;
-      FFLITE_TSAN_RELEASE(&job);
-      pthreadpool_parallelize_1d_tile_1d(threadpool_.get(), RunGemvTile, &job, rows, tile,
-                                         last ? PTHREADPOOL_FLAG_YIELD_WORKERS : 0);
-      FFLITE_TSAN_ACQUIRE(&job);
-    } else {
-      RunGemvTile(&job, 0, rows);
-    }
-  }
-
-  struct GemvJob {
-    F32GemvFn gemv;
-    const uint8_t* w;  // [rows, k] of dtype
-    DType dtype;
-    size_t row_bytes;
-    const float* bias;  // [rows] or nullptr
-    size_t c, k;
-    const float* x;
-    size_t x_stride;
-    float* y;
-    size_t y_stride;
-  };
-
-  static void RunGemvTile(void* context, size_t first, size_t rows) {
-    GemvJob& job = *static_cast<GemvJob*>(context);
-    FFLITE_TSAN_ACQUIRE(&job);
-    job.gemv(job.c, job.k, rows, job.w + first * job.row_bytes, job.dtype,
-             job.bias != nullptr ? job.bias + first : nullptr, job.x, job.x_stride, job.y + first,
-             job.y_stride);
-    FFLITE_TSAN_RELEASE(&job);
-  }
-
-  // out[n, m.out] = in[n, m.in] · Wᵀ + b, slice by slice. With threads, one parallel loop over
-  // the slices, each slice's operator running on one thread (set up without a pool): one
-  // synchronisation per matrix instead of one per slice. On a loaded 2-core machine (the one the
-  // numbers in the header come from) per-slice dispatch through XNNPACK's own pool measured
-  // 400-1000 ms for llama up at 128 tokens, 2 threads, against 188 ms this way; at 1 token 41-47
-  // against 20-24 ms.
-  // `last`: the last matrix of this Run; the pool's threads then sleep instead of spinning, so
-  // that they do not take cores from the caller's work between layers (attention, say), as
-  // XNNPACK's runtime does with XNN_FLAG_YIELD_WORKERS.
-  absl::Status RunMatrix(const Matrix& m, size_t n, const float* in, float* out, bool last) {
-    SliceJob job{&m, n, in, out, {xnn_status_success}};
-    if (threadpool_ != nullptr && m.slices.size() > 1 && n * m.in * m.out >= kMinParallelMacs) {
-      FFLITE_TSAN_RELEASE(&job);
-      pthreadpool_parallelize_1d(threadpool_.get(), RunSlice, &job, m.slices.size(),
-                                 last ? PTHREADPOOL_FLAG_YIELD_WORKERS : 0);
-      FFLITE_TSAN_ACQUIRE(&job);
-    } else {
-      for (size_t i = 0; i < m.slices.size(); ++i) RunSlice(&job, i);
-    }
-    const int status = job.status.load(std::memory_order_relaxed);
-    if (status != xnn_status_success) {
-      return XnnError(static_cast<xnn_status>(status), "running a fully-connected operator");
-    }
-    return absl::OkStatus();
-  }
-
-  struct SliceJob {
-    const Matrix* m;
-    size_t n;
-    const float* in;          // [n, m->in] + XNN_EXTRA_BYTES
-    float* out;               // [n, m->out]
-    std::atomic<int> status;  // the last failure, or success
-  };
-
-  static void RunSlice(void* context, size_t i) {
-    SliceJob& job = *static_cast<SliceJob*>(context);
-    FFLITE_TSAN_ACQUIRE(&job);
-    const Matrix::Slice& s = job.m->slices[i];
-    xnn_status status = xnn_setup_fully_connected_nc_f32(s.op.get(), job.n, job.in,
-                                                         job.out + s.first, /*threadpool=*/nullptr);
-    if (status == xnn_status_success) status = xnn_run_operator(s.op.get(), nullptr);
-    if (status != xnn_status_success) job.status.store(status, std::memory_order_relaxed);
-    FFLITE_TSAN_RELEASE(&job);
   }
 
   void Normalize(const LayerPlan& p, const float* in, float* out) const {
@@ -938,10 +696,7 @@ class XnnpackBackend : public Backend {
   // Routed experts of every MoE layer, resident or not; their two forms each, and the LRU list over
   // the resident forms (head: most recently used).
   std::vector<ExpertSlot> slots_;
-  std::vector<LruEntry> entries_;  // [2 · slots]
-  int32_t lru_head_ = -1, lru_tail_ = -1;
-  uint64_t budget_ = 0;          // 0: no budget
-  uint64_t resident_bytes_ = 0;  // Σ bytes of resident forms
+  ExpertResidency residency_;  // [2 · slots] forms: packed, mapped
   ExpertCounts counts_;          // routing statistics
   // Scratch; the XNNPACK inputs carry XNN_EXTRA_BYTES of tail slack.
   AlignedBuffer<float> in_;      // [max(chunk, moe_chunk), d_model] + tail: (pre-normed) input
@@ -967,15 +722,9 @@ bool XnnpackBackendAvailable(std::string* why) {
 }
 
 uint64_t XnnpackPackedFfnBytes(const FfnView& f) {
-  // XNNPACK packs each slice's weights and bias (zeros when absent) in tiles of nr output
-  // channels (16 on AVX-512; 8 or 4 elsewhere, so this slightly overestimates there).
-  auto matrix = [](uint64_t out, uint64_t in) {
-    const uint64_t padded = (out + kSliceAlign - 1) / kSliceAlign * kSliceAlign;
-    return padded * (in + 1) * sizeof(float);
-  };
   // A quantised matrix is not packed: the packed form reads it from the file.
   auto bytes = [&](const TensorView& w, uint64_t out, uint64_t in) {
-    return w.quantized() ? w.size : matrix(out, in);
+    return w.quantized() ? w.size : PackedMatrixBytes(out, in);
   };
   const uint64_t d = f.d_model, ff = f.d_ff_padded;
   return bytes(f.up, ff, d) + (f.gated ? bytes(f.gate, ff, d) : 0) + bytes(f.down, d, ff);

@@ -45,17 +45,18 @@ struct XnnpackBackendOptions {
 // Whether XNNPACK initialises on this CPU; `why` says why not.
 bool XnnpackBackendAvailable(std::string* why);
 
-// Packs every layer's weights (f16/bf16 converted to f32) into XNNPACK operators, releases the
-// model's pages of those weights, and sizes the scratch from config.max_tokens. MoE experts have
-// two resident forms: packed operators (for batches of more than direct_max_tokens) and their
-// file pages (read in place by the direct kernel for smaller batches, every expert at decode).
-// Without a budget (config.expert_budget_bytes == 0) every expert is packed at creation and the
-// file pages the direct kernel reads stay mapped; with one, either form is made resident on first
-// use and the least recently used forms are dropped to stay within the budget (a budget below one
-// form keeps just the one in use). Dropping file pages (MADV_DONTNEED) affects every session of the
-// same model, which then reads them again from the page cache. The model must outlive the backend.
-// Errors: ResourceExhausted (memory, threads), Internal (XNNPACK refused an operator); under a
-// budget Run may give these too, when packing an expert fails.
+// Packs the float weights of dense layers, shared experts and routers (f16/bf16 converted to f32)
+// into XNNPACK operators, releases the model's pages of those weights, and sizes the scratch from
+// config.max_tokens. Quantised (I8/I4) matrices are never packed: they are read from the model's
+// mapping, whose pages stay. Routed experts are prepared on first use, in one of two resident
+// forms: packed operators (for batches of more than direct_max_tokens; float matrices only) and
+// their file pages (read in place for smaller batches, every expert at decode, and always for
+// quantised experts). Without a budget (config.expert_budget_bytes == 0) nothing is dropped; with
+// one, the least recently used forms are dropped to stay within the budget (a budget below one
+// form keeps just the one in use). Dropping file pages (MADV_DONTNEED) affects every session of
+// the same model, which then reads them again from the page cache. The model must outlive the
+// backend. Errors: ResourceExhausted (memory, threads), Internal (XNNPACK refused an operator);
+// Run may give these too, when packing an expert on first use fails.
 absl::StatusOr<std::unique_ptr<Backend>> CreateXnnpackBackend(const Model& model,
                                                               const BackendConfig& config);
 absl::StatusOr<std::unique_ptr<Backend>> CreateXnnpackBackendWithOptions(
