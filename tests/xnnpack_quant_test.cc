@@ -1,6 +1,7 @@
 // Quantised weights (I8, I4; plain and block-rotated layouts) on the xnnpack backend against the
 // reference on the same file: dense and MoE layers, odd shapes, 1..300 tokens (both the
 // float-activation and the int8-activation kernels), 1 and 3 threads, every kernel this CPU has.
+#include <cmath>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -209,6 +210,33 @@ TEST(QuantMixedTest, QuantisedAndFloatMatricesInOneFfn) {
     for (size_t tokens : {size_t{1}, size_t{50}}) {
       CompareWithReference(spec, write, tokens, 1, XnnpackBackendOptions(), ToleranceFor(tokens),
                            absl::StrFormat("mixed, down kept %d, %d tokens", down_kept, tokens));
+    }
+  }
+}
+
+// A NaN in one token's input makes that token's outputs NaN and leaves the others as the
+// reference has them, on the float path and on the int8 path (which cannot carry a NaN, so such
+// a call takes the float path).
+TEST(QuantNanTest, NanStaysInItsToken) {
+  Rng rng(12);
+  const ModelSpec spec = OneLayer(40, 64, rng);
+  auto built = testing::BuildModel(spec, Quantized(DType::I8, true));
+  ASSERT_TRUE(built.ok()) << built.status();
+  for (size_t tokens : {size_t{3}, size_t{20}}) {
+    std::vector<float> input = Rng(13).Vec(tokens * 40, 2.0f);
+    input[1 * 40 + 7] = std::nanf("");
+    auto got = testing::RunLayer(*built->model, "xnnpack", 0, input, tokens);
+    auto want = testing::RunLayer(*built->model, "reference", 0, input, tokens);
+    ASSERT_TRUE(got.ok() && want.ok());
+    for (size_t t = 0; t < tokens; ++t) {
+      for (size_t i = 0; i < 40; ++i) {
+        const float g = (*got)[t * 40 + i], w = (*want)[t * 40 + i];
+        if (t == 1) {
+          EXPECT_TRUE(std::isnan(g)) << tokens << " tokens, feature " << i;
+        } else {
+          EXPECT_NEAR(g, w, testing::kF32RelTol * (std::fabs(w) + 1.0)) << tokens << " tokens";
+        }
+      }
     }
   }
 }

@@ -43,6 +43,22 @@ void RunTile(void* context, size_t first, size_t n) {
   FFLITE_TSAN_RELEASE(context);
 }
 
+// Whether x[c, x_stride] (k values per token) holds only finite values: an integer test of the
+// exponent bits, which the compiler vectorises (a float sum would be a latency-bound chain).
+bool AllFinite(size_t c, size_t k, const float* x, size_t x_stride) {
+  for (size_t t = 0; t < c; ++t) {
+    const float* row = x + t * x_stride;
+    uint32_t bad = 0;
+    for (size_t j = 0; j < k; ++j) {
+      uint32_t bits;
+      std::memcpy(&bits, row + j, sizeof(bits));
+      bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+    }
+    if (bad != 0) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool QuantEngine::Reserve(size_t max_tokens, size_t max_k) {
@@ -71,7 +87,12 @@ void QuantEngine::Run(const TensorView& w, const float* bias, size_t c, const fl
     x_stride = kp;
     k = kp;
   }
-  Job job{this, UsesGemm(c), w.data, w.dtype, static_cast<size_t>(g.panel_bytes), bias, c, k,
+  // Int8 activations cannot carry a NaN or an infinity: a call with one takes the float path,
+  // which propagates it to the token's outputs as every other engine does. (One pass over the
+  // activations: c·k reads against c·k·rows multiply-adds.)
+  bool gemm = UsesGemm(c);
+  if (gemm) gemm = AllFinite(c, k, x, x_stride);
+  Job job{this, gemm, w.data, w.dtype, static_cast<size_t>(g.panel_bytes), bias, c, k,
           rows, x, x_stride, xq_.data(), y, y_stride};
   if (job.gemm) gemm_.quantize_activations(c, k, x, x_stride, xq_.data());
   if (ctx.pool != nullptr && ctx.threads > 1 && c * rows * k >= kMinParallelMacs &&
