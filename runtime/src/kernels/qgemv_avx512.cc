@@ -10,14 +10,17 @@
 // and every panel whatever the rows of the call, so results do not depend on c nor on how the
 // rows are split among threads.
 //
+// c = 1 has its own path: 4 panels per pass over x, block by block (each block of activations
+// read once per pass, not once per panel), each panel's bytes prefetched as its own stream, with
+// each panel's operations exactly those of the general path (results identical for any c/split).
+//
 // Measured on Zen 5 (one core of a shared 2-core VM, [11008, 4096] weights rotated through 300 MB,
-// a plain 64-byte-load read loop at 31-38 GB/s): c = 1 reads I8 and I4 at 60-68% of that
-// loop's bandwidth; warm (from L2) the same loops run at 40-53 (I8) and 35 (I4) GB/s. What is
-// lost against the read loop is not the arithmetic: a loop with the same work per byte over one
-// contiguous array reaches 85-95% of it. It is the extra L1 traffic of the panel layout: the
-// token's 16 KiB of activations (evicted by each panel's 68 KiB of weights, so reread from L2
-// every panel) and the scales; a copy of this loop without them reads at 26 against 21 GB/s.
-// c = 4 is bound by the multiply-adds (one per weight and token): I8 at 50%, I4 at 35%.
+// medians of 21 runs against a plain 64-byte-load read loop at 31-38 GB/s in the same run): c = 1
+// reads I8 at 90-99% of that loop's bandwidth (one panel per pass: 60-68%) and I4 at 73-84%
+// (60-68%). I4 is now bound by the arithmetic: warm (from L2) it runs at 25-27 GB/s (shift,
+// vpermps and FMA per 16 weights, plus one broadcast per k shared by the pass's 4 panels); the
+// one-panel I4 loop ran at 33-36 GB/s warm, so the 4-panel loop's scheduling still loses ~25%.
+// c = 4 is bound by the multiply-adds (one per weight and token): I8 at ~50%, I4 at ~33%.
 #include "kernels/quant_kernels.h"
 
 #if defined(FFLITE_QGEMV_X86)
@@ -34,10 +37,6 @@
 #include <cstring>
 
 #include "format/quant_layout.h"
-
-#ifndef FFLITE_QGEMV_PF
-#define FFLITE_QGEMV_PF 4096
-#endif
 
 // Per-function target attributes, as in kernels_avx2.cc: no AVX-512 code in shared inline
 // functions.
@@ -171,6 +170,39 @@ FFLITE_AVX512 inline void BlockSumsI4(const uint8_t* blk, const float* const* xb
   }
 }
 
+// BlockSumsI4<1> for P panels at blk + j·stride (j < P) at once: each activation is broadcast once
+// for all P panels; each panel's sums get exactly BlockSumsI4<1>'s operations in its order.
+template <int P>
+FFLITE_AVX512 inline void BlockSumsI4Panels(const uint8_t* blk, size_t stride, const float* xb,
+                                           __m512* sums) {
+  const __m512 table = _mm512_setr_ps(-8.0f, -7.0f, -6.0f, -5.0f, -4.0f, -3.0f, -2.0f, -1.0f, 0.0f,
+                                      1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f);
+  __m512 part[P][4];
+  for (int j = 0; j < P; ++j) {
+    for (int i = 0; i < 4; ++i) part[j][i] = _mm512_setzero_ps();
+  }
+#pragma GCC unroll 4
+  for (size_t c = 0; c < 4; ++c) {
+    __m512i v[P];
+    for (int j = 0; j < P; ++j) v[j] = _mm512_loadu_si512(blk + j * stride + 64 * c);
+#pragma GCC unroll 8
+    for (int n = 0; n < 8; ++n) {
+      // Nibble n of the chunk: shift 8(n mod 4) + 4(n / 4), k = 4c + (n mod 4) + 16(n / 4).
+      const int shift = 8 * (n & 3) + 4 * (n >> 2);
+      const __m512 xv = _mm512_set1_ps(xb[4 * c + (n & 3) + 16 * (n >> 2)]);
+      for (int j = 0; j < P; ++j) {
+        const __m512i index = shift == 0 ? v[j] : _mm512_srli_epi32(v[j], shift);
+        const __m512 f = _mm512_permutexvar_ps(index, table);
+        part[j][n & 3] = _mm512_fmadd_ps(f, xv, part[j][n & 3]);
+      }
+    }
+  }
+  for (int j = 0; j < P; ++j) {
+    sums[j] = _mm512_add_ps(_mm512_add_ps(part[j][0], part[j][1]),
+                            _mm512_add_ps(part[j][2], part[j][3]));
+  }
+}
+
 // What a group needs to read one panel: the block geometry and each token's activations.
 struct PanelArgs {
   const uint8_t* panel;
@@ -229,8 +261,9 @@ FFLITE_AVX512 void GroupSpanOf(size_t tokens, const PanelArgs& a, size_t first, 
 // and scale streams are read side by side. Each panel sees exactly the operations GroupSpan<1>
 // gives it (the panels of a pass are independent), so results match c > 1 and any row split.
 constexpr size_t kPassPanels = 4;
-// Per panel stream, how far ahead of the reading the prefetch runs, in bytes.
-constexpr uint64_t kPassPrefetchBytes = FFLITE_QGEMV_PF;
+// Per panel stream, how far ahead of the reading the prefetch runs, in bytes (16 KiB in flight for
+// 4 panels; 2 KiB per stream lost 30%, 8 KiB 5-10%).
+constexpr uint64_t kPassPrefetchBytes = 4096;
 
 // Prefetches the P panels of a pass as P linear streams (each panel's bytes in address order),
 // kPassPrefetchBytes ahead, spread evenly over the pass's k_blocks steps; lines past a panel's end
@@ -293,16 +326,16 @@ FFLITE_AVX512 void PassOneToken(const uint8_t* first, const QuantGeometry& g, si
   for (size_t b = 0; b < g.k_blocks; ++b, blk += g.block_panel_bytes) {
     prefetcher.Step();
     const float* xb[1] = {b < full_blocks ? x + b * kQuantBlock : x_tail};
+    __m512 sums[P];
+    if constexpr (kI4) {
+      BlockSumsI4Panels<P>(blk, g.panel_bytes, xb[0], sums);
+    } else {
+      for (int j = 0; j < P; ++j) BlockSumsI8<1>(blk + j * g.panel_bytes, xb, &sums[j]);
+    }
     for (int j = 0; j < P; ++j) {
-      __m512 sums[1];
-      if constexpr (kI4) {
-        BlockSumsI4<1>(blk + j * g.panel_bytes, xb, sums);
-      } else {
-        BlockSumsI8<1>(blk + j * g.panel_bytes, xb, sums);
-      }
       const __m512 scale = _mm512_cvtph_ps(_mm256_loadu_si256(
           reinterpret_cast<const __m256i*>(first + j * g.panel_bytes + b * 2 * kQuantPanelRows)));
-      acc[j] = _mm512_fmadd_ps(sums[0], scale, acc[j]);
+      acc[j] = _mm512_fmadd_ps(sums[j], scale, acc[j]);
     }
   }
   for (int j = 0; j < P; ++j) acc_out[j] = acc[j];
