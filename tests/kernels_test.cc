@@ -2,11 +2,6 @@
 // (the reference backend's), over lengths that hit the vector body and every tail.
 #include "kernels/kernels.h"
 
-#if __has_include(<sys/mman.h>)
-#include <sys/mman.h>
-#include <unistd.h>
-#define FFLITE_TEST_HAS_MMAN 1
-#endif
 
 #include <cmath>
 #include <cstdint>
@@ -19,6 +14,7 @@
 #include "base/half.h"
 #include "backends/reference/reference_backend.h"
 #include "gtest/gtest.h"
+#include "testing/guarded_buffer.h"
 #include "testing/model_builder.h"
 #include "testing/tolerances.h"
 
@@ -206,48 +202,7 @@ TEST(KernelsTest, AddIsElementwise) {
 
 // ---- gemv: y[t, o] = bias[o] + Σ_j W[o, j]·x[t, j] from f32 / f16 / bf16 weights.
 
-// Bytes that end exactly at an inaccessible page (where mmap exists), so that any read or write
-// past the end faults; the start is only element-aligned (64-byte alignment is not assumed).
-class GuardedBuffer {
- public:
-  explicit GuardedBuffer(size_t bytes) {
-#if defined(FFLITE_TEST_HAS_MMAN)
-    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    const size_t pages = (bytes + page - 1) / page;
-    size_ = (pages + 1) * page;
-    void* base = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (base == MAP_FAILED) {
-      ADD_FAILURE() << "mmap of " << size_ << " bytes failed";
-      size_ = 0;
-    } else {
-      base_ = static_cast<uint8_t*>(base);
-      if (mprotect(base_ + pages * page, page, PROT_NONE) != 0) ADD_FAILURE() << "mprotect failed";
-      data_ = base_ + pages * page - bytes;
-      return;
-    }
-#endif
-    fallback_.resize(bytes + 64);  // no guard page: only the sentinels check writes here
-    data_ = fallback_.data();
-  }
-  ~GuardedBuffer() {
-#if defined(FFLITE_TEST_HAS_MMAN)
-    if (base_ != nullptr) munmap(base_, size_);
-#endif
-  }
-  GuardedBuffer(const GuardedBuffer&) = delete;
-  GuardedBuffer& operator=(const GuardedBuffer&) = delete;
-
-  template <typename T>
-  T* As() {
-    return reinterpret_cast<T*>(data_);
-  }
-
- private:
-  uint8_t* base_ = nullptr;
-  size_t size_ = 0;
-  uint8_t* data_ = nullptr;
-  std::vector<uint8_t> fallback_;
-};
+using testing::GuardedBuffer;
 
 size_t GemvDTypeSize(DType dtype) { return dtype == DType::F32 ? 4 : 2; }
 

@@ -7,62 +7,17 @@
 #include <random>
 #include <vector>
 
-#if __has_include(<sys/mman.h>)
-#include <sys/mman.h>
-#include <unistd.h>
-#define FFLITE_TEST_HAS_MMAN 1
-#endif
 
 #include "base/half.h"
 #include "format/quant_layout.h"
 #include "gtest/gtest.h"
+#include "testing/guarded_buffer.h"
 #include "kernels/quant_kernels.h"
 
 namespace fflite {
 namespace {
 
-// `bytes` bytes that end exactly at a PROT_NONE page (kernels_test.cc's GuardedBuffer): reading or
-// writing one byte past the end faults. Without mmap, a plain buffer (no check of reads).
-class GuardedBuffer {
- public:
-  explicit GuardedBuffer(size_t bytes) {
-#if defined(FFLITE_TEST_HAS_MMAN)
-    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    const size_t pages = (bytes + page - 1) / page;
-    size_ = (pages + 1) * page;
-    void* base = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (base == MAP_FAILED) {
-      ADD_FAILURE() << "mmap of " << size_ << " bytes failed";
-      size_ = 0;
-    } else {
-      base_ = static_cast<uint8_t*>(base);
-      if (mprotect(base_ + pages * page, page, PROT_NONE) != 0) ADD_FAILURE() << "mprotect failed";
-      data_ = base_ + pages * page - bytes;
-      return;
-    }
-#endif
-    fallback_.resize(bytes + 64);
-    data_ = fallback_.data();
-  }
-  ~GuardedBuffer() {
-#if defined(FFLITE_TEST_HAS_MMAN)
-    if (base_ != nullptr) munmap(base_, size_);
-#endif
-  }
-  GuardedBuffer(const GuardedBuffer&) = delete;
-  GuardedBuffer& operator=(const GuardedBuffer&) = delete;
-
-  template <typename T>
-  T* As() {
-    return reinterpret_cast<T*>(data_);
-  }
-
- private:
-  uint8_t* base_ = nullptr;
-  size_t size_ = 0;
-  uint8_t* data_ = nullptr;
-  std::vector<uint8_t> fallback_;
-};
+using testing::GuardedBuffer;
 
 size_t Blocks(size_t k) { return (k + kQuantBlock - 1) / kQuantBlock; }
 

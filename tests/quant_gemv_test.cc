@@ -2,11 +2,6 @@
 // included, against a double-precision product of the stored values, over odd shapes and strides.
 #include "kernels/quant_kernels.h"
 
-#if __has_include(<sys/mman.h>)
-#include <sys/mman.h>
-#include <unistd.h>
-#define FFLITE_TEST_HAS_MMAN 1
-#endif
 
 #include <cmath>
 #include <cstdint>
@@ -18,52 +13,12 @@
 #include "base/half.h"
 #include "format/quant_layout.h"
 #include "gtest/gtest.h"
+#include "testing/guarded_buffer.h"
 
 namespace fflite {
 namespace {
 
-// Memory whose end touches an unreadable page (where mmap exists): a kernel that reads or writes
-// one byte past it crashes the test instead of passing by chance. (The idea of kernels_test.cc.)
-class GuardedBuffer {
- public:
-  explicit GuardedBuffer(size_t bytes) {
-#if defined(FFLITE_TEST_HAS_MMAN)
-    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    const size_t pages = (bytes + page - 1) / page;
-    size_ = (pages + 1) * page;
-    void* base = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (base == MAP_FAILED) {
-      ADD_FAILURE() << "mmap of " << size_ << " bytes failed";
-      size_ = 0;
-    } else {
-      base_ = static_cast<uint8_t*>(base);
-      if (mprotect(base_ + pages * page, page, PROT_NONE) != 0) ADD_FAILURE() << "mprotect failed";
-      data_ = base_ + pages * page - bytes;
-      return;
-    }
-#endif
-    fallback_.resize(bytes + 64);  // no guard page: only the sentinels check writes here
-    data_ = fallback_.data();
-  }
-  ~GuardedBuffer() {
-#if defined(FFLITE_TEST_HAS_MMAN)
-    if (base_ != nullptr) munmap(base_, size_);
-#endif
-  }
-  GuardedBuffer(const GuardedBuffer&) = delete;
-  GuardedBuffer& operator=(const GuardedBuffer&) = delete;
-
-  template <typename T>
-  T* As() {
-    return reinterpret_cast<T*>(data_);
-  }
-
- private:
-  uint8_t* base_ = nullptr;
-  size_t size_ = 0;
-  uint8_t* data_ = nullptr;
-  std::vector<uint8_t> fallback_;
-};
+using testing::GuardedBuffer;
 
 constexpr float kSentinel = -12345.0f;
 constexpr DType kDTypes[] = {DType::I8, DType::I4};
