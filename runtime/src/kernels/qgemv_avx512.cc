@@ -16,11 +16,13 @@
 //
 // Measured on Zen 5 (one core of a shared 2-core VM, [11008, 4096] weights rotated through 300 MB,
 // medians of 21 runs against a plain 64-byte-load read loop at 31-38 GB/s in the same run): c = 1
-// reads I8 at 90-99% of that loop's bandwidth (one panel per pass: 60-68%) and I4 at 73-84%
-// (60-68%). I4 is now bound by the arithmetic: warm (from L2) it runs at 25-27 GB/s (shift,
-// vpermps and FMA per 16 weights, plus one broadcast per k shared by the pass's 4 panels); the
-// one-panel I4 loop ran at 33-36 GB/s warm, so the 4-panel loop's scheduling still loses ~25%.
-// c = 4 is bound by the multiply-adds (one per weight and token): I8 at ~50%, I4 at ~33%.
+// reads I8 at 90-99% of that loop's bandwidth (one panel per pass: 60-68%). I4 was bound by the
+// arithmetic at 70-84% (warm, from L2: 25-27 GB/s with a shift, a vpermps and an FMA per 16
+// weights, the shifts and lookups sharing two vector pipes with the FMAs); with one vpsrlw per
+// two nibbles (vpermps for the one in the low word, vpermw for the one in the high word) it runs
+// at 33-38 GB/s warm and 86% of the read loop cold (medians of 21; ternlog/magic-number
+// dequantisation, 2^23 | n, measured no faster). c = 4 is bound by the multiply-adds (one per
+// weight and token): I8 at ~50%, I4 at ~33%.
 #include "kernels/quant_kernels.h"
 
 #if defined(FFLITE_QGEMV_X86)
@@ -131,6 +133,15 @@ FFLITE_AVX512 inline void BlockSumsI8(const uint8_t* blk, const float* const* xb
   }
 }
 
+// vpermw's table: bf16(i mod 16 - 8) in word i, the high halves of the f32 n - 8 (whose low halves
+// are 0), twice (vpermw reads 5 bits of the index). vpermw with the low words zeroed gives the
+// f32 of the nibble at bits 16..19 of each lane.
+alignas(64) constexpr uint16_t kTableW[32] = {
+    0xc100, 0xc0e0, 0xc0c0, 0xc0a0, 0xc080, 0xc040, 0xc000, 0xbf80, 0x0000, 0x3f80, 0x4000,
+    0x4040, 0x4080, 0x40a0, 0x40c0, 0x40e0, 0xc100, 0xc0e0, 0xc0c0, 0xc0a0, 0xc080, 0xc040,
+    0xc000, 0xbf80, 0x0000, 0x3f80, 0x4000, 0x4040, 0x4080, 0x40a0, 0x40c0, 0x40e0};
+constexpr __mmask32 kHighWords = 0xaaaaaaaau;
+
 // part[t][I] += (nibble at bit kShift of each lane of v, through `table`) · x[t][j].
 template <int T, int I, int kShift>
 FFLITE_AVX512 inline void NibbleFma(__m512i v, __m512 table, const float* const* xb, size_t j,
@@ -141,7 +152,8 @@ FFLITE_AVX512 inline void NibbleFma(__m512i v, __m512 table, const float* const*
 }
 
 // I4: sums[t] as for I8. vpermps looks each nibble up in a 16-entry table of n - 8 as f32 (one
-// instruction where sign extension and conversion take three), one vector of the 16 rows per k;
+// instruction where sign extension and conversion take three), one vector of the 16 rows per k
+// (from 3 tokens on, vpermw for half of the nibbles, see BlockSumsI4Panels: the same weights);
 // part[t][i] takes the k = i mod 4 of the block.
 template <int T>
 FFLITE_AVX512 inline void BlockSumsI4(const uint8_t* blk, const float* const* xb, __m512* sums) {
@@ -152,17 +164,43 @@ FFLITE_AVX512 inline void BlockSumsI4(const uint8_t* blk, const float* const* xb
     for (int i = 0; i < 4; ++i) part[t][i] = _mm512_setzero_ps();
   }
   // Chunk c: low nibbles are group c (k = 4c + i), high nibbles group c + 4 (k = 16 + 4c + i).
+  if constexpr (T >= 3) {
+    // 3+ tokens: one vpsrlw by 4s serves the nibbles at bits 4s and 16 + 4s, as in
+    // BlockSumsI4Panels (the same weights, the same order of FMAs into each part[t][i]).
+    const __m512i table_w = _mm512_load_si512(kTableW);
 #pragma GCC unroll 4
-  for (size_t c = 0; c < 4; ++c) {
-    const __m512i v = _mm512_loadu_si512(blk + 64 * c);
-    NibbleFma<T, 0, 0>(v, table, xb, 4 * c + 0, part);
-    NibbleFma<T, 1, 8>(v, table, xb, 4 * c + 1, part);
-    NibbleFma<T, 2, 16>(v, table, xb, 4 * c + 2, part);
-    NibbleFma<T, 3, 24>(v, table, xb, 4 * c + 3, part);
-    NibbleFma<T, 0, 4>(v, table, xb, 16 + 4 * c + 0, part);
-    NibbleFma<T, 1, 12>(v, table, xb, 16 + 4 * c + 1, part);
-    NibbleFma<T, 2, 20>(v, table, xb, 16 + 4 * c + 2, part);
-    NibbleFma<T, 3, 28>(v, table, xb, 16 + 4 * c + 3, part);
+    for (size_t c = 0; c < 4; ++c) {
+      const __m512i v = _mm512_loadu_si512(blk + 64 * c);
+#pragma GCC unroll 4
+      for (int s = 0; s < 4; ++s) {
+        const int n_lo = (s >> 1) + 4 * (s & 1), n_hi = n_lo + 2;
+        const size_t k_lo = 4 * c + (n_lo & 3) + 16 * (n_lo >> 2);
+        const size_t k_hi = 4 * c + (n_hi & 3) + 16 * (n_hi >> 2);
+        const __m512i u = s == 0 ? v : _mm512_srli_epi16(v, 4 * s);
+        const __m512 f_lo = _mm512_permutexvar_ps(u, table);
+        const __m512 f_hi =
+            _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(kHighWords, u, table_w));
+        for (int t = 0; t < T; ++t) {
+          const int i_lo = n_lo & 3, i_hi = n_hi & 3;
+          part[t][i_lo] = _mm512_fmadd_ps(f_lo, _mm512_set1_ps(xb[t][k_lo]), part[t][i_lo]);
+          part[t][i_hi] = _mm512_fmadd_ps(f_hi, _mm512_set1_ps(xb[t][k_hi]), part[t][i_hi]);
+        }
+      }
+    }
+  } else {
+    // 1-2 tokens: one shift and vpermps per nibble (measured faster here at c = 2, 10%).
+#pragma GCC unroll 4
+    for (size_t c = 0; c < 4; ++c) {
+      const __m512i v = _mm512_loadu_si512(blk + 64 * c);
+      NibbleFma<T, 0, 0>(v, table, xb, 4 * c + 0, part);
+      NibbleFma<T, 1, 8>(v, table, xb, 4 * c + 1, part);
+      NibbleFma<T, 2, 16>(v, table, xb, 4 * c + 2, part);
+      NibbleFma<T, 3, 24>(v, table, xb, 4 * c + 3, part);
+      NibbleFma<T, 0, 4>(v, table, xb, 16 + 4 * c + 0, part);
+      NibbleFma<T, 1, 12>(v, table, xb, 16 + 4 * c + 1, part);
+      NibbleFma<T, 2, 20>(v, table, xb, 16 + 4 * c + 2, part);
+      NibbleFma<T, 3, 28>(v, table, xb, 16 + 4 * c + 3, part);
+    }
   }
   for (int t = 0; t < T; ++t) {
     sums[t] = _mm512_add_ps(_mm512_add_ps(part[t][0], part[t][1]),
@@ -171,12 +209,18 @@ FFLITE_AVX512 inline void BlockSumsI4(const uint8_t* blk, const float* const* xb
 }
 
 // BlockSumsI4<1> for P panels at blk + j·stride (j < P) at once: each activation is broadcast once
-// for all P panels; each panel's sums get exactly BlockSumsI4<1>'s operations in its order.
+// for all P panels; each panel's sums get exactly BlockSumsI4<1>'s operations in its order, with
+// the same weights (n - 8 exactly) found with fewer shifts: one vpsrlw by s (0, 4, 8, 12) serves
+// the nibbles at bits s and 16 + s of each lane. vpermps looks up the one at s (the low 4 bits of
+// the lane); vpermw, its low words zeroed, the one at 16 + s (the low 5 bits of the lane's high
+// word, through a 32-word table of bf16(n - 8) repeated twice, whose bits are the f32's high half).
+// Per 2 × 16 weights: 3/4 shift, 2 lookups and 2 FMAs, where BlockSumsI4<1> takes 7/4 shifts.
 template <int P>
 FFLITE_AVX512 inline void BlockSumsI4Panels(const uint8_t* blk, size_t stride, const float* xb,
                                            __m512* sums) {
   const __m512 table = _mm512_setr_ps(-8.0f, -7.0f, -6.0f, -5.0f, -4.0f, -3.0f, -2.0f, -1.0f, 0.0f,
                                       1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f);
+  const __m512i table_w = _mm512_load_si512(kTableW);
   __m512 part[P][4];
   for (int j = 0; j < P; ++j) {
     for (int i = 0; i < 4; ++i) part[j][i] = _mm512_setzero_ps();
@@ -185,15 +229,21 @@ FFLITE_AVX512 inline void BlockSumsI4Panels(const uint8_t* blk, size_t stride, c
   for (size_t c = 0; c < 4; ++c) {
     __m512i v[P];
     for (int j = 0; j < P; ++j) v[j] = _mm512_loadu_si512(blk + j * stride + 64 * c);
-#pragma GCC unroll 8
-    for (int n = 0; n < 8; ++n) {
-      // Nibble n of the chunk: shift 8(n mod 4) + 4(n / 4), k = 4c + (n mod 4) + 16(n / 4).
-      const int shift = 8 * (n & 3) + 4 * (n >> 2);
-      const __m512 xv = _mm512_set1_ps(xb[4 * c + (n & 3) + 16 * (n >> 2)]);
+#pragma GCC unroll 4
+    for (int s = 0; s < 4; ++s) {
+      // Shift 4s: the nibble at bit 4s of the lane (shift 8(n mod 4) + 4(n / 4) for n = 2(s mod 2)
+      // + s / 2 in BlockSumsI4's order; k = 4c + (n mod 4) + 16(n / 4)) and the one at 16 + 4s.
+      const int n_lo = (s >> 1) + 4 * (s & 1);  // nibble index n with shift 4s
+      const int n_hi = n_lo + 2;                 // shift 16 + 4s
+      const __m512 x_lo = _mm512_set1_ps(xb[4 * c + (n_lo & 3) + 16 * (n_lo >> 2)]);
+      const __m512 x_hi = _mm512_set1_ps(xb[4 * c + (n_hi & 3) + 16 * (n_hi >> 2)]);
       for (int j = 0; j < P; ++j) {
-        const __m512i index = shift == 0 ? v[j] : _mm512_srli_epi32(v[j], shift);
-        const __m512 f = _mm512_permutexvar_ps(index, table);
-        part[j][n & 3] = _mm512_fmadd_ps(f, xv, part[j][n & 3]);
+        const __m512i u = s == 0 ? v[j] : _mm512_srli_epi16(v[j], 4 * s);
+        const __m512 f_lo = _mm512_permutexvar_ps(u, table);
+        const __m512 f_hi =
+            _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(kHighWords, u, table_w));
+        part[j][n_lo & 3] = _mm512_fmadd_ps(f_lo, x_lo, part[j][n_lo & 3]);
+        part[j][n_hi & 3] = _mm512_fmadd_ps(f_hi, x_hi, part[j][n_hi & 3]);
       }
     }
   }
