@@ -191,7 +191,8 @@ __attribute__((target("avx2"))) double DotLoopAvx2() {
 }
 #endif
 #if defined(__aarch64__)
-__attribute__((target("+dotprod"))) double DotLoopNeonDot() {
+// GCC 12 accepts the extension only with an architecture ("+dotprod" alone is refused).
+__attribute__((target("arch=armv8.2-a+dotprod"))) double DotLoopNeonDot() {
   int32x4_t a[kChains];
   for (int i = 0; i < kChains; ++i) a[i] = vdupq_n_s32(i);
   const int8x16_t u = vdupq_n_s8(3), v = vdupq_n_s8(-2);
