@@ -1,5 +1,6 @@
-// The int8-activation product over quantised panels (I8, I4) for NEON: sdot (aarch64 with the
-// dot-product extension) and vmull_s8 / vpadalq_s16 (ARMv8.0 and 32-bit ARM with NEON).
+// The int8-activation product over quantised panels (I8, I4) for NEON: smmla (aarch64 with the
+// int8 matrix-multiply extension), sdot (aarch64 with the dot-product extension) and vmull_s8 /
+// vpadalq_s16 (ARMv8.0 and 32-bit ARM with NEON).
 #include "kernels/quant_kernels.h"
 
 #if defined(FFLITE_QGEMM_NEON)
@@ -16,6 +17,10 @@
 // are built for it, and they run only when cpuinfo reports it. (GCC 12 accepts the extension only
 // with an architecture: a bare "+dotprod" does not enable the intrinsics.)
 #define FFLITE_NEON_DOT __attribute__((target("arch=armv8.2-a+dotprod")))
+// smmla (FEAT_I8MM: optional from ARMv8.2, mandatory from ARMv8.6), likewise only in the functions
+// that use it, run only when Linux reports it (qgemm_select.cc). The base stays ARMv8.2, so
+// that nothing else of ARMv8.6 is assumed of a CPU with i8mm (e.g. Neoverse V1 is ARMv8.4).
+#define FFLITE_NEON_I8MM __attribute__((target("arch=armv8.2-a+i8mm")))
 #endif
 
 namespace fflite {
@@ -263,6 +268,105 @@ FFLITE_NEON_DOT void TileDot(size_t k_blocks, size_t scale_bytes, const uint8_t*
 }
 #endif
 
+#if defined(__aarch64__)
+// smmla, one panel × a pair of tokens. vmmlaq_s32(acc, a, b) adds the 2×2 product of a = 2 rows ×
+// 8 k and bᵀ (b = 2 tokens × 8 k) to acc = [r·t, r·t', r'·t, r'·t']. A 16-byte load of group g is
+// rows 4i..4i+3 × 4 k; the 32-bit zips of groups g and g + 1 give rows (4i, 4i+1) and
+// (4i+2, 4i+3) × the 8 k 4g..4g+7, and the 64-bit zips of the two tokens' 16 activation bytes
+// give tokens (t, t') × the same 8 k. Per block, acc[2i + j] covers rows 4i + 2j, 4i + 2j + 1;
+// vuzp1q / vuzp2q then make each token's 4 rows i (the other kernels' lanes). I4 nibbles (0..15)
+// are the signed operand as they are; the offset 8·Σq_x is the accumulator's start. T = 1 runs
+// the token against itself and keeps one half.
+template <bool kI4, int T>
+FFLITE_NEON_I8MM void TileI8mm(size_t k_blocks, size_t scale_bytes, const uint8_t* w,
+                               const QActBlock* x, const float* bias, size_t n, float* y,
+                               size_t y_stride) {
+  static_assert(T == 1 || T == 2, "a tile is one pair of tokens");
+  constexpr size_t kBlockBytes = kI4 ? 256 : 512;
+  float32x4_t facc[4][T];
+  for (int q = 0; q < 4; ++q) {
+    for (int t = 0; t < T; ++t) facc[q][t] = vdupq_n_f32(0.0f);
+  }
+  const uint8x16_t low = vdupq_n_u8(0x0f);
+  for (size_t b = 0; b < k_blocks; ++b) {
+    const uint8_t* blk = w + scale_bytes + b * kBlockBytes;
+    const QActBlock& a0 = x[b];
+    const QActBlock& a1 = x[(T - 1) * k_blocks + b];
+    // xv[h] = [t: q[8h..8h+7]][t': q[8h..8h+7]].
+    int8x16_t xv[4];
+    {
+      const int64x2_t lo0 = vreinterpretq_s64_s8(vld1q_s8(a0.q));
+      const int64x2_t lo1 = vreinterpretq_s64_s8(vld1q_s8(a1.q));
+      const int64x2_t hi0 = vreinterpretq_s64_s8(vld1q_s8(a0.q + 16));
+      const int64x2_t hi1 = vreinterpretq_s64_s8(vld1q_s8(a1.q + 16));
+      xv[0] = vreinterpretq_s8_s64(vzip1q_s64(lo0, lo1));
+      xv[1] = vreinterpretq_s8_s64(vzip2q_s64(lo0, lo1));
+      xv[2] = vreinterpretq_s8_s64(vzip1q_s64(hi0, hi1));
+      xv[3] = vreinterpretq_s8_s64(vzip2q_s64(hi0, hi1));
+    }
+    int32x4_t acc[8];
+    {
+      const int32x4_t init =
+          kI4 ? vcombine_s32(vset_lane_s32(-8 * a1.sum, vdup_n_s32(-8 * a0.sum), 1),
+                             vset_lane_s32(-8 * a1.sum, vdup_n_s32(-8 * a0.sum), 1))
+              : vdupq_n_s32(0);
+      #pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) acc[i] = init;
+    }
+    if constexpr (!kI4) {
+      #pragma GCC unroll 8  // acc[] stays in registers only with constant indices
+      for (int h = 0; h < 4; ++h) {  // groups 2h, 2h + 1: k 8h..8h+7
+        #pragma GCC unroll 8
+        for (int i = 0; i < 4; ++i) {
+          const int32x4_t g0 = vreinterpretq_s32_u8(vld1q_u8(blk + 64 * (2 * h) + 16 * i));
+          const int32x4_t g1 = vreinterpretq_s32_u8(vld1q_u8(blk + 64 * (2 * h + 1) + 16 * i));
+          acc[2 * i] = vmmlaq_s32(acc[2 * i], vreinterpretq_s8_s32(vzip1q_s32(g0, g1)), xv[h]);
+          acc[2 * i + 1] =
+              vmmlaq_s32(acc[2 * i + 1], vreinterpretq_s8_s32(vzip2q_s32(g0, g1)), xv[h]);
+        }
+      }
+    } else {
+      // Chunks c, c + 1 (c = 0, 2): low nibbles are groups c, c + 1 (k 4c..4c+7, h = c / 2), high
+      // nibbles groups c + 4, c + 5 (h = c / 2 + 2).
+      #pragma GCC unroll 8
+      for (int c = 0; c < 4; c += 2) {
+        #pragma GCC unroll 8
+        for (int i = 0; i < 4; ++i) {
+          const uint8x16_t v0 = vld1q_u8(blk + 64 * c + 16 * i);
+          const uint8x16_t v1 = vld1q_u8(blk + 64 * (c + 1) + 16 * i);
+          const int32x4_t l0 = vreinterpretq_s32_u8(vandq_u8(v0, low));
+          const int32x4_t l1 = vreinterpretq_s32_u8(vandq_u8(v1, low));
+          const int32x4_t h0 = vreinterpretq_s32_u8(vshrq_n_u8(v0, 4));
+          const int32x4_t h1 = vreinterpretq_s32_u8(vshrq_n_u8(v1, 4));
+          const int8x16_t xl = xv[c / 2], xh = xv[c / 2 + 2];
+          acc[2 * i] = vmmlaq_s32(acc[2 * i], vreinterpretq_s8_s32(vzip1q_s32(l0, l1)), xl);
+          acc[2 * i + 1] =
+              vmmlaq_s32(acc[2 * i + 1], vreinterpretq_s8_s32(vzip2q_s32(l0, l1)), xl);
+          acc[2 * i] = vmmlaq_s32(acc[2 * i], vreinterpretq_s8_s32(vzip1q_s32(h0, h1)), xh);
+          acc[2 * i + 1] =
+              vmmlaq_s32(acc[2 * i + 1], vreinterpretq_s8_s32(vzip2q_s32(h0, h1)), xh);
+        }
+      }
+    }
+    float32x4_t sw[4];
+    LoadScales8(w + b * 32, &sw[0], &sw[1]);
+    LoadScales8(w + b * 32 + 16, &sw[2], &sw[3]);
+    #pragma GCC unroll 8
+    for (int i = 0; i < 4; ++i) {
+      // acc[2i] = [4i·t, 4i·t', 4i+1·t, 4i+1·t'], acc[2i+1] the same for rows 4i+2, 4i+3.
+      const int32x4_t dot0 = vuzp1q_s32(acc[2 * i], acc[2 * i + 1]);
+      facc[i][0] = vfmaq_f32(facc[i][0], vcvtq_f32_s32(dot0), vmulq_n_f32(sw[i], a0.d));
+      if constexpr (T == 2) {
+        const int32x4_t dot1 = vuzp2q_s32(acc[2 * i], acc[2 * i + 1]);
+        facc[i][T - 1] =
+            vfmaq_f32(facc[i][T - 1], vcvtq_f32_s32(dot1), vmulq_n_f32(sw[i], a1.d));
+      }
+    }
+  }
+  Store<T>(facc, bias, n, y, y_stride);
+}
+#endif
+
 // Tokens per tile: aarch64's 32 q-registers hold 2 tokens' accumulators (4 + 4 each, plus the
 // activations and weights); 32-bit ARM's 16 hold one.
 #if defined(__aarch64__)
@@ -371,6 +475,18 @@ void QGemmNeonDot(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype
   } else {
     QGemmPanels<false, TileDot<false, kMaxTokens>, TileDot<false, 1>>(c, k, rows, w, bias, xq, y,
                                                                       y_stride);
+  }
+}
+
+void QGemmNeonI8mm(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype,
+                   const float* bias, const QActBlock* xq, float* y, size_t y_stride) {
+  static_assert(kMaxTokens == 2, "QGemmPanels steps by kMaxTokens; TileI8mm takes one pair");
+  if (dtype == DType::I4) {
+    QGemmPanels<true, TileI8mm<true, 2>, TileI8mm<true, 1>>(c, k, rows, w, bias, xq, y,
+                                                            y_stride);
+  } else {
+    QGemmPanels<false, TileI8mm<false, 2>, TileI8mm<false, 1>>(c, k, rows, w, bias, xq, y,
+                                                               y_stride);
   }
 }
 #endif

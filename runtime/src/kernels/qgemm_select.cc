@@ -4,6 +4,14 @@
 
 #include "kernels/quant_kernels.h"
 
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#if !defined(HWCAP2_I8MM)
+#define HWCAP2_I8MM (1 << 13)  // the arm64 kernel's bit (Linux 5.10)
+#endif
+#define FFLITE_QGEMM_LINUX_HWCAP2 1
+#endif
+
 namespace fflite {
 
 namespace {
@@ -17,6 +25,17 @@ const QGemmKernel kAvx512Vnni = {"avx512vnni", QuantizeActivationsAvx512, QGemmA
 const QGemmKernel kNeon = {"neon", QuantizeActivationsNeon, QGemmNeon};
 #if defined(__aarch64__)
 const QGemmKernel kNeonDot = {"neondot", QuantizeActivationsNeon, QGemmNeonDot};
+const QGemmKernel kNeonI8mm = {"neoni8mm", QuantizeActivationsNeon, QGemmNeonI8mm};
+
+// Debian 12's cpuinfo has no i8mm query: Linux reports it in AT_HWCAP2 (elsewhere the kernel is
+// not used).
+bool HasArmI8mm() {
+#if defined(FFLITE_QGEMM_LINUX_HWCAP2)
+  return (getauxval(AT_HWCAP2) & HWCAP2_I8MM) != 0;
+#else
+  return false;
+#endif
+}
 #endif
 #endif
 
@@ -38,6 +57,7 @@ std::vector<const QGemmKernel*> Detect() {
 #if defined(__aarch64__)
   sets.push_back(&kNeon);  // part of the ARMv8-A baseline
   if (cpuinfo && cpuinfo_has_arm_neon_dot()) sets.push_back(&kNeonDot);
+  if (HasArmI8mm()) sets.push_back(&kNeonI8mm);
 #else
   if (cpuinfo && cpuinfo_has_arm_neon()) sets.push_back(&kNeon);
 #endif

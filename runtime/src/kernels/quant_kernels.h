@@ -104,6 +104,9 @@ void QGemmNeon(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype, c
 // aarch64 with the dot-product extension (ARMv8.2 sdot; cpuinfo_has_arm_neon_dot()).
 void QGemmNeonDot(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype,
                   const float* bias, const QActBlock* xq, float* y, size_t y_stride);
+// aarch64 with the int8 matrix-multiply extension (FEAT_I8MM smmla, ARMv8.6; HWCAP2_I8MM).
+void QGemmNeonI8mm(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype,
+                   const float* bias, const QActBlock* xq, float* y, size_t y_stride);
 #endif
 #endif
 
