@@ -4,7 +4,8 @@
 //    tokens), where the time is the read of the weights, and wherever int8 activations would cost
 //    accuracy.
 //  - qgemm: activations quantised on the fly to int8 in blocks of 32 (QuantizeActivations), then
-//    integer dot products (AVX-512 VNNI, AVX-VNNI, AVX2, NEON sdot; scalar): for many tokens.
+//    integer dot products (AVX-512 VNNI, AVX2, plain NEON, NEON sdot, NEON smmla; scalar): for
+//    many tokens.
 #ifndef FFLITE_RUNTIME_SRC_KERNELS_QUANT_KERNELS_H_
 #define FFLITE_RUNTIME_SRC_KERNELS_QUANT_KERNELS_H_
 
