@@ -281,5 +281,28 @@ TEST(QuantGemvTest, TokenResultsDoNotDependOnC) {
   }
 }
 
+// As above over several spans of blocks (the AVX2 kernel decodes I4 a span at a time for c > 1,
+// a block at a time for c = 1), with a partial last span, a partial last block and 5 panels.
+TEST(QuantGemvTest, TokenResultsDoNotDependOnCAcrossSpans) {
+  std::mt19937 gen(19);
+  std::uniform_real_distribution<float> ud(-2.0f, 2.0f);
+  for (DType dtype : kDTypes) {
+    const size_t rows = 70, k = 601, c = 5;
+    const Matrix m = RandomMatrix(dtype, rows, k, gen);
+    std::vector<float> x(c * k);
+    for (float& v : x) v = ud(gen);
+    for (const QGemvKernel* kernel : AvailableQGemvKernels()) {
+      std::vector<float> all(c * rows), one(rows);
+      kernel->qgemv(c, k, rows, m.bytes.data(), dtype, nullptr, x.data(), k, all.data(), rows);
+      for (size_t t = 0; t < c; ++t) {
+        kernel->qgemv(1, k, rows, m.bytes.data(), dtype, nullptr, x.data() + t * k, k, one.data(),
+                      rows);
+        ASSERT_EQ(std::memcmp(one.data(), all.data() + t * rows, rows * sizeof(float)), 0)
+            << kernel->isa << " " << Name(dtype) << " token " << t;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fflite

@@ -1,21 +1,33 @@
 // The float-activation product over quantised panels (format/quant_layout.h) for AVX2 + FMA3 +
 // F16C: two ymm registers of 8 lanes hold the 16 rows of a panel, the weights dequantised in
-// registers and streamed from memory once per call for 1 (I8) or 2 (I4) tokens, prefetched in
+// registers (I4: through L1) and streamed from memory once per call for 2 tokens, prefetched in
 // address order.
 //
 // I8: vpmovsxbd widens 8 bytes of a 64-byte group (2 rows × 4 k) exactly, multiplied by the
-// group's 4 activations; the 4 products of a row are added at the end of each block. I4: for each
-// byte position i, a shift pair sign-extends each nibble in place in the 32-bit lane of its row,
-// vcvtdq2ps makes 8 f32 weights for one k, multiplied by that k's activation. Each block's sums are
-// scaled by its f16 scales into the panel accumulators. Every token sees the same sequence of
-// operations whatever c and however its tokens are grouped, and every panel whatever the rows of
-// the call, so results do not depend on c nor on how the rows are split among threads.
+// group's 4 activations; the 4 products of a row are added at the end of each block. I4: each
+// block is first decoded to the I8 layout (vpshufb looks each nibble up in a 16-entry table, two
+// nibbles per byte, no per-lane shifts), as f16 (n - 8 is exact in f16 and its low byte is 0, so
+// the table holds its high byte and vpunpck{l,h}bw with zero makes the words), which vcvtph2ps
+// reads from L1: one conversion and no widening per 8 weights; from there the arithmetic is I8's
+// (the same f32 weights, the same FMAs in the same order). Each block's sums are scaled by its
+// f16 scales into the panel accumulators. Every token sees the same sequence of operations
+// whatever c and however its tokens are grouped, and every panel whatever the rows of the call,
+// so results do not depend on c nor on how the rows are split among threads.
 //
-// Measured on Zen 5 (see qgemv_avx512.cc for the setting): c = 1 reads I8 at 60-67% of a plain
-// read loop's bandwidth (warm: 28 GB/s, as fast as the memory; the AVX-512 kernel's limits apply),
-// I4 at 30-34%, bound by the arithmetic (warm 11 GB/s: 8 lanes and ~3.5 instructions per 8
-// weights; the AVX-512 kernel's table lookup needs 16-entry vpermps). c = 4 is bound by the
-// multiply-adds: 14-24%. On AVX2-only CPUs (8-lane FMA units at higher clocks) the balance differs.
+// c = 1 has its own path, as in qgemv_avx512.cc: 4 panels per pass over x, block by block, each
+// panel's bytes prefetched as its own stream, each panel's operations exactly the general path's.
+//
+// Measured on Zen 5 (one core of a shared 2-core VM, [11008, 4096] weights rotated through 300 MB,
+// against a plain read loop in the same run; the machine was loaded, so ±5 points): this kernel is
+// bound by its vector instructions here (~3 per 8 weights and token: widen or convert, convert,
+// FMA; the AVX-512 kernel does 16 weights per instruction). Warm (128 rows, from L2), GB/s of
+// weights, before -> after this version: I8 c = 1 30 -> 30 (the ceiling: 3 instructions per 8
+// weights), c = 2 15 -> 21.5, c = 4 7.9 -> 10.9; I4 c = 1 11.4 -> 13.3, c = 2 9.8 -> 10.7, c = 3
+// 5.3 -> 7.2, c = 4 4.9 -> 6.0. Cold (medians of 4 × 15 runs, % of the read loop): I8 c = 1
+// 64% -> 75%, c = 4 21% -> 30%; I4 c = 1 33% -> 37%, c = 4 13% -> 15%.
+// The shift-pair I4 decoding (~4 instructions per 8 weights), the int8 decoding (vpmovsxbd +
+// vcvtdq2ps from the decoded bytes: 12.8 GB/s warm at c = 1) and 3 tokens per group (spills) were
+// slower. On AVX2-only CPUs (8-lane FMA units at higher clocks) the balance differs.
 #include "kernels/quant_kernels.h"
 
 #if defined(FFLITE_QGEMV_X86)
@@ -34,19 +46,18 @@ namespace fflite {
 
 namespace {
 
-// Tokens per group: the group's weights are dequantised once for all its tokens. I8: 1 token, 8
-// partial sums (see BlockSumsI8) + the activations and the widened vector; I4: 2 tokens × 2 halves
-// × 2 partial sums + the loaded, shifted and converted vectors and a broadcast activation fill the
-// 16 ymm registers (the 4 panel accumulators are updated once per block: the compiler may keep
-// them in memory). Tokens per batch: the groups that share one pass over memory; with more than
-// one group, a panel is done in spans of kSpanBlocks blocks (I8: 4 KiB), each span by every group
-// in turn (from L1) before the next, so the weights stream from memory at a steady rate.
-template <bool kI4>
-constexpr int MaxTokens() {
-  return kI4 ? 2 : 1;
-}
+// Tokens per group: the group's weights are dequantised once for all its tokens. 2 tokens × 4
+// partial sums (a half panel at a time, see BlockSumsI8) + the activations and the widened vector
+// fit the 16 ymm registers (the 4 panel accumulators are updated once per block: the compiler may
+// keep them in memory). Tokens per batch: the groups that share one pass over memory; with more
+// than one group (and always for I4), a panel is done in spans of kSpanBlocks blocks (I8: 4 KiB),
+// each span by every group in turn (from L1; I4: decoded once for all groups) before the next, so
+// the weights stream from memory at a steady rate.
+constexpr int kMaxTokens = 2;
 constexpr size_t kBatchTokens = 8;
 constexpr size_t kSpanBlocks = 8;
+// Weights in a block of a panel (16 rows × 32 k): I8 bytes; I4 blocks are decoded to f16, twice.
+constexpr size_t kI8BlockBytes = 8 * 64;
 // How far ahead of the blocks being read the software prefetch runs, in bytes.
 constexpr uintptr_t kPrefetchBytes = 16384;
 
@@ -87,89 +98,83 @@ class Prefetcher {
   uint64_t step_q16_ = 0, done_ = 0;
 };
 
-// The low (kHigh false) or high nibble of byte I of each 32-bit lane of v, where v holds the
-// stored bytes XOR 0x88 (each nibble then is q in 4-bit two's complement), sign-extended, as f32.
-template <int I, bool kHigh>
-FFLITE_AVX2 inline __m256 NibbleAsFloat(__m256i v) {
-  constexpr int kShift = (kHigh ? 24 : 28) - 8 * I;
-  const __m256i top = kShift == 0 ? v : _mm256_slli_epi32(v, kShift);
-  return _mm256_cvtepi32_ps(_mm256_srai_epi32(top, 28));
-}
-
 // I8: sums[t][h] = Σ_j q[8h + r][j] · x[t][j] over the 32 k of one block (lane r), T tokens; xb[t]:
 // the block's 32 activations of token t. vpmovsxbd widens 8 bytes of a group (rows 2m, 2m + 1 ×
 // the 4 k of group g) exactly, so lane 4r' + i of part[t][m] sums row 2m + r' at k = 4g + i,
 // against the group's 4 activations repeated; the rows' 4 sums are added at the end of the block.
 // (Sign-extending each byte in place instead costs two shifts per 8 weights, and the kernel was
-// bound by them: 22 against 33 GB/s on warm I8 weights, one token, Zen 5.)
-template <int T>
+// bound by them: 22 against 33 GB/s on warm I8 weights, one token, Zen 5.) kF16: blk holds the
+// block's weights as f16 (DecodeI4BlockF16), converted by vcvtph2ps; the same f32 weights.
+template <int T, bool kF16 = false>
 FFLITE_AVX2 inline void BlockSumsI8(const uint8_t* blk, const float* const* xb,
                                     __m256 (*sums)[2]) {
-  __m256 part[T][8];
-  for (int t = 0; t < T; ++t) {
-    for (int m = 0; m < 8; ++m) part[t][m] = _mm256_setzero_ps();
-  }
-#pragma GCC unroll 8
-  for (size_t g = 0; g < 8; ++g) {
-    __m256 xv[T];
-    for (int t = 0; t < T; ++t) {
-      xv[t] = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(xb[t] + 4 * g));
-    }
-    for (int m = 0; m < 8; ++m) {
-      const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
-          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 64 * g + 8 * m))));
-      for (int t = 0; t < T; ++t) part[t][m] = _mm256_fmadd_ps(f, xv[t], part[t][m]);
-    }
-  }
   // hadd twice gives [r0 r2 r4 r6 | r1 r3 r5 r7] of 8 rows ((i0 + i1) + (i2 + i3) each); a
   // permutation puts them in order.
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  for (int t = 0; t < T; ++t) {
-    for (int h = 0; h < 2; ++h) {
-      const __m256* p = part[t] + 4 * h;
-      const __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(p[0], p[1]), _mm256_hadd_ps(p[2], p[3]));
-      sums[t][h] = _mm256_permutevar8x32_ps(s, order);
+  // One token of I8: both halves at once (8 independent partial sums, measured 4% faster); else
+  // half h (rows 8h..8h + 7) at a time, 4 partial sums per token, so that 2 tokens fit the
+  // registers (and I4 at c = 1, measured 15% faster so). Each partial sum sees the same
+  // operations either way.
+  constexpr int kHalves = T == 1 && !kF16 ? 2 : 1;
+  for (int h0 = 0; h0 < 2; h0 += kHalves) {
+    __m256 part[T][4 * kHalves];
+    for (int t = 0; t < T; ++t) {
+      for (int m = 0; m < 4 * kHalves; ++m) part[t][m] = _mm256_setzero_ps();
+    }
+#pragma GCC unroll 8
+    for (size_t g = 0; g < 8; ++g) {
+      __m256 xv[T];
+      for (int t = 0; t < T; ++t) {
+        xv[t] = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(xb[t] + 4 * g));
+      }
+      for (int hm = 0; hm < 4 * kHalves; ++hm) {
+        const int h = h0 + hm / 4, m = hm % 4;
+        __m256 f;
+        if constexpr (kF16) {
+          // DecodeI4BlockF16's order within each 32 weights: m = 0, 2, 1, 3.
+          f = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(
+              blk + 2 * (64 * g + 32 * h + 8 * (2 * (m & 1) + (m >> 1))))));
+        } else {
+          f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
+              reinterpret_cast<const __m128i*>(blk + 64 * g + 32 * h + 8 * m))));
+        }
+        for (int t = 0; t < T; ++t) part[t][hm] = _mm256_fmadd_ps(f, xv[t], part[t][hm]);
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      for (int hh = 0; hh < kHalves; ++hh) {
+        const __m256* p = part[t] + 4 * hh;
+        const __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(p[0], p[1]), _mm256_hadd_ps(p[2], p[3]));
+        sums[t][h0 + hh] = _mm256_permutevar8x32_ps(s, order);
+      }
     }
   }
 }
 
-// part[t][h][I % 2] += f · x[t][j] for the T tokens of a group, half h of the panel.
-template <int T, int I>
-FFLITE_AVX2 inline void Fma(__m256 f, const float* const* xb, size_t j, int h,
-                            __m256 (*part)[2][2]) {
-  for (int t = 0; t < T; ++t) {
-    part[t][h][I % 2] = _mm256_fmadd_ps(f, _mm256_set1_ps(xb[t][j]), part[t][h][I % 2]);
-  }
-}
-
-// I4: sums[t][h] as for I8. part[t][h][p] sums the k with i % 2 = p (two chains per half and token,
-// so that 2 tokens fit the registers); each nibble is sign-extended in place by a shift pair.
-template <int T>
-FFLITE_AVX2 inline void BlockSumsI4(const uint8_t* blk, const float* const* xb,
-                                    __m256 (*sums)[2]) {
-  __m256 part[T][2][2];
-  for (int t = 0; t < T; ++t) {
-    for (int h = 0; h < 2; ++h) part[t][h][0] = part[t][h][1] = _mm256_setzero_ps();
-  }
-  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x88));
-  // Chunk c: low nibbles are group c (k = 4c + i), high nibbles group c + 4 (k = 16 + 4c + i).
-#pragma GCC unroll 4
-  for (size_t c = 0; c < 4; ++c) {
-    for (int h = 0; h < 2; ++h) {
-      const __m256i v = _mm256_xor_si256(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * c + 32 * h)), flip);
-      Fma<T, 0>(NibbleAsFloat<0, false>(v), xb, 4 * c + 0, h, part);
-      Fma<T, 1>(NibbleAsFloat<1, false>(v), xb, 4 * c + 1, h, part);
-      Fma<T, 2>(NibbleAsFloat<2, false>(v), xb, 4 * c + 2, h, part);
-      Fma<T, 3>(NibbleAsFloat<3, false>(v), xb, 4 * c + 3, h, part);
-      Fma<T, 0>(NibbleAsFloat<0, true>(v), xb, 16 + 4 * c + 0, h, part);
-      Fma<T, 1>(NibbleAsFloat<1, true>(v), xb, 16 + 4 * c + 1, h, part);
-      Fma<T, 2>(NibbleAsFloat<2, true>(v), xb, 16 + 4 * c + 2, h, part);
-      Fma<T, 3>(NibbleAsFloat<3, true>(v), xb, 16 + 4 * c + 3, h, part);
-    }
-  }
-  for (int t = 0; t < T; ++t) {
-    for (int h = 0; h < 2; ++h) sums[t][h] = _mm256_add_ps(part[t][h][0], part[t][h][1]);
+// I4 -> f16: writes the block's 512 weights q = n - 8 as f16 (exact) to `out` (2 × 512 bytes) in
+// the I8 layout (chunk c's low nibbles are group c, its high nibbles group c + 4, weight for
+// weight), vpshufb looking each nibble up in a 16-entry table of the high byte of f16(n - 8) (its
+// low byte is 0); within each 32 weights, the 8-weight vectors are in the order 0, 2, 1, 3
+// (vpunpck{l,h}bw work within 128-bit lanes).
+FFLITE_AVX2 inline void DecodeI4BlockF16(const uint8_t* blk, uint8_t* out) {
+  const __m256i table = _mm256_setr_epi8(
+      -56, -57, -58, -59, -60, -62, -64, -68, 0, 60, 64, 66, 68, 69, 70, 71,
+      -56, -57, -58, -59, -60, -62, -64, -68, 0, 60, 64, 66, 68, 69, 70, 71);
+  const __m256i low = _mm256_set1_epi8(0x0f);
+  const __m256i zero = _mm256_setzero_si256();
+#pragma GCC unroll 8
+  for (size_t i = 0; i < 8; ++i) {
+    const size_t c = i / 2, h = i % 2;
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * c + 32 * h));
+    const __m256i lo = _mm256_shuffle_epi8(table, _mm256_and_si256(v, low));
+    const __m256i hi =
+        _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), low));
+    uint8_t* o_lo = out + 2 * (64 * c + 32 * h);
+    uint8_t* o_hi = out + 2 * (64 * (c + 4) + 32 * h);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(o_lo), _mm256_unpacklo_epi8(zero, lo));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(o_lo + 32), _mm256_unpackhi_epi8(zero, lo));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(o_hi), _mm256_unpacklo_epi8(zero, hi));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(o_hi + 32), _mm256_unpackhi_epi8(zero, hi));
   }
 }
 
@@ -187,7 +192,7 @@ struct PanelArgs {
 // batch's tokens from `first`), half h of the panel; acc in memory between spans.
 template <int T, bool kI4>
 FFLITE_AVX2 void GroupSpan(const PanelArgs& a, size_t first, size_t b0, size_t b1,
-                           Prefetcher& prefetcher, __m256* acc) {
+                           const uint8_t* decoded, Prefetcher& prefetcher, __m256* acc) {
   for (size_t b = b0; b < b1; ++b) {
     prefetcher.Step();
     const float* xb[T];
@@ -196,12 +201,10 @@ FFLITE_AVX2 void GroupSpan(const PanelArgs& a, size_t first, size_t b0, size_t b
                                 : a.x_tail[first + t];
     }
     __m256 sums[T][2];
-    const uint8_t* blk = a.panel + a.scale_bytes + b * a.block_bytes;
-    if constexpr (kI4) {
-      BlockSumsI4<T>(blk, xb, sums);
-    } else {
-      BlockSumsI8<T>(blk, xb, sums);
-    }
+    // I4: the span's blocks, decoded to f16 once for all groups.
+    const uint8_t* blk = kI4 ? decoded + (b - b0) * 2 * kI8BlockBytes
+                             : a.panel + a.scale_bytes + b * a.block_bytes;
+    BlockSumsI8<T, kI4>(blk, xb, sums);
     const uint8_t* scales = a.panel + b * 2 * kQuantPanelRows;
     for (int h = 0; h < 2; ++h) {
       const __m256 scale =
@@ -216,14 +219,155 @@ FFLITE_AVX2 void GroupSpan(const PanelArgs& a, size_t first, size_t b0, size_t b
 
 template <bool kI4, int T = 1>
 FFLITE_AVX2 void GroupSpanOf(size_t tokens, const PanelArgs& a, size_t first, size_t b0,
-                             size_t b1, Prefetcher& prefetcher, __m256* acc) {
-  if constexpr (T < MaxTokens<kI4>()) {
+                             size_t b1, const uint8_t* decoded, Prefetcher& prefetcher,
+                             __m256* acc) {
+  if constexpr (T < kMaxTokens) {
     if (tokens != T) {
-      GroupSpanOf<kI4, T + 1>(tokens, a, first, b0, b1, prefetcher, acc);
+      GroupSpanOf<kI4, T + 1>(tokens, a, first, b0, b1, decoded, prefetcher, acc);
       return;
     }
   }
-  GroupSpan<T, kI4>(a, first, b0, b1, prefetcher, acc);
+  GroupSpan<T, kI4>(a, first, b0, b1, decoded, prefetcher, acc);
+}
+
+// One token (c = 1): kPassPanels panels per pass over x, block by block, so each block of
+// activations is read once per pass instead of once per panel, and the panels' weight and scale
+// streams are read side by side, each prefetched as its own stream (as in qgemv_avx512.cc). Each
+// panel sees exactly the operations GroupSpan<1> gives it (the panels of a pass are independent),
+// so results match c > 1 and any row split.
+constexpr size_t kPassPanels = 4;
+// Per panel stream, how far ahead of the reading the prefetch runs, in bytes.
+constexpr uint64_t kPassPrefetchBytes = 4096;
+
+// Prefetches the P panels of a pass as P linear streams (each panel's bytes in address order),
+// kPassPrefetchBytes ahead, spread evenly over the pass's k_blocks steps; lines past a panel's end
+// are the next pass's panel at the same position (so the next pass starts with its first
+// kPassPrefetchBytes in cache). Nothing at or past `end` (the caller's panels) is prefetched.
+class PassPrefetcher {
+ public:
+  FFLITE_AVX2 PassPrefetcher(const uint8_t* w, uint64_t bytes, uint64_t panel_bytes,
+                             uint64_t steps)
+      : end_(reinterpret_cast<uintptr_t>(w) + bytes),
+        panel_bytes_(panel_bytes),
+        lines_(panel_bytes / 64),
+        steps_(steps > 0 ? steps : 1) {}
+  // Starts a pass of `panels` panels at `first`; `initial`: also prefetch the first
+  // kPassPrefetchBytes of each (no earlier pass did).
+  FFLITE_AVX2 void StartPass(const uint8_t* first, size_t panels, bool initial) {
+    first_ = reinterpret_cast<uintptr_t>(first);
+    panels_ = panels;
+    if (initial) {
+      for (uint64_t o = 0; o < kPassPrefetchBytes; o += 64) Line(o);
+    }
+    pos_ = kPassPrefetchBytes;
+    frac_ = 0;
+  }
+  FFLITE_AVX2 void Step() {
+    frac_ += lines_;
+    while (frac_ >= steps_) {
+      frac_ -= steps_;
+      Line(pos_);
+      pos_ += 64;
+    }
+  }
+
+ private:
+  FFLITE_AVX2 void Line(uint64_t o) {
+    // Past the panel's end: the next pass's panel j, kPassPanels panels on.
+    const uintptr_t base =
+        first_ + o + (o >= panel_bytes_ ? (kPassPanels - 1) * panel_bytes_ : 0);
+    for (size_t j = 0; j < panels_; ++j) {
+      const uintptr_t a = base + j * panel_bytes_;
+      if (a < end_) _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0);
+    }
+  }
+
+  uintptr_t end_;
+  uint64_t panel_bytes_, lines_, steps_;
+  uintptr_t first_ = 0;
+  size_t panels_ = 0;
+  uint64_t pos_ = 0, frac_ = 0;
+};
+
+// acc[j][h] = Σ_b scale[j][b] · (block b's sums of panel j, half h) for the P panels from
+// `first`, one token.
+template <int P, bool kI4>
+FFLITE_AVX2 void PassOneToken(const uint8_t* first, const QuantGeometry& g, size_t full_blocks,
+                              const float* x, const float* x_tail, PassPrefetcher& prefetcher,
+                              __m256 (*acc_out)[2]) {
+  __m256 acc[P][2];
+  for (int j = 0; j < P; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+  const uint8_t* blk = first + g.scale_bytes;
+  for (size_t b = 0; b < g.k_blocks; ++b, blk += g.block_panel_bytes) {
+    prefetcher.Step();
+    const float* xb[1] = {b < full_blocks ? x + b * kQuantBlock : x_tail};
+    // Each panel's sums are scaled into its accumulators at once (few registers live).
+    for (int j = 0; j < P; ++j) {
+      __m256 sums[1][2];
+      if constexpr (kI4) {
+        alignas(32) uint8_t q[2 * kI8BlockBytes];
+        DecodeI4BlockF16(blk + j * g.panel_bytes, q);
+        BlockSumsI8<1, true>(q, xb, sums);
+      } else {
+        BlockSumsI8<1>(blk + j * g.panel_bytes, xb, sums);
+      }
+      const uint8_t* scales = first + j * g.panel_bytes + b * 2 * kQuantPanelRows;
+      for (int h = 0; h < 2; ++h) {
+        const __m256 scale =
+            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16 * h)));
+        acc[j][h] = _mm256_fmadd_ps(sums[0][h], scale, acc[j][h]);
+      }
+    }
+  }
+  for (int j = 0; j < P; ++j) acc_out[j][0] = acc[j][0], acc_out[j][1] = acc[j][1];
+}
+
+// y[r0 .. r0 + n) = bias + the panel's sums (n < 16: the last, partial panel, through memory:
+// nothing past `rows` is read or written).
+FFLITE_AVX2 inline void StorePanel(const __m256* acc, const float* bias, size_t r0, size_t n,
+                                   float* yt) {
+  if (n == kQuantPanelRows) {
+    for (int h = 0; h < 2; ++h) {
+      __m256 v = acc[h];
+      if (bias != nullptr) v = _mm256_add_ps(_mm256_loadu_ps(bias + r0 + 8 * h), v);
+      _mm256_storeu_ps(yt + 8 * h, v);
+    }
+  } else {
+    float sums[kQuantPanelRows];
+    _mm256_storeu_ps(sums, acc[0]);
+    _mm256_storeu_ps(sums + 8, acc[1]);
+    for (size_t r = 0; r < n; ++r) yt[r] = bias != nullptr ? bias[r0 + r] + sums[r] : sums[r];
+  }
+}
+
+template <bool kI4>
+FFLITE_AVX2 void QGemvOneToken(size_t k, size_t rows, const uint8_t* w, const float* bias,
+                               const float* x, float* y) {
+  const QuantGeometry g = QuantMatrixGeometry(kI4 ? DType::I4 : DType::I8, rows, k);
+  const size_t full_blocks = k / kQuantBlock, tail = k % kQuantBlock;
+  float x_tail[kQuantBlock];
+  if (tail != 0) {
+    std::memset(x_tail, 0, sizeof(x_tail));
+    std::memcpy(x_tail, x + full_blocks * kQuantBlock, tail * sizeof(float));
+  }
+  PassPrefetcher prefetcher(w, g.bytes(), g.panel_bytes, g.k_blocks);
+  for (size_t p = 0; p < g.panels; p += kPassPanels) {
+    const size_t n = g.panels - p < kPassPanels ? g.panels - p : kPassPanels;
+    const uint8_t* first = w + p * g.panel_bytes;
+    prefetcher.StartPass(first, n, p == 0);
+    __m256 acc[kPassPanels][2];
+    switch (n) {
+      case 4: PassOneToken<4, kI4>(first, g, full_blocks, x, x_tail, prefetcher, acc); break;
+      case 3: PassOneToken<3, kI4>(first, g, full_blocks, x, x_tail, prefetcher, acc); break;
+      case 2: PassOneToken<2, kI4>(first, g, full_blocks, x, x_tail, prefetcher, acc); break;
+      default: PassOneToken<1, kI4>(first, g, full_blocks, x, x_tail, prefetcher, acc); break;
+    }
+    for (size_t j = 0; j < n; ++j) {
+      const size_t r0 = (p + j) * kQuantPanelRows;
+      const size_t m = rows - r0 < kQuantPanelRows ? rows - r0 : kQuantPanelRows;
+      StorePanel(acc[j], bias, r0, m, y + r0);
+    }
+  }
 }
 
 template <bool kI4>
@@ -231,11 +375,15 @@ FFLITE_AVX2 void QGemv(size_t c, size_t k, size_t rows, const uint8_t* w, const 
                        const float* x, size_t x_stride, float* y, size_t y_stride) {
   const QuantGeometry g = QuantMatrixGeometry(kI4 ? DType::I4 : DType::I8, rows, k);
   const size_t full_blocks = k / kQuantBlock, tail = k % kQuantBlock;
+  if (c == 1) {
+    QGemvOneToken<kI4>(k, rows, w, bias, x, y);
+    return;
+  }
   // Steps per panel: one per block for each group of each batch.
   uint64_t steps = 0;
   for (size_t t0 = 0; t0 < c; t0 += kBatchTokens) {
     const size_t batch = c - t0 < kBatchTokens ? c - t0 : kBatchTokens;
-    steps += (batch + MaxTokens<kI4>() - 1) / MaxTokens<kI4>() * g.k_blocks;
+    steps += (batch + kMaxTokens - 1) / kMaxTokens * g.k_blocks;
   }
   Prefetcher prefetcher(w, g.bytes());
   for (size_t p = 0; p < g.panels; ++p) {
@@ -250,7 +398,7 @@ FFLITE_AVX2 void QGemv(size_t c, size_t k, size_t rows, const uint8_t* w, const 
       size_t groups = 0;
       for (size_t t = 0; t < batch; ++groups) {
         const size_t left = batch - t;
-        const size_t groups_left = (left + MaxTokens<kI4>() - 1) / MaxTokens<kI4>();
+        const size_t groups_left = (left + kMaxTokens - 1) / kMaxTokens;
         group_size[groups] = (left + groups_left - 1) / groups_left;
         t += group_size[groups];
       }
@@ -268,28 +416,21 @@ FFLITE_AVX2 void QGemv(size_t c, size_t k, size_t rows, const uint8_t* w, const 
                               full_blocks, x + t0 * x_stride, x_stride, x_tail};
       __m256 acc[2 * kBatchTokens];
       for (size_t i = 0; i < 2 * batch; ++i) acc[i] = _mm256_setzero_ps();
-      const size_t span = groups > 1 ? kSpanBlocks : g.k_blocks;
+      const size_t span = kI4 || groups > 1 ? kSpanBlocks : g.k_blocks;
       for (size_t b0 = 0; b0 < g.k_blocks; b0 += span) {
         const size_t b1 = g.k_blocks - b0 < span ? g.k_blocks : b0 + span;
+        alignas(32) uint8_t decoded[kI4 ? kSpanBlocks : 1][kI4 ? 2 * kI8BlockBytes : 1];
+        if constexpr (kI4) {
+          for (size_t b = b0; b < b1; ++b) {
+            DecodeI4BlockF16(panel + g.scale_bytes + b * g.block_panel_bytes, decoded[b - b0]);
+          }
+        }
         for (size_t gi = 0, t = 0; gi < groups; t += group_size[gi++]) {
-          GroupSpanOf<kI4>(group_size[gi], args, t, b0, b1, prefetcher, acc + 2 * t);
+          GroupSpanOf<kI4>(group_size[gi], args, t, b0, b1, decoded[0], prefetcher, acc + 2 * t);
         }
       }
       for (size_t t = 0; t < batch; ++t) {
-        float* yt = y + (t0 + t) * y_stride + r0;
-        if (n == kQuantPanelRows) {
-          for (int h = 0; h < 2; ++h) {
-            __m256 v = acc[2 * t + h];
-            if (bias != nullptr) v = _mm256_add_ps(_mm256_loadu_ps(bias + r0 + 8 * h), v);
-            _mm256_storeu_ps(yt + 8 * h, v);
-          }
-        } else {
-          // The last, partial panel, through memory: nothing past `rows` is read or written.
-          float sums[kQuantPanelRows];
-          _mm256_storeu_ps(sums, acc[2 * t]);
-          _mm256_storeu_ps(sums + 8, acc[2 * t + 1]);
-          for (size_t r = 0; r < n; ++r) yt[r] = bias != nullptr ? bias[r0 + r] + sums[r] : sums[r];
-        }
+        StorePanel(acc + 2 * t, bias, r0, n, y + (t0 + t) * y_stride + r0);
       }
     }
   }
