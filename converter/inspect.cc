@@ -112,19 +112,13 @@ ModelSummary Summarize(const Model& model, const std::string& path) {
     // per weight they take as stored (quantised: scales included).
     ls.dtype = DTypeName(main->up.dtype);
     if (main->down.dtype != main->up.dtype || (main->gated && main->gate.dtype != main->up.dtype)) {
-      ls.dtype = absl::StrFormat("up %s, %sdown %s", DTypeName(main->up.dtype),
-                                 main->gated ? absl::StrCat("gate ", DTypeName(main->gate.dtype), ", ")
-                                             : std::string(),
+      const std::string gate =
+          main->gated ? absl::StrCat("gate ", DTypeName(main->gate.dtype), ", ") : std::string();
+      ls.dtype = absl::StrFormat("up %s, %sdown %s", DTypeName(main->up.dtype), gate,
                                  DTypeName(main->down.dtype));
     }
-    if (main->up.quantized() || main->down.quantized()) {
-      double bits = 0.0, weights = 0.0;
-      for (const TensorView* t : {&main->up, &main->gate, &main->down}) {
-        if (!t->present()) continue;
-        bits += 8.0 * static_cast<double>(t->size);
-        weights += static_cast<double>(t->numel());
-      }
-      ls.dtype += absl::StrFormat(" (%.2f bpw)", bits / weights);
+    if (main->AnyQuantized()) {
+      ls.dtype += absl::StrFormat(" (%.2f bpw)", main->BitsPerWeight());
     }
     ls.parameters += norm_params;
     ls.bytes += norm_bytes;

@@ -175,15 +175,9 @@ fflite_status fflite_model_layer_info(const fflite_model* model, int32_t layer,
   info.activation = static_cast<fflite_activation>(f.activation);
   info.gated = f.gated ? 1 : 0;
   info.up_dtype = static_cast<fflite_dtype>(f.up.dtype);
-  info.gate_dtype = f.gated ? static_cast<fflite_dtype>(f.gate.dtype) : static_cast<fflite_dtype>(0);
+  info.gate_dtype = static_cast<fflite_dtype>(f.gated ? static_cast<int>(f.gate.dtype) : 0);
   info.down_dtype = static_cast<fflite_dtype>(f.down.dtype);
-  double bits = 0.0, weights = 0.0;
-  for (const fflite::TensorView* t : {&f.up, &f.gate, &f.down}) {
-    if (!t->present()) continue;
-    bits += 8.0 * static_cast<double>(t->size);
-    weights += static_cast<double>(t->numel());
-  }
-  info.bits_per_weight = static_cast<float>(bits / weights);
+  info.bits_per_weight = static_cast<float>(f.BitsPerWeight());
   // Only the bytes the caller's struct has: a caller built against an older header is safe.
   std::memcpy(out_info, &info, info.struct_size);
   return Report(absl::OkStatus());

@@ -68,6 +68,22 @@ struct FfnView {
   uint32_t d_ff = 0;
   uint32_t d_ff_padded = 0;
   TensorView up, gate, down, up_bias, gate_bias, down_bias;
+
+  // Whether any / every weight matrix (up, gate when gated, down) is quantised (I8/I4).
+  bool AnyQuantized() const { return up.quantized() || gate.quantized() || down.quantized(); }
+  bool AllQuantized() const {
+    return up.quantized() && down.quantized() && (!gated || gate.quantized());
+  }
+  // Bits per weight of the weight matrices as stored (scales and padding included; 32 for f32).
+  double BitsPerWeight() const {
+    double bits = 0.0, weights = 0.0;
+    for (const TensorView* t : {&up, &gate, &down}) {
+      if (!t->present()) continue;
+      bits += 8.0 * static_cast<double>(t->size);
+      weights += static_cast<double>(t->numel());
+    }
+    return weights > 0.0 ? bits / weights : 0.0;
+  }
 };
 
 struct MoeView {

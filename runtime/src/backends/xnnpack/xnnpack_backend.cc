@@ -145,10 +145,6 @@ void ReleaseFfnPages(const Model& model, const FfnView& f, bool keep_quantized =
   }
 }
 
-// Whether every weight matrix of the FFN is quantised (it then has nothing to pack).
-bool AllQuantized(const FfnView& f) {
-  return f.up.quantized() && f.down.quantized() && (!f.gated || f.gate.quantized());
-}
 void PopulateFfnPages(const Model& model, const FfnView& f) {
   for (const TensorView* t : FfnTensors(f)) model.PopulateTensorPages(*t);
 }
@@ -251,18 +247,18 @@ class XnnpackBackend : public Backend {
         max_groups = std::max<size_t>(max_groups, m.n_group);
         max_router_out = std::max(max_router_out, p.moe_plan.router_out);
         for (const FfnView& f : m.experts) {
-          any_quantized |= f.up.quantized() || f.gate.quantized() || f.down.quantized();
-          any_quantized_expert |= AllQuantized(f);
+          any_quantized |= f.AnyQuantized();
+          any_quantized_expert |= f.AllQuantized();
         }
         for (const FfnView& f : m.shared_experts) {
-          any_quantized |= f.up.quantized() || f.gate.quantized() || f.down.quantized();
+          any_quantized |= f.AnyQuantized();
         }
       } else {
         FFLITE_RETURN_IF_ERROR(
             PackFfn(l.ffn, kernels_, slice_bytes_, threads_,
                     absl::StrFormat("layers[%d].ffn", i), &p.ffn));
         max_ff = std::max<size_t>(max_ff, p.ffn.d_ff);
-        any_quantized |= l.ffn.up.quantized() || l.ffn.gate.quantized() || l.ffn.down.quantized();
+        any_quantized |= l.ffn.AnyQuantized();
       }
     }
     // Every weight but the routed experts' is packed now: hand the file's pages back.
@@ -419,7 +415,7 @@ class XnnpackBackend : public Backend {
       slot.view = &f;
       slot.layer = index;
       slot.expert = i;
-      slot.all_quantized = AllQuantized(f);
+      slot.all_quantized = f.AllQuantized();
       for (auto [t, converted] : {std::pair{&f.up_bias, &slot.up_bias},
                                   std::pair{&f.gate_bias, &slot.gate_bias},
                                   std::pair{&f.down_bias, &slot.down_bias}}) {
@@ -461,23 +457,17 @@ class XnnpackBackend : public Backend {
   absl::Status RunFfn(const PackedFfn& f, size_t n, const float* in, float* out, bool last) {
     const FfnView& v = *f.view;
     const size_t d = model_.d_model(), ff = f.d_ff;
-    FFLITE_RETURN_IF_ERROR(Multiply(v.up, &f.up, Bias(v.up_bias, f.up_bias), n, in, d,
+    FFLITE_RETURN_IF_ERROR(Multiply(v.up, &f.up, DirectBias(v.up_bias, f.up_bias), n, in, d,
                                     hidden_.data(), ff, /*last=*/false));
     if (f.gated) {
-      FFLITE_RETURN_IF_ERROR(Multiply(v.gate, &f.gate, Bias(v.gate_bias, f.gate_bias), n, in, d,
-                                      gate_.data(), ff, /*last=*/false));
+      FFLITE_RETURN_IF_ERROR(Multiply(v.gate, &f.gate, DirectBias(v.gate_bias, f.gate_bias), n,
+                                      in, d, gate_.data(), ff, /*last=*/false));
       f.activation(n * f.d_ff, gate_.data(), hidden_.data(), hidden_.data());
     } else if (f.activation != nullptr) {
       f.activation(n * f.d_ff, hidden_.data(), nullptr, hidden_.data());
     }
-    return Multiply(v.down, &f.down, Bias(v.down_bias, f.down_bias), n, hidden_.data(), ff, out, d,
-                    last);
-  }
-
-  // The f32 bias of a matrix run by the direct or quantised engine: absent, the file's f32
-  // values, or the f32 copy made at creation.
-  static const float* Bias(const TensorView& b, const std::vector<float>& converted) {
-    return DirectBias(b, converted);
+    return Multiply(v.down, &f.down, DirectBias(v.down_bias, f.down_bias), n, hidden_.data(), ff,
+                    out, d, last);
   }
 
   // y[n, y_stride] = x[n, x_stride] · Wᵀ + b by the engine that holds W: the quantised engine for
