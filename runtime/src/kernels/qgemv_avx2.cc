@@ -29,6 +29,7 @@
 // vcvtdq2ps from the decoded bytes: 12.8 GB/s warm at c = 1) and 3 tokens per group (spills) were
 // slower. On AVX2-only CPUs (8-lane FMA units at higher clocks) the balance differs.
 #include "kernels/quant_kernels.h"
+#include "kernels/quant_prefetch.h"
 
 #if defined(FFLITE_QGEMV_X86)
 
@@ -236,64 +237,15 @@ FFLITE_AVX2 void GroupSpanOf(size_t tokens, const PanelArgs& a, size_t first, si
 // panel sees exactly the operations GroupSpan<1> gives it (the panels of a pass are independent),
 // so results match c > 1 and any row split.
 constexpr size_t kPassPanels = 4;
-// Per panel stream, how far ahead of the reading the prefetch runs, in bytes.
-constexpr uint64_t kPassPrefetchBytes = 4096;
-
-// Prefetches the P panels of a pass as P linear streams (each panel's bytes in address order),
-// kPassPrefetchBytes ahead, spread evenly over the pass's k_blocks steps; lines past a panel's end
-// are the next pass's panel at the same position (so the next pass starts with its first
-// kPassPrefetchBytes in cache). Nothing at or past `end` (the caller's panels) is prefetched.
-class PassPrefetcher {
- public:
-  FFLITE_AVX2 PassPrefetcher(const uint8_t* w, uint64_t bytes, uint64_t panel_bytes,
-                             uint64_t steps)
-      : end_(reinterpret_cast<uintptr_t>(w) + bytes),
-        panel_bytes_(panel_bytes),
-        lines_(panel_bytes / 64),
-        steps_(steps > 0 ? steps : 1) {}
-  // Starts a pass of `panels` panels at `first`; `initial`: also prefetch the first
-  // kPassPrefetchBytes of each (no earlier pass did).
-  FFLITE_AVX2 void StartPass(const uint8_t* first, size_t panels, bool initial) {
-    first_ = reinterpret_cast<uintptr_t>(first);
-    panels_ = panels;
-    if (initial) {
-      for (uint64_t o = 0; o < kPassPrefetchBytes; o += 64) Line(o);
-    }
-    pos_ = kPassPrefetchBytes;
-    frac_ = 0;
-  }
-  FFLITE_AVX2 void Step() {
-    frac_ += lines_;
-    while (frac_ >= steps_) {
-      frac_ -= steps_;
-      Line(pos_);
-      pos_ += 64;
-    }
-  }
-
- private:
-  FFLITE_AVX2 void Line(uint64_t o) {
-    // Past the panel's end: the next pass's panel j, kPassPanels panels on.
-    const uintptr_t base =
-        first_ + o + (o >= panel_bytes_ ? (kPassPanels - 1) * panel_bytes_ : 0);
-    for (size_t j = 0; j < panels_; ++j) {
-      const uintptr_t a = base + j * panel_bytes_;
-      if (a < end_) _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0);
-    }
-  }
-
-  uintptr_t end_;
-  uint64_t panel_bytes_, lines_, steps_;
-  uintptr_t first_ = 0;
-  size_t panels_ = 0;
-  uint64_t pos_ = 0, frac_ = 0;
-};
+// Per panel, how far ahead of the reading its data stream is prefetched, in bytes (the
+// scales' stream runs as many blocks ahead; see quant_prefetch.h).
+constexpr uint64_t kPassPrefetchBytes = 2048;
 
 // acc[j][h] = Σ_b scale[j][b] · (block b's sums of panel j, half h) for the P panels from
 // `first`, one token.
 template <int P, bool kI4>
 FFLITE_AVX2 void PassOneToken(const uint8_t* first, const QuantGeometry& g, size_t full_blocks,
-                              const float* x, const float* x_tail, PassPrefetcher& prefetcher,
+                              const float* x, const float* x_tail, QuantPassPrefetcher& prefetcher,
                               __m256 (*acc_out)[2]) {
   __m256 acc[P][2];
   for (int j = 0; j < P; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
@@ -350,7 +302,7 @@ FFLITE_AVX2 void QGemvOneToken(size_t k, size_t rows, const uint8_t* w, const fl
     std::memset(x_tail, 0, sizeof(x_tail));
     std::memcpy(x_tail, x + full_blocks * kQuantBlock, tail * sizeof(float));
   }
-  PassPrefetcher prefetcher(w, g.bytes(), g.panel_bytes, g.k_blocks);
+  QuantPassPrefetcher prefetcher(w, g.bytes(), g, kPassPanels, kPassPrefetchBytes);
   for (size_t p = 0; p < g.panels; p += kPassPanels) {
     const size_t n = g.panels - p < kPassPanels ? g.panels - p : kPassPanels;
     const uint8_t* first = w + p * g.panel_bytes;

@@ -24,6 +24,7 @@
 // dequantisation, 2^23 | n, measured no faster). c = 4 is bound by the multiply-adds (one per
 // weight and token): I8 at ~50%, I4 at ~33%.
 #include "kernels/quant_kernels.h"
+#include "kernels/quant_prefetch.h"
 
 #if defined(FFLITE_QGEMV_X86)
 
@@ -311,64 +312,14 @@ FFLITE_AVX512 void GroupSpanOf(size_t tokens, const PanelArgs& a, size_t first, 
 // and scale streams are read side by side. Each panel sees exactly the operations GroupSpan<1>
 // gives it (the panels of a pass are independent), so results match c > 1 and any row split.
 constexpr size_t kPassPanels = 4;
-// Per panel stream, how far ahead of the reading the prefetch runs, in bytes (16 KiB in flight for
-// 4 panels; 2 KiB per stream lost 30%, 8 KiB 5-10%).
-constexpr uint64_t kPassPrefetchBytes = 4096;
-
-// Prefetches the P panels of a pass as P linear streams (each panel's bytes in address order),
-// kPassPrefetchBytes ahead, spread evenly over the pass's k_blocks steps; lines past a panel's end
-// are the next pass's panel at the same position (so the next pass starts with its first
-// kPassPrefetchBytes in cache). Nothing at or past `end` (the caller's panels) is prefetched.
-class PassPrefetcher {
- public:
-  FFLITE_AVX512 PassPrefetcher(const uint8_t* w, uint64_t bytes, uint64_t panel_bytes,
-                               uint64_t steps)
-      : end_(reinterpret_cast<uintptr_t>(w) + bytes),
-        panel_bytes_(panel_bytes),
-        lines_(panel_bytes / 64),
-        steps_(steps > 0 ? steps : 1) {}
-  // Starts a pass of `panels` panels at `first`; `initial`: also prefetch the first
-  // kPassPrefetchBytes of each (no earlier pass did).
-  FFLITE_AVX512 void StartPass(const uint8_t* first, size_t panels, bool initial) {
-    first_ = reinterpret_cast<uintptr_t>(first);
-    panels_ = panels;
-    if (initial) {
-      for (uint64_t o = 0; o < kPassPrefetchBytes; o += 64) Line(o);
-    }
-    pos_ = kPassPrefetchBytes;
-    frac_ = 0;
-  }
-  FFLITE_AVX512 void Step() {
-    frac_ += lines_;
-    while (frac_ >= steps_) {
-      frac_ -= steps_;
-      Line(pos_);
-      pos_ += 64;
-    }
-  }
-
- private:
-  FFLITE_AVX512 void Line(uint64_t o) {
-    // Past the panel's end: the next pass's panel j, kPassPanels panels on.
-    const uintptr_t base =
-        first_ + o + (o >= panel_bytes_ ? (kPassPanels - 1) * panel_bytes_ : 0);
-    for (size_t j = 0; j < panels_; ++j) {
-      const uintptr_t a = base + j * panel_bytes_;
-      if (a < end_) _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0);
-    }
-  }
-
-  uintptr_t end_;
-  uint64_t panel_bytes_, lines_, steps_;
-  uintptr_t first_ = 0;
-  size_t panels_ = 0;
-  uint64_t pos_ = 0, frac_ = 0;
-};
+// Per panel, how far ahead of the reading its data stream is prefetched, in bytes (the
+// scales' stream runs as many blocks ahead; see quant_prefetch.h).
+constexpr uint64_t kPassPrefetchBytes = 2048;
 
 // acc[j] = Σ_b scale[j][b] · (block b's sums of panel j) for the P panels from `first`, one token.
 template <int P, bool kI4>
 FFLITE_AVX512 void PassOneToken(const uint8_t* first, const QuantGeometry& g, size_t full_blocks,
-                                const float* x, const float* x_tail, PassPrefetcher& prefetcher,
+                                const float* x, const float* x_tail, QuantPassPrefetcher& prefetcher,
                                 __m512* acc_out) {
   __m512 acc[P];
   for (int j = 0; j < P; ++j) acc[j] = _mm512_setzero_ps();
@@ -401,7 +352,7 @@ FFLITE_AVX512 void QGemvOneToken(size_t k, size_t rows, const uint8_t* w, const 
     std::memset(x_tail, 0, sizeof(x_tail));
     std::memcpy(x_tail, x + full_blocks * kQuantBlock, tail * sizeof(float));
   }
-  PassPrefetcher prefetcher(w, g.bytes(), g.panel_bytes, g.k_blocks);
+  QuantPassPrefetcher prefetcher(w, g.bytes(), g, kPassPanels, kPassPrefetchBytes);
   for (size_t p = 0; p < g.panels; p += kPassPanels) {
     const size_t n = g.panels - p < kPassPanels ? g.panels - p : kPassPanels;
     const uint8_t* first = w + p * g.panel_bytes;
