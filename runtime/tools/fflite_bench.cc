@@ -22,6 +22,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "backends/backend.h"
@@ -130,6 +131,7 @@ struct Work {
   double non_expert_bytes = 0.0;  // everything else, f32: dense layers, routers, shared experts
   bool moe = false;
   bool quantized = false;  // some weight matrix is I8/I4
+  bool has_i8 = false, has_i4 = false;
 };
 
 Work CountWork(const Model& model) {
@@ -144,6 +146,8 @@ Work CountWork(const Model& model) {
       out->weight_bytes +=
           times * (t->quantized() ? static_cast<double>(t->size) : matrix * bytes_per_weight);
       out->quantized |= t->quantized();
+      out->has_i8 |= t->dtype == DType::I8;
+      out->has_i4 |= t->dtype == DType::I4;
     }
     out->flops_per_token += times * 2.0 * params;
   };
@@ -371,9 +375,17 @@ int Main() {
   const FmaPeak peak = MeasureFmaPeak();
   // Quantised models: the int8 dot-product peak too (the many-token kernels' limit).
   const DotPeak dot = work.quantized ? MeasureInt8DotPeak() : DotPeak();
-  const size_t gemm_tokens = absl::GetFlag(FLAGS_quant_gemm_tokens) >= 0
-                                 ? static_cast<size_t>(absl::GetFlag(FLAGS_quant_gemm_tokens))
-                                 : XnnpackBackendOptions().quant_gemm_min_tokens;
+  // The fewest tokens taking the int8 path, per dtype, and the fewest for any matrix of the model
+  // (0: never).
+  auto gemm_tokens_of = [](DType dtype) {
+    return absl::GetFlag(FLAGS_quant_gemm_tokens) >= 0
+               ? static_cast<size_t>(absl::GetFlag(FLAGS_quant_gemm_tokens))
+               : DefaultQuantGemmMinTokens(dtype, BestQGemvKernel(), BestQGemmKernel());
+  };
+  const size_t gemm_tokens_i8 = gemm_tokens_of(DType::I8), gemm_tokens_i4 = gemm_tokens_of(DType::I4);
+  const size_t gemm_tokens = work.has_i4 && (!work.has_i8 || gemm_tokens_i4 < gemm_tokens_i8)
+                                 ? gemm_tokens_i4
+                                 : gemm_tokens_i8;
 
   // Cold mode: enough copies of the packed weights that the caches hold none of them by the time
   // a copy is used again (> 4x LLC), bounded by half of the available memory.
@@ -531,9 +543,10 @@ int Main() {
     std::printf(" \"read_bandwidth_gbs\": %.2f, \"fma_peak_gflops\": %.2f, \"fma_isa\": \"%s\",\n",
                 bw, peak.gflops, peak.isa.c_str());
     std::printf(" \"int8_dot_peak_gops\": %.2f, \"int8_dot_isa\": \"%s\", \"qgemv\": \"%s\", "
-                "\"qgemm\": \"%s\", \"quant_gemm_min_tokens\": %zu,\n",
+                "\"qgemm\": \"%s\", \"quant_gemm_min_tokens\": %zu, "
+                "\"quant_gemm_min_tokens_i8\": %zu, \"quant_gemm_min_tokens_i4\": %zu,\n",
                 dot.gops, dot.isa.c_str(), BestQGemvKernel().isa, BestQGemmKernel().isa,
-                gemm_tokens);
+                gemm_tokens, gemm_tokens_i8, gemm_tokens_i4);
     std::printf(" \"file_read_s\": %.4f, \"load_s\": %.4f, \"create_s\": %.4f,\n", read_s, load_s,
                 create_s);
     std::printf(
@@ -589,10 +602,11 @@ int Main() {
       llc / 1048576.0);
   if (work.quantized) {
     std::printf(
-        "quantised weights: int8 dot-product peak %.1f GOP/s (%s); kernels qgemv %s (fewer than "
-        "%zu tokens), qgemm %s (from %zu tokens)\n",
-        dot.gops, dot.isa.c_str(), BestQGemvKernel().isa, gemm_tokens, BestQGemmKernel().isa,
-        gemm_tokens);
+        "quantised weights: int8 dot-product peak %.1f GOP/s (%s); kernels qgemv %s (float "
+        "activations), qgemm %s (int8 activations: i8 from %s, i4 from %s tokens)\n",
+        dot.gops, dot.isa.c_str(), BestQGemvKernel().isa, BestQGemmKernel().isa,
+        gemm_tokens_i8 != 0 ? absl::StrCat(gemm_tokens_i8).c_str() : "no",
+        gemm_tokens_i4 != 0 ? absl::StrCat(gemm_tokens_i4).c_str() : "no");
   }
   std::printf("file read %.3f s, load+validate %.4f s, session creation (pack) %.3f s\n", read_s,
               load_s, create_s);

@@ -72,6 +72,18 @@ const QGemvKernel& BestQGemvKernel();
 std::vector<const QGemmKernel*> AvailableQGemmKernels();
 const QGemmKernel& BestQGemmKernel();
 
+// "Choose per dtype through DefaultQuantGemmMinTokens", where a caller takes a token threshold
+// (XnnpackBackendOptions::quant_gemm_min_tokens's default).
+inline constexpr size_t kQuantGemmTokensAuto = ~size_t{0};
+
+// The fewest tokens in a product over `dtype` (I8 or I4) weights for which the int8-activation
+// kernel runs by default with this pair of kernels: from where it is measured faster. Int8
+// activations (absmax per block of 32) add to a product's NMSE the rounding error's share,
+// E[amax²] / (127² · 12 · σ²) ≈ 2e-5 for Gaussian blocks (more for heavy tails, which the rotated
+// layout evens out): nothing next to I4's own weight error (about 5e-3), as much again as I8's,
+// so I8 keeps float activations until the integer kernel is clearly ahead.
+size_t DefaultQuantGemmMinTokens(DType dtype, const QGemvKernel& gemv, const QGemmKernel& gemm);
+
 // The portable kernels (every platform; the comparison point for the SIMD ones).
 void QGemvScalar(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype, const float* bias,
                  const float* x, size_t x_stride, float* y, size_t y_stride);

@@ -61,6 +61,16 @@ bool AllFinite(size_t c, size_t k, const float* x, size_t x_stride) {
 
 }  // namespace
 
+QuantEngine::QuantEngine(const QGemvKernel& gemv, const QGemmKernel& gemm, size_t gemm_min_tokens)
+    : gemv_(gemv),
+      gemm_(gemm),
+      gemm_min_tokens_i8_(gemm_min_tokens != kQuantGemmTokensAuto
+                              ? gemm_min_tokens
+                              : DefaultQuantGemmMinTokens(DType::I8, gemv, gemm)),
+      gemm_min_tokens_i4_(gemm_min_tokens != kQuantGemmTokensAuto
+                              ? gemm_min_tokens
+                              : DefaultQuantGemmMinTokens(DType::I4, gemv, gemm)) {}
+
 bool QuantEngine::Reserve(size_t max_tokens, size_t max_k) {
   const size_t kp = (max_k + kQuantBlock - 1) / kQuantBlock * kQuantBlock;
   max_tokens_ = max_tokens;
@@ -90,7 +100,7 @@ void QuantEngine::Run(const TensorView& w, const float* bias, size_t c, const fl
   // Int8 activations cannot carry a NaN or an infinity: a call with one takes the float path,
   // which propagates it to the token's outputs as every other engine does. (One pass over the
   // activations: c·k reads against c·k·rows multiply-adds.)
-  bool gemm = UsesGemm(c);
+  bool gemm = UsesGemm(w.dtype, c);
   if (gemm) gemm = AllFinite(c, k, x, x_stride);
   Job job{this, gemm, w.data, w.dtype, static_cast<size_t>(g.panel_bytes), bias, c, k,
           rows, x, x_stride, xq_.data(), y, y_stride};

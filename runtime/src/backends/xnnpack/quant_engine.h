@@ -15,9 +15,9 @@ namespace fflite {
 class QuantEngine {
  public:
   // gemv: the float-activation kernel; gemm: the int8-activation pair. Calls with at least
-  // `gemm_min_tokens` tokens use gemm (0: never).
-  QuantEngine(const QGemvKernel& gemv, const QGemmKernel& gemm, size_t gemm_min_tokens)
-      : gemv_(gemv), gemm_(gemm), gemm_min_tokens_(gemm_min_tokens) {}
+  // `gemm_min_tokens` tokens use gemm (0: never; kQuantGemmTokensAuto: per dtype, as
+  // DefaultQuantGemmMinTokens says for this pair).
+  QuantEngine(const QGemvKernel& gemv, const QGemmKernel& gemm, size_t gemm_min_tokens);
 
   // Sizes the scratch for up to `max_tokens` tokens a call and reductions of up to `max_k`.
   // Returns false when the allocation fails. Run allocates nothing.
@@ -30,15 +30,18 @@ class QuantEngine {
   void Run(const TensorView& w, const float* bias, size_t c, const float* x, size_t x_stride,
            float* y, size_t y_stride, const EngineContext& ctx, bool last);
 
-  // Which path a call of c tokens takes: "gemv" (float activations) or "gemm" (int8).
-  bool UsesGemm(size_t c) const { return gemm_min_tokens_ != 0 && c >= gemm_min_tokens_; }
+  // Whether a call of c tokens over `dtype` weights takes the int8 path (gemm) or the float one.
+  bool UsesGemm(DType dtype, size_t c) const {
+    const size_t min = dtype == DType::I4 ? gemm_min_tokens_i4_ : gemm_min_tokens_i8_;
+    return min != 0 && c >= min;
+  }
   const QGemvKernel& gemv() const { return gemv_; }
   const QGemmKernel& gemm() const { return gemm_; }
 
  private:
   const QGemvKernel& gemv_;
   const QGemmKernel& gemm_;
-  size_t gemm_min_tokens_;
+  size_t gemm_min_tokens_i8_, gemm_min_tokens_i4_;
   size_t max_tokens_ = 0, max_k_ = 0;
   AlignedBuffer<float> rotated_;  // [max_tokens, max_k rounded up to 32]: R·x per block
   AlignedBuffer<QActBlock> xq_;   // [max_tokens, max_k / 32]: quantised activations

@@ -34,12 +34,13 @@ struct XnnpackBackendOptions {
   // For fflite-bench: time the routed experts' part of each MoE call (XnnpackRoutedExpertSeconds).
   bool time_routed_experts = false;
   // Quantised (I8/I4) matrices: the float-activation and int8-activation kernels (nullptr: the
-  // best for this CPU), and the fewest tokens in a product that take the int8 path (0: never).
-  // Fewer tokens are bound by the read of the weights, where float activations cost nothing
-  // and lose no accuracy.
+  // best for this CPU), and the fewest tokens in a product that take the int8 path (0: never;
+  // kQuantGemmTokensAuto: per dtype, from where the pair's int8 kernel is measured faster;
+  // DefaultQuantGemmMinTokens in quant_engine.h). Fewer tokens are bound by the read of the
+  // weights, where float activations lose no accuracy.
   const QGemvKernel* qgemv = nullptr;
   const QGemmKernel* qgemm = nullptr;
-  size_t quant_gemm_min_tokens = 8;
+  size_t quant_gemm_min_tokens = kQuantGemmTokensAuto;
 };
 
 // Whether XNNPACK initialises on this CPU; `why` says why not.
