@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "format/quant_layout.h"
+#include "kernels/quant_prefetch.h"
 
 // Per-function target attributes, as in gemv_avx2.cc: no AVX2 code in shared inline functions.
 #define FFLITE_AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -22,6 +23,8 @@ namespace {
 // 2 × 2 f32 ones, the weights, the broadcasts and a constant fill the 16 ymm registers; 3 tokens
 // spill.
 constexpr size_t kMaxTokens = 2;
+// A panel's first tile: how far ahead of the reading its data stream is prefetched, in bytes.
+constexpr uint64_t kPassPrefetchBytes = 2048;
 
 inline int32_t Load32(const int8_t* p) {
   int32_t v;
@@ -33,7 +36,8 @@ inline int32_t Load32(const int8_t* p) {
 // exact (below), so a row's f32 operations do not depend on T or on the caller's row split.
 template <bool kI4, int T>
 FFLITE_AVX2 void Tile(size_t k_blocks, size_t scale_bytes, const uint8_t* w, const QActBlock* x,
-                      const float* bias, size_t n, float* y, size_t y_stride) {
+                      const float* bias, size_t n, float* y, size_t y_stride,
+                      QuantPassPrefetcher* pass) {
   constexpr size_t kBlockBytes = kI4 ? 256 : 512;
   const __m256i ones16 = _mm256_set1_epi16(1);
   const __m256i low = _mm256_set1_epi8(0x0f);
@@ -42,6 +46,7 @@ FFLITE_AVX2 void Tile(size_t k_blocks, size_t scale_bytes, const uint8_t* w, con
     for (int t = 0; t < T; ++t) facc[h][t] = _mm256_setzero_ps();
   }
   for (size_t b = 0; b < k_blocks; ++b) {
+    if (pass != nullptr) pass->Step();
     const QActBlock* xb[T];
     for (int t = 0; t < T; ++t) xb[t] = x + t * k_blocks + b;
     const uint8_t* blk = w + scale_bytes + b * kBlockBytes;
@@ -134,12 +139,15 @@ FFLITE_AVX2 void Tile(size_t k_blocks, size_t scale_bytes, const uint8_t* w, con
 }
 
 // Every token for one panel (16 rows × k: 36 KiB for I8 at k = 4096, in L2 while the tiles pass
-// over it; the hardware prefetcher streams the panels in address order).
+// over it). The first tile reads the panel from memory: its two streams are prefetched a few
+// blocks ahead as in the one-token qgemv (quant_prefetch.h); the later tiles find it in L2.
 template <bool kI4>
 FFLITE_AVX2 void QGemm(size_t c, size_t k, size_t rows, const uint8_t* w, const float* bias,
                        const QActBlock* xq, float* y, size_t y_stride) {
   const QuantGeometry g = QuantMatrixGeometry(kI4 ? DType::I4 : DType::I8, rows, k);
+  QuantPassPrefetcher prefetcher(w, g.bytes(), g, 1, kPassPrefetchBytes);
   for (size_t p = 0; p < g.panels; ++p) {
+    prefetcher.StartPass(w + p * g.panel_bytes, 1, p == 0);
     const size_t r0 = p * kQuantPanelRows;
     const size_t n = rows - r0 < kQuantPanelRows ? rows - r0 : kQuantPanelRows;
     const uint8_t* panel = w + p * g.panel_bytes;
@@ -147,11 +155,11 @@ FFLITE_AVX2 void QGemm(size_t c, size_t k, size_t rows, const uint8_t* w, const 
     size_t t = 0;
     for (; t + kMaxTokens <= c; t += kMaxTokens) {
       Tile<kI4, kMaxTokens>(g.k_blocks, g.scale_bytes, panel, xq + t * g.k_blocks, bp, n,
-                            y + t * y_stride + r0, y_stride);
+                            y + t * y_stride + r0, y_stride, t == 0 ? &prefetcher : nullptr);
     }
     if (t < c) {
       Tile<kI4, 1>(g.k_blocks, g.scale_bytes, panel, xq + t * g.k_blocks, bp, n,
-                   y + t * y_stride + r0, y_stride);
+                   y + t * y_stride + r0, y_stride, t == 0 ? &prefetcher : nullptr);
     }
   }
 }

@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "format/quant_layout.h"
+#include "kernels/quant_prefetch.h"
 
 // Per-function target attributes: no AVX-512 code in shared inline functions.
 #define FFLITE_VNNI \
@@ -35,6 +36,8 @@ namespace {
 // from L2. At c = 16 the weights are read from memory once per call (45 MB I8 in ~3-4 ms).
 constexpr int kPanels = 2;
 constexpr size_t kMaxTokens = 5;
+// One tile: how far ahead of the reading each panel's data stream is prefetched, in bytes.
+constexpr uint64_t kPassPrefetchBytes = 2048;
 
 inline int32_t Load32(const int8_t* p) {
   int32_t v;
@@ -51,7 +54,8 @@ inline int32_t Load32(const int8_t* p) {
 template <bool kI4, int R, int T>
 FFLITE_VNNI void Tile(size_t k_blocks, size_t scale_bytes, size_t panel_bytes, const uint8_t* w,
                       const QActBlock* x, const float* bias, const size_t* n, float* y,
-                      size_t y_stride, uintptr_t& pf, uintptr_t pf_end, size_t pf_step) {
+                      size_t y_stride, uintptr_t& pf, uintptr_t pf_end, size_t pf_step,
+                      QuantPassPrefetcher* pass) {
   constexpr size_t kBlockBytes = kI4 ? 256 : 512;
   // I8: the weights are made unsigned (w + 128, an xor of the sign bit: vpdpbusd multiplies u8 by
   // s8), which adds 128·Σq_x to the dot product. I4: the stored nibble is q_w + 8, which adds
@@ -66,6 +70,7 @@ FFLITE_VNNI void Tile(size_t k_blocks, size_t scale_bytes, size_t panel_bytes, c
     for (int t = 0; t < T; ++t) facc[r][t] = _mm512_setzero_ps();
   }
   for (size_t b = 0; b < k_blocks; ++b) {
+    if (pass != nullptr) pass->Step();
     if (pf < pf_end) {
       for (size_t i = 0; i < pf_step; i += 64) {
         _mm_prefetch(reinterpret_cast<const char*>(pf + i), _MM_HINT_T1);
@@ -154,16 +159,16 @@ template <bool kI4, int R, int T = 1>
 FFLITE_VNNI void TileFor(size_t tokens, size_t k_blocks, size_t scale_bytes, size_t panel_bytes,
                          const uint8_t* w, const QActBlock* x, const float* bias, const size_t* n,
                          float* y, size_t y_stride, uintptr_t& pf, uintptr_t pf_end,
-                         size_t pf_step) {
+                         size_t pf_step, QuantPassPrefetcher* pass) {
   if constexpr (T < static_cast<int>(kMaxTokens)) {
     if (tokens != T) {
       TileFor<kI4, R, T + 1>(tokens, k_blocks, scale_bytes, panel_bytes, w, x, bias, n, y,
-                             y_stride, pf, pf_end, pf_step);
+                             y_stride, pf, pf_end, pf_step, pass);
       return;
     }
   }
   Tile<kI4, R, T>(k_blocks, scale_bytes, panel_bytes, w, x, bias, n, y, y_stride, pf, pf_end,
-                  pf_step);
+                  pf_step, pass);
 }
 
 // Every token for R panels: the panels' weights (R × 72 KiB for I8 at k = 4096) stay in L2 while
@@ -172,8 +177,18 @@ FFLITE_VNNI void TileFor(size_t tokens, size_t k_blocks, size_t scale_bytes, siz
 template <bool kI4, int R>
 FFLITE_VNNI void Panels(size_t c, const QuantGeometry& g, const uint8_t* w, const QActBlock* xq,
                         const float* bias, const size_t* n, float* y, size_t y_stride,
-                        size_t next_bytes) {
+                        size_t next_bytes, bool first) {
   const size_t tiles = (c + kMaxTokens - 1) / kMaxTokens;
+  // One tile (c <= kMaxTokens, decode): each panel is read once, from memory; its two streams
+  // are prefetched into L1 a few blocks ahead, as in the one-token qgemv (quant_prefetch.h),
+  // instead of the next panels into L2.
+  QuantPassPrefetcher pass(w, R * g.panel_bytes + next_bytes, g, R, kPassPrefetchBytes);
+  QuantPassPrefetcher* pass_ptr = nullptr;
+  if (tiles == 1) {
+    pass.StartPass(w, R, first);
+    pass_ptr = &pass;
+    next_bytes = 0;
+  }
   const size_t steps = tiles * g.k_blocks;
   const uintptr_t next = reinterpret_cast<uintptr_t>(w + R * g.panel_bytes);
   uintptr_t pf = next;
@@ -185,7 +200,7 @@ FFLITE_VNNI void Panels(size_t c, const QuantGeometry& g, const uint8_t* w, cons
   for (size_t i = 0; i < tiles; ++i) {
     const size_t size = (c - t + (tiles - i) - 1) / (tiles - i);
     TileFor<kI4, R>(size, g.k_blocks, g.scale_bytes, g.panel_bytes, w, xq + t * g.k_blocks, bias,
-                    n, y + t * y_stride, y_stride, pf, pf_end, pf_step);
+                    n, y + t * y_stride, y_stride, pf, pf_end, pf_step, pass_ptr);
     t += size;
   }
 }
@@ -205,13 +220,13 @@ FFLITE_VNNI void QGemm(size_t c, size_t k, size_t rows, const uint8_t* w, const 
     const size_t next = (after < kPanels ? after : kPanels) * g.panel_bytes;
     Panels<kI4, kPanels>(c, g, w + p * g.panel_bytes,
                          xq, bias != nullptr ? bias + p * kQuantPanelRows : nullptr, n,
-                         y + p * kQuantPanelRows, y_stride, next);
+                         y + p * kQuantPanelRows, y_stride, next, p == 0);
   }
   if (p < g.panels) {
     const size_t n = rows - p * kQuantPanelRows;
     Panels<kI4, 1>(c, g, w + p * g.panel_bytes, xq,
                    bias != nullptr ? bias + p * kQuantPanelRows : nullptr, &n,
-                   y + p * kQuantPanelRows, y_stride, 0);
+                   y + p * kQuantPanelRows, y_stride, 0, p == 0);
   }
 }
 

@@ -82,22 +82,22 @@ const QGemmKernel& BestQGemmKernel() {
 
 size_t DefaultQuantGemmMinTokens(DType dtype, const QGemvKernel& gemv, const QGemmKernel& gemm) {
   // Measured on Zen 5 (one thread, a cold 11008 x 4096 matrix; GB/s of the weights' bytes, the
-  // quantisation of the activations included; the read loop 28-30 GB/s):
+  // quantisation of the activations included; the read loop 26-28 GB/s in the same run):
   //   tokens                    1     2     4
-  //   i4  qgemv avx512        28.6  18.6  11.4
-  //   i4  qgemm avx512vnni    22.2  20.5  21.0
-  //   i8  qgemv avx512        28.7  23.9  17.0
-  //   i8  qgemm avx512vnni    25.3  24.6  23.6
-  //   i4  qgemv avx2          10.7   8.4   5.1   (issue-bound: the nibbles' conversion to f32)
-  //   i4  qgemm avx2          15.6  11.8   7.9
-  //   i8  qgemv avx2          23.3  17.3   9.3
-  //   i8  qgemm avx2          18.0  13.6  10.4
+  //   i4  qgemv avx512        29.2  18.2  11.2
+  //   i4  qgemm avx512vnni    26.0  25.8  25.9
+  //   i8  qgemv avx512        29.9  22.4  16.6
+  //   i8  qgemm avx512vnni    26.8  27.9  25.3
+  //   i4  qgemv avx2          10.5   8.4   5.0   (issue-bound: the nibbles' conversion to f32)
+  //   i4  qgemm avx2          17.3  16.0   8.9
+  //   i8  qgemv avx2          22.9  16.8   8.9
+  //   i8  qgemm avx2          20.6  18.8  11.4
   // AVX-512 without VNNI (Skylake-SP) pairs qgemv avx512 with qgemm avx2, slower at every count
   // up to 4. The NEON pairs are not measured (no ARM machine here): they keep 8.
   const bool i4 = dtype == DType::I4;
   const std::string gemv_isa = gemv.isa, gemm_isa = gemm.isa;
-  if (gemm_isa == "avx512vnni") return i4 ? 2 : 3;
-  if (gemm_isa == "avx2" && gemv_isa == "avx2") return i4 ? 1 : 4;
+  if (gemm_isa == "avx512vnni") return 2;
+  if (gemm_isa == "avx2" && gemv_isa == "avx2") return i4 ? 1 : 2;
   return 8;
 }
 
