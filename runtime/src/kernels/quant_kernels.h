@@ -100,6 +100,10 @@ void QGemmScalar(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype,
 void QuantizeActivationsAvx2(size_t c, size_t k, const float* x, size_t x_stride, QActBlock* xq);
 void QGemmAvx2(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype, const float* bias,
                const QActBlock* xq, float* y, size_t y_stride);
+// AVX2 + FMA3 + F16C + AVX-VNNI (CPUID.(7,1):EAX bit 4): the AVX2 kernel's tiles with vpdpbusd on
+// 8 rows × 4 k; activations from QuantizeActivationsAvx2.
+void QGemmAvxVnni(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype,
+                  const float* bias, const QActBlock* xq, float* y, size_t y_stride);
 // AVX-512 F + BW + VL + VNNI: vpdpbusd on 16 rows × 4 k per instruction.
 void QuantizeActivationsAvx512(size_t c, size_t k, const float* x, size_t x_stride,
                                QActBlock* xq);
