@@ -10,6 +10,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "base/tool_flags.h"
 #include "converter/convert.h"
 #include "converter/progress.h"
 
@@ -44,6 +45,7 @@ ABSL_FLAG(bool, no_norm, false, "Leave out the norms and the residual add: each 
 ABSL_FLAG(bool, quiet, false, "No progress bar or summary line.");
 
 int main(int argc, char** argv) {
+  fflite::HelpListsFlagsOf(__FILE__);
   absl::SetProgramUsageMessage(
       "converts a Hugging Face checkpoint to an fflite model file.\n"
       "usage: fflite-convert CHECKPOINT_DIR OUTPUT.fflite [--dtype f32|f16|bf16|i8|i4] "

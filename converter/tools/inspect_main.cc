@@ -7,12 +7,14 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "base/tool_flags.h"
 #include "converter/inspect.h"
 #include "format/model.h"
 
 ABSL_FLAG(bool, json, false, "Print one JSON object instead of the table.");
 
 int main(int argc, char** argv) {
+  fflite::HelpListsFlagsOf(__FILE__);
   absl::SetProgramUsageMessage("prints what an fflite model file holds.\n"
                                "usage: fflite-inspect MODEL.fflite [--json]");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);

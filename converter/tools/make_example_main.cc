@@ -8,6 +8,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/ascii.h"
+#include "base/tool_flags.h"
 #include "converter/example_checkpoint.h"
 
 ABSL_FLAG(std::string, arch, "llama", "llama (dense SwiGLU) or mixtral (MoE).");
@@ -22,6 +23,7 @@ ABSL_FLAG(uint32_t, shards, 1, "Number of safetensors shards (> 1 writes an inde
 ABSL_FLAG(uint64_t, seed, 1, "Random seed.");
 
 int main(int argc, char** argv) {
+  fflite::HelpListsFlagsOf(__FILE__);
   absl::SetProgramUsageMessage(
       "writes a small Hugging Face style checkpoint with deterministic random weights.\n"
       "usage: fflite-make-example DIR [--arch llama|mixtral] [--layers N] [--hidden_size N] "

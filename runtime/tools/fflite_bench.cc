@@ -29,13 +29,14 @@
 #include "backends/xnnpack/xnnpack_backend.h"
 #include "base/platform.h"
 #include "base/status_macros.h"
-#include "kernels/kernels.h"
-#include "kernels/quant_kernels.h"
+#include "base/tool_flags.h"
 #include "bench/baseline.h"
 #include "bench/roofline.h"
 #include "bench/synthetic.h"
 #include "format/model.h"
 #include "format/writer.h"
+#include "kernels/kernels.h"
+#include "kernels/quant_kernels.h"
 #include "session/session.h"
 
 ABSL_FLAG(std::string, model, "", "a .fflite file to run");
@@ -675,6 +676,7 @@ int Main() {
 }  // namespace fflite
 
 int main(int argc, char** argv) {
+  fflite::HelpListsFlagsOf(__FILE__);
   absl::SetProgramUsageMessage(
       "fflite-bench --synthetic llama|mixtral-mini|qwen-moe --tokens 1,128 --threads 1,2 [--cold] "
       "[--baseline] [--expert_budget_fraction 0.25 [--vary_tokens] [--vs_unbudgeted]] [--json]");
