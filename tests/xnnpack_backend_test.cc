@@ -198,6 +198,46 @@ ModelSpec OneLayer(const FfnParams& p, Rng& rng) {
   return spec;
 }
 
+// Dense layers are prepared on first use: f16/bf16 ones run calls of at most direct_max_tokens
+// on the file's rows and pack for larger calls, f32 ones pack on their first call. The path
+// depends only on a call's token count: a few-token call gives the same bits before and after
+// a larger call packed the layer, and every call matches the reference.
+TEST(XnnpackLazyDenseTest, SameBitsBeforeAndAfterPacking) {
+  for (DType dtype : {DType::BF16, DType::F16, DType::F32}) {
+    Rng rng(21);
+    FfnParams p;
+    p.d_model = 48;
+    p.d_ff = 130;
+    p.gated = true;
+    p.bias = true;
+    ModelSpec spec = OneLayer(p, rng);
+    WriteOptions write;
+    write.dtype = dtype;
+    auto built = testing::BuildModel(spec, write);
+    ASSERT_TRUE(built.ok()) << built.status();
+    BackendConfig config;
+    config.num_threads = 3;
+    config.max_tokens = 64;
+    XnnpackBackendOptions options;
+    options.direct_max_tokens = 8;
+    auto backend = CreateXnnpackBackendWithOptions(*built->model, config, options);
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    const std::vector<float> few = rng.Vec(3 * 48, 2.0f), many = rng.Vec(64 * 48, 2.0f);
+    std::vector<float> before(few.size()), after(few.size()), packed(many.size());
+    ASSERT_TRUE((*backend)->Run(0, few.data(), 3, before.data()).ok());
+    ASSERT_TRUE((*backend)->Run(0, many.data(), 64, packed.data()).ok());
+    ASSERT_TRUE((*backend)->Run(0, few.data(), 3, after.data()).ok());
+    EXPECT_EQ(before, after) << DTypeName(dtype);
+    auto want_few = testing::RunLayer(*built->model, "reference", 0, few, 3, 1);
+    auto want_many = testing::RunLayer(*built->model, "reference", 0, many, 64, 1);
+    ASSERT_TRUE(want_few.ok() && want_many.ok());
+    testing::ExpectOutputsNear(*want_few, before, 3, 48, testing::kF32RelTol,
+                               std::string(DTypeName(dtype)) + ", 3 tokens");
+    testing::ExpectOutputsNear(*want_many, packed, 64, 48, testing::kF32RelTol,
+                               std::string(DTypeName(dtype)) + ", 64 tokens");
+  }
+}
+
 TEST(XnnpackOptionsTest, ManySlicesAndSmallChunks) {
   for (Activation act : kActivations) {
     for (bool gated : {false, true}) {

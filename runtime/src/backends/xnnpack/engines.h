@@ -67,14 +67,15 @@ struct PackedMatrix {
 };
 
 // Packs y = W·x + b, clamped to [out_min, +inf), in slices of about `slice_bytes` of packed
-// weights (0: one operator), their count a multiple of `threads`. W: [out, in] f32; b: [out] f32
-// or nullptr. Errors: ResourceExhausted / Internal from XNNPACK, naming `what` and the slice.
+// weights (0: one operator), their count a multiple of ctx.threads, packed in parallel on
+// ctx.pool (if any). W: [out, in] f32; b: [out] f32 or nullptr. Errors: ResourceExhausted /
+// Internal from XNNPACK, naming `what` and the slice.
 absl::Status PackMatrixF32(const float* weights, const float* bias, size_t out, size_t in,
-                           float out_min, size_t slice_bytes, size_t threads,
+                           float out_min, size_t slice_bytes, const EngineContext& ctx,
                            const std::string& what, PackedMatrix* m);
 // The same from the model's tensors (f16/bf16 converted to f32 first; not quantised ones).
 absl::Status PackMatrix(const TensorView& w, const TensorView& b, float out_min,
-                        size_t slice_bytes, size_t threads, const std::string& what,
+                        size_t slice_bytes, const EngineContext& ctx, const std::string& what,
                         PackedMatrix* m);
 // Bytes of packed weights an [out, in] matrix takes: padded to kSliceAlign output channels, plus
 // a bias per output channel.

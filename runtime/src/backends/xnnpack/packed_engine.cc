@@ -76,38 +76,68 @@ const float* AsF32(const TensorView& t, std::vector<float>* storage) {
 }
 
 // y = W·x + b, clamped to [out_min, +inf).   W:[out, in] f32, b:[out] f32 or nullptr.
+// The slices' operators are created (their weights packed) in parallel on ctx's pool.
+namespace {
+struct PackJob {
+  const float* weights;
+  const float* bias;
+  size_t in, out, width;
+  float out_min;
+  std::vector<xnn_operator_t>* ops;
+  std::vector<xnn_status>* statuses;
+};
+void PackSlice(void* context, size_t i) {
+  const PackJob& job = *static_cast<const PackJob*>(context);
+  FFLITE_TSAN_ACQUIRE(context);
+  const size_t first = i * job.width, n = std::min(job.width, job.out - first);
+  (*job.statuses)[i] = xnn_create_fully_connected_nc_f32(
+      /*input_channels=*/job.in, /*output_channels=*/n, /*input_stride=*/job.in,
+      /*output_stride=*/job.out, job.weights + first * job.in,
+      job.bias != nullptr ? job.bias + first : nullptr, job.out_min,
+      std::numeric_limits<float>::infinity(), /*flags=*/0, &(*job.ops)[i]);
+  FFLITE_TSAN_RELEASE(context);
+}
+}  // namespace
+
 absl::Status PackMatrixF32(const float* weights, const float* bias, size_t out, size_t in,
-                           float out_min, size_t slice_bytes, size_t threads,
+                           float out_min, size_t slice_bytes, const EngineContext& ctx,
                            const std::string& what, PackedMatrix* m) {
   m->out = out;
   m->in = in;
-  const size_t width = SliceWidth(m->in, m->out, slice_bytes, threads);
-  for (size_t first = 0; first < m->out; first += width) {
-    const size_t n = std::min(width, m->out - first);
-    xnn_operator_t op = nullptr;
-    const xnn_status status = xnn_create_fully_connected_nc_f32(
-        /*input_channels=*/m->in, /*output_channels=*/n, /*input_stride=*/m->in,
-        /*output_stride=*/m->out, weights + first * m->in, bias != nullptr ? bias + first : nullptr,
-        out_min, std::numeric_limits<float>::infinity(),
-        /*flags=*/0, &op);
-    if (status != xnn_status_success) {
-      return XnnError(status, absl::StrFormat("%s: creating the fully-connected operator for "
-                                              "output channels [%d, %d)",
-                                              what, first, first + n));
-    }
-    m->slices.push_back({OperatorPtr(op), first});
+  const size_t width = SliceWidth(m->in, m->out, slice_bytes, ctx.threads);
+  const size_t count = (m->out + width - 1) / width;
+  std::vector<xnn_operator_t> ops(count, nullptr);
+  std::vector<xnn_status> statuses(count, xnn_status_success);
+  PackJob job{weights, bias, in, out, width, out_min, &ops, &statuses};
+  if (ctx.pool != nullptr && ctx.threads > 1 && count > 1) {
+    FFLITE_TSAN_RELEASE(&job);
+    pthreadpool_parallelize_1d(ctx.pool, PackSlice, &job, count, PTHREADPOOL_FLAG_YIELD_WORKERS);
+    FFLITE_TSAN_ACQUIRE(&job);
+  } else {
+    for (size_t i = 0; i < count; ++i) PackSlice(&job, i);
   }
-  return absl::OkStatus();
+  absl::Status status = absl::OkStatus();
+  for (size_t i = 0; i < count; ++i) {
+    if (statuses[i] != xnn_status_success && status.ok()) {
+      status = XnnError(statuses[i], absl::StrFormat("%s: creating the fully-connected operator "
+                                                     "for output channels [%d, %d)",
+                                                     what, i * width,
+                                                     std::min(out, (i + 1) * width)));
+    }
+    // Every operator goes into the matrix (deleted with it), the failed ones' null included.
+    if (ops[i] != nullptr) m->slices.push_back({OperatorPtr(ops[i]), i * width});
+  }
+  return status;
 }
 
 // The same from the model's tensors (f16/bf16 converted to f32 first).
 absl::Status PackMatrix(const TensorView& w, const TensorView& b, float out_min, size_t slice_bytes,
-                        size_t threads, const std::string& what, PackedMatrix* m) {
+                        const EngineContext& ctx, const std::string& what, PackedMatrix* m) {
   std::vector<float> w_storage, b_storage;
   const float* weights = AsF32(w, &w_storage);  // [out, in]
   const float* bias = AsF32(b, &b_storage);     // [out] or nullptr
   return PackMatrixF32(weights, bias, static_cast<size_t>(w.shape[0]),
-                       static_cast<size_t>(w.shape[1]), out_min, slice_bytes, threads, what, m);
+                       static_cast<size_t>(w.shape[1]), out_min, slice_bytes, ctx, what, m);
 }
 
 uint64_t PackedMatrixBytes(uint64_t out, uint64_t in) {

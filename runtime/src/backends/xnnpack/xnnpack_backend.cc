@@ -108,8 +108,8 @@ struct PackedFfn {
   std::vector<float> up_bias, gate_bias, down_bias;
 };
 
-absl::Status PackFfn(const FfnView& f, const Kernels& kernels, size_t slice_bytes, size_t threads,
-                     const std::string& name, PackedFfn* p) {
+absl::Status PackFfn(const FfnView& f, const Kernels& kernels, size_t slice_bytes,
+                     const EngineContext& ctx, const std::string& name, PackedFfn* p) {
   p->view = &f;
   p->gated = f.gated;
   p->d_ff = f.d_ff_padded;
@@ -123,7 +123,7 @@ absl::Status PackFfn(const FfnView& f, const Kernels& kernels, size_t slice_byte
       if (b.present() && b.dtype != DType::F32) AsF32(b, bias);
       return absl::OkStatus();
     }
-    return PackMatrix(w, b, out_min, slice_bytes, threads, name + what, m);
+    return PackMatrix(w, b, out_min, slice_bytes, ctx, name + what, m);
   };
   FFLITE_RETURN_IF_ERROR(
       pack(f.up, f.up_bias, fuse_relu ? 0.0f : -inf, ".up", &p->up, &p->up_bias));
@@ -156,16 +156,28 @@ const float* DirectBias(const TensorView& b, const std::vector<float>& converted
   return reinterpret_cast<const float*>(b.data);
 }
 
+// An FFN as the direct kernel and the quantised engine run it: on the file's weights, with f32
+// copies of the biases the file stores in f16/bf16 (else empty: the file's own are used).
+struct FileFfn {
+  const FfnView* view = nullptr;
+  std::vector<float> up_bias, gate_bias, down_bias;
+
+  void Init(const FfnView& f) {
+    view = &f;
+    for (auto [t, converted] : {std::pair{&f.up_bias, &up_bias}, std::pair{&f.gate_bias, &gate_bias},
+                                std::pair{&f.down_bias, &down_bias}}) {
+      if (t->present() && t->dtype != DType::F32) AsF32(*t, converted);
+    }
+  }
+};
+
 // A routed expert. It is held in memory in up to two forms, each counted by the budget and on the
 // LRU list on its own (see Acquire): its packed operators, for batches of more than
 // direct_max_ tokens, and its file pages, read by the direct kernel for smaller ones.
-struct ExpertSlot {
-  const FfnView* view = nullptr;
+struct ExpertSlot : FileFfn {
   size_t layer = 0, expert = 0;
   std::unique_ptr<PackedFfn> ffn;  // while the packed form is resident
   bool all_quantized = false;      // always runs on the file's weights (never packed)
-  // The direct path's f32 biases when the file stores them in f16/bf16 (else empty: the file's).
-  std::vector<float> up_bias, gate_bias, down_bias;
 };
 
 // One form of one expert on the residency list: entry 2·slot + kPackedForm / kMappedForm.
@@ -187,7 +199,18 @@ struct MoePlan {
 // What one layer runs.
 struct LayerPlan {
   bool moe = false;
-  PackedFfn ffn;  // dense layers
+  // Dense layers, prepared on first use (nothing is packed at session creation):
+  //  - f16/bf16 float matrices (`direct_small`): calls of at most direct_max_ tokens run the
+  //    direct kernel on the file's rows, which reads half the bytes of packed f32; larger calls
+  //    pack the float matrices the first time. The path depends only on the call's token count.
+  //  - f32: packed on the first call of any size (the same bytes either way: one form in memory,
+  //    the file's pages released after packing).
+  //  - every matrix quantised: the quantised engine on the file, never packed (`packed` from
+  //    the start: PackFfn only converts the biases).
+  PackedFfn ffn;
+  bool packed = false;
+  bool direct_small = false;
+  FileFfn file;
   MoePlan moe_plan;
   NormKind norm = NormKind::INVALID;  // INVALID: no norm
   bool pre_norm = false;
@@ -231,6 +254,7 @@ class XnnpackBackend : public Backend {
     time_routed_ = options.time_routed_experts;
     size_t max_ff = 0, max_experts = 0, max_k = 0, max_groups = 1, max_router_out = 0;
     bool any_moe = false, any_quantized = false, any_quantized_expert = false;
+    bool any_direct_dense = false;
     plans_.resize(model_.layers().size());
     for (size_t i = 0; i < model_.layers().size(); ++i) {
       const LayerView& l = model_.layers()[i];
@@ -254,21 +278,30 @@ class XnnpackBackend : public Backend {
           any_quantized |= f.AnyQuantized();
         }
       } else {
-        FFLITE_RETURN_IF_ERROR(
-            PackFfn(l.ffn, kernels_, slice_bytes_, threads_,
-                    absl::StrFormat("layers[%d].ffn", i), &p.ffn));
-        max_ff = std::max<size_t>(max_ff, p.ffn.d_ff);
-        any_quantized |= l.ffn.AnyQuantized();
+        const FfnView& f = l.ffn;
+        p.file.Init(f);
+        if (f.AllQuantized()) {
+          // Nothing to pack: PackFfn converts the biases only.
+          FFLITE_RETURN_IF_ERROR(PackFfn(f, kernels_, slice_bytes_, Context(),
+                                         absl::StrFormat("layers[%d].ffn", i), &p.ffn));
+          p.packed = true;
+        } else {
+          p.direct_small = true;
+          for (const TensorView* t : {&f.up, &f.gate, &f.down}) {
+            if (t->present() && !t->quantized() && t->dtype == DType::F32) p.direct_small = false;
+          }
+          any_direct_dense |= p.direct_small;
+        }
+        max_ff = std::max<size_t>(max_ff, f.d_ff_padded);
+        any_quantized |= f.AnyQuantized();
       }
     }
-    // Every weight but the routed experts' is packed now: hand the file's pages back.
+    // Norms, routers and shared experts are copied or packed now: hand their file pages back.
+    // (Dense layers' pages are released when they are packed, see PackDense.)
     for (const LayerView& l : model_.layers()) {
       model_.ReleaseTensorPages(l.norm.weight);
       model_.ReleaseTensorPages(l.norm.bias);
-      if (l.kind == LayerKind::kDense) {
-        ReleaseFfnPages(model_, l.ffn, /*keep_quantized=*/true);
-        continue;
-      }
+      if (l.kind == LayerKind::kDense) continue;
       for (const TensorView* t :
            {&l.moe.router, &l.moe.router_bias, &l.moe.score_correction_bias,
             &l.moe.shared_expert_gate}) {
@@ -290,8 +323,8 @@ class XnnpackBackend : public Backend {
       // The direct kernel's [direct_max_, DirectStride(d_ff)] rows share hidden_ and gate_
       // (quantised experts run that path for up to chunk_ tokens).
       const size_t direct_rows = any_quantized_expert ? chunk_ : direct_max_;
-      const size_t ff_elems =
-          std::max(chunk_ * max_ff, any_moe ? direct_rows * DirectStride(max_ff) : 0);
+      const size_t ff_elems = std::max(
+          chunk_ * max_ff, any_moe || any_direct_dense ? direct_rows * DirectStride(max_ff) : 0);
       const bool ok = in_.Allocate(rows * d, kXnnTailBytes) &&
                       hidden_.Allocate(ff_elems, kXnnTailBytes) && gate_.Allocate(ff_elems) &&
                       out_.Allocate(rows * d);
@@ -300,9 +333,12 @@ class XnnpackBackend : public Backend {
             "allocating scratch for %d tokens (d_model %d, d_ff %d) failed", rows, d, max_ff));
       }
     }
+    if ((any_moe || any_direct_dense) &&
+        !gathered_.Allocate(chunk_ * DirectStride(d), kXnnTailBytes)) {
+      return absl::ResourceExhaustedError("allocating the direct kernel's scratch failed");
+    }
     if (any_moe) {
-      const bool ok = gathered_.Allocate(chunk_ * DirectStride(d), kXnnTailBytes) &&
-                      expert_out_.Allocate(chunk_ * d) &&
+      const bool ok = expert_out_.Allocate(chunk_ * d) &&
                       logits_.Allocate(moe_chunk_ * max_router_out);
       if (!ok) return absl::ResourceExhaustedError("allocating MoE scratch failed");
       logits_f64_.resize(max_experts);
@@ -332,16 +368,31 @@ class XnnpackBackend : public Backend {
   double routed_seconds() const { return routed_seconds_; }
 
   absl::Status Run(size_t layer, const float* input, size_t n_tokens, float* output) override {
-    const LayerPlan& p = plans_[layer];
+    LayerPlan& p = plans_[layer];
     if (p.moe) return RunMoe(layer, p, input, n_tokens, output);
     const size_t d = model_.d_model();
     for (size_t t0 = 0; t0 < n_tokens; t0 += chunk_) {
       const size_t n = std::min(chunk_, n_tokens - t0);
       const float* x = input + t0 * d;  // [n, d], the caller's
+      const bool last = t0 + n == n_tokens;
       PreNorm(p, x, n);
       // f = FFN(h)   [n, d]
-      FFLITE_RETURN_IF_ERROR(
-          RunFfn(p.ffn, n, in_.data(), out_.data(), /*last=*/t0 + n == n_tokens));
+      if (p.direct_small && n <= direct_max_) {
+        // The file's f16/bf16 rows; tokens at DirectStride (rows 4 KiB apart alias in L1).
+        const float* src = in_.data();
+        size_t stride = d;
+        if (n > 1) {
+          stride = DirectStride(d);
+          for (size_t r = 0; r < n; ++r) {
+            std::memcpy(gathered_.data() + r * stride, in_.data() + r * d, d * sizeof(float));
+          }
+          src = gathered_.data();
+        }
+        RunFfnDirect(p.file, n, src, stride, out_.data(), last);
+      } else {
+        if (!p.packed) FFLITE_RETURN_IF_ERROR(PackDense(layer, &p));
+        FFLITE_RETURN_IF_ERROR(RunFfn(p.ffn, n, in_.data(), out_.data(), last));
+      }
       Finish(p, x, n, output + t0 * d);
     }
     return absl::OkStatus();
@@ -397,11 +448,11 @@ class XnnpackBackend : public Backend {
     // One operator (a few KiB to a few hundred KiB), run on the caller's thread.
     FFLITE_RETURN_IF_ERROR(PackMatrixF32(w.data(), b.empty() ? nullptr : b.data(), mp.router_out,
                                          d, -std::numeric_limits<float>::infinity(),
-                                         /*slice_bytes=*/0, /*threads=*/1, name + ".router",
+                                         /*slice_bytes=*/0, EngineContext{}, name + ".router",
                                          &mp.router));
     mp.shared.resize(m.shared_experts.size());
     for (size_t s = 0; s < m.shared_experts.size(); ++s) {
-      FFLITE_RETURN_IF_ERROR(PackFfn(m.shared_experts[s], kernels_, slice_bytes_, threads_,
+      FFLITE_RETURN_IF_ERROR(PackFfn(m.shared_experts[s], kernels_, slice_bytes_, Context(),
                                      absl::StrFormat("%s.shared_experts[%d]", name, s),
                                      &mp.shared[s]));
     }
@@ -412,15 +463,10 @@ class XnnpackBackend : public Backend {
     for (size_t i = 0; i < e; ++i) {
       const FfnView& f = m.experts[i];
       ExpertSlot slot;
-      slot.view = &f;
       slot.layer = index;
       slot.expert = i;
       slot.all_quantized = f.AllQuantized();
-      for (auto [t, converted] : {std::pair{&f.up_bias, &slot.up_bias},
-                                  std::pair{&f.gate_bias, &slot.gate_bias},
-                                  std::pair{&f.down_bias, &slot.down_bias}}) {
-        if (t->present() && t->dtype != DType::F32) AsF32(*t, converted);
-      }
+      slot.Init(f);
       slots_.push_back(std::move(slot));
     }
     return absl::OkStatus();
@@ -476,7 +522,7 @@ class XnnpackBackend : public Backend {
   absl::Status Multiply(const TensorView& w, const PackedMatrix* packed, const float* bias,
                         size_t n, const float* x, size_t x_stride, float* y, size_t y_stride,
                         bool last) {
-    const EngineContext ctx{threadpool_.get(), threads_};
+    const EngineContext ctx = Context();
     if (w.quantized()) {
       quant_.Run(w, bias, n, x, x_stride, y, y_stride, ctx, last);
       return absl::OkStatus();
@@ -505,7 +551,7 @@ class XnnpackBackend : public Backend {
       PreNorm(p, x, n);
       // logits[n, ro]
       FFLITE_RETURN_IF_ERROR(RunPacked(mp.router, n, in_.data(), logits_.data(),
-                                       EngineContext{threadpool_.get(), threads_}, false));
+                                       Context(), false));
       for (size_t t = 0; t < n; ++t) {
         const float* l = logits_.data() + t * ro;
         for (uint32_t e = 0; e < num_experts; ++e) logits_f64_[e] = l[e];
@@ -590,7 +636,7 @@ class XnnpackBackend : public Backend {
 
   // out[c, d] = the expert's FFN of in[c rows of in_stride] through the direct kernel on its file
   // weights (c <= direct_max_; hidden_, gate_ hold [c, DirectStride(d_ff)]).
-  void RunFfnDirect(const ExpertSlot& s, size_t c, const float* in, size_t in_stride, float* out,
+  void RunFfnDirect(const FileFfn& s, size_t c, const float* in, size_t in_stride, float* out,
                     bool last) {
     const FfnView& f = *s.view;
     const size_t d = model_.d_model(), ff = f.d_ff_padded, hs = DirectStride(ff);
@@ -612,6 +658,21 @@ class XnnpackBackend : public Backend {
         .IgnoreError();
   }
 
+  // Packs dense layer `layer`'s float matrices on the session's threads (its first call that
+  // needs them), then hands back the file's pages unless the direct kernel still reads them.
+  absl::Status PackDense(size_t layer, LayerPlan* p) {
+    const FfnView& f = model_.layers()[layer].ffn;
+    PackedFfn packed;
+    FFLITE_RETURN_IF_ERROR(PackFfn(f, kernels_, slice_bytes_, Context(),
+                                   absl::StrFormat("layers[%d].ffn", layer), &packed));
+    if (!p->direct_small) ReleaseFfnPages(model_, f, /*keep_quantized=*/true);
+    p->ffn = std::move(packed);
+    p->packed = true;
+    return absl::OkStatus();
+  }
+
+  EngineContext Context() const { return EngineContext{threadpool_.get(), threads_}; }
+
   // Residency. Each expert has two forms on the residency list (moe/residency.h): its packed
   // operators and its mapped file pages. Under a budget, least recently used forms are dropped
   // first until the new one fits.
@@ -628,7 +689,7 @@ class XnnpackBackend : public Backend {
     residency_.MakeRoom(entry, [this](size_t e) { Evict(e); });
     auto packed = std::make_unique<PackedFfn>();
     FFLITE_RETURN_IF_ERROR(PackFfn(
-        *s.view, kernels_, expert_slice_bytes_, threads_,
+        *s.view, kernels_, expert_slice_bytes_, Context(),
         absl::StrFormat("layers[%d].moe.experts[%d]", s.layer, s.expert), packed.get()));
     // Packing read the file pages: hand them back, unless the mapped form holds them.
     if (!residency_.resident(2 * i + kMappedForm)) ReleaseFfnPages(model_, *s.view);

@@ -46,10 +46,13 @@ struct XnnpackBackendOptions {
 // Whether XNNPACK initialises on this CPU; `why` says why not.
 bool XnnpackBackendAvailable(std::string* why);
 
-// Packs the float weights of dense layers, shared experts and routers (f16/bf16 converted to f32)
-// into XNNPACK operators, releases the model's pages of those weights, and sizes the scratch from
-// config.max_tokens. Quantised (I8/I4) matrices are never packed: they are read from the model's
-// mapping, whose pages stay. Routed experts are prepared on first use, in one of two resident
+// Packs the float weights of shared experts and routers (f16/bf16 converted to f32) into XNNPACK
+// operators, releases the model's pages of those weights, and sizes the scratch from
+// config.max_tokens. Dense layers are prepared on first use (see LayerPlan in the .cc): f32 ones
+// are packed by their first call, on the session's threads, and their pages released; f16/bf16
+// ones run calls of at most direct_max_tokens on the file's rows and are packed by their first
+// larger call (their pages stay). Quantised (I8/I4) matrices are never packed: they are read from
+// the model's mapping, whose pages stay. Routed experts are prepared on first use, in one of two resident
 // forms: packed operators (for batches of more than direct_max_tokens; float matrices only) and
 // their file pages (read in place for smaller batches, every expert at decode, and always for
 // quantised experts). Without a budget (config.expert_budget_bytes == 0) nothing is dropped; with
@@ -57,7 +60,7 @@ bool XnnpackBackendAvailable(std::string* why);
 // form keeps just the one in use). Dropping file pages (MADV_DONTNEED) affects every session of
 // the same model, which then reads them again from the page cache. The model must outlive the
 // backend. Errors: ResourceExhausted (memory, threads), Internal (XNNPACK refused an operator);
-// Run may give these too, when packing an expert on first use fails.
+// Run may give these too, when packing a dense layer or an expert on first use fails.
 absl::StatusOr<std::unique_ptr<Backend>> CreateXnnpackBackend(const Model& model,
                                                               const BackendConfig& config);
 absl::StatusOr<std::unique_ptr<Backend>> CreateXnnpackBackendWithOptions(
