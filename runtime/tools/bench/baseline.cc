@@ -167,6 +167,14 @@ class Baseline : public Backend {
         std::memcpy(output + t * d, f_.data() + t * d, d * sizeof(float));
       }
     }
+    // XNNPACK's operators leave the pool's threads spinning after each run; put them to sleep,
+    // as the xnnpack backend does at the end of a Run, so that neither side of a comparison
+    // runs while the other's workers spin on the same cores.
+    if (pool_ != nullptr) {
+      pthreadpool_parallelize_1d(pool_, [](void*, size_t) {}, nullptr,
+                                 pthreadpool_get_threads_count(pool_),
+                                 PTHREADPOOL_FLAG_YIELD_WORKERS);
+    }
     return absl::OkStatus();
   }
 

@@ -42,7 +42,7 @@ void RunDirect(const Kernels& kernels, const TensorView& w, const float* bias, s
     const size_t tile = ((rows + 4 * ctx.threads - 1) / (4 * ctx.threads) + 7) / 8 * 8;
     FFLITE_TSAN_RELEASE(&job);
     pthreadpool_parallelize_1d_tile_1d(ctx.pool, RunGemvTile, &job, rows, tile,
-                                       last ? PTHREADPOOL_FLAG_YIELD_WORKERS : 0);
+                                       PoolFlags(ctx, last));
     FFLITE_TSAN_ACQUIRE(&job);
   } else {
     RunGemvTile(&job, 0, rows);

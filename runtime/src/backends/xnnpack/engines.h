@@ -32,7 +32,18 @@ namespace fflite {
 struct EngineContext {
   pthreadpool_t pool = nullptr;
   size_t threads = 1;
+  // Every parallel loop records here whether it left the pool's threads spinning (a loop without
+  // PTHREADPOOL_FLAG_YIELD_WORKERS), so that the backend can put them to sleep at the end of a
+  // Run: spinning workers take the cores from the caller's own work between sublayers (and, in
+  // fflite-bench, from the other side of a comparison). nullptr: not recorded.
+  bool* awake = nullptr;
 };
+
+// The flags of a parallel loop: `last` (the last of a Run) yields the workers; records the state.
+inline uint32_t PoolFlags(const EngineContext& ctx, bool last) {
+  if (ctx.awake != nullptr) *ctx.awake = !last;
+  return last ? PTHREADPOOL_FLAG_YIELD_WORKERS : 0;
+}
 
 // Below this many multiply-adds (~10 us on one core) a matrix runs on the caller's thread: waking
 // the pool would cost more than it saves.

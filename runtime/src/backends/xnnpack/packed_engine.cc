@@ -111,7 +111,7 @@ absl::Status PackMatrixF32(const float* weights, const float* bias, size_t out, 
   PackJob job{weights, bias, in, out, width, out_min, &ops, &statuses};
   if (ctx.pool != nullptr && ctx.threads > 1 && count > 1) {
     FFLITE_TSAN_RELEASE(&job);
-    pthreadpool_parallelize_1d(ctx.pool, PackSlice, &job, count, PTHREADPOOL_FLAG_YIELD_WORKERS);
+    pthreadpool_parallelize_1d(ctx.pool, PackSlice, &job, count, PoolFlags(ctx, /*last=*/true));
     FFLITE_TSAN_ACQUIRE(&job);
   } else {
     for (size_t i = 0; i < count; ++i) PackSlice(&job, i);
@@ -186,7 +186,7 @@ absl::Status RunPacked(const PackedMatrix& m, size_t n, const float* in, float* 
   if (ctx.pool != nullptr && m.slices.size() > 1 && n * m.in * m.out >= kMinParallelMacs) {
     FFLITE_TSAN_RELEASE(&job);
     pthreadpool_parallelize_1d(ctx.pool, RunSlice, &job, m.slices.size(),
-                               last ? PTHREADPOOL_FLAG_YIELD_WORKERS : 0);
+                               PoolFlags(ctx, last));
     FFLITE_TSAN_ACQUIRE(&job);
   } else {
     for (size_t i = 0; i < m.slices.size(); ++i) RunSlice(&job, i);

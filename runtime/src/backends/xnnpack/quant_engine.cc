@@ -113,7 +113,7 @@ void QuantEngine::Run(const TensorView& w, const float* bias, size_t c, const fl
                         kQuantPanelRows;
     FFLITE_TSAN_RELEASE(&job);
     pthreadpool_parallelize_1d_tile_1d(ctx.pool, RunTile, &job, rows, tile,
-                                       last ? PTHREADPOOL_FLAG_YIELD_WORKERS : 0);
+                                       PoolFlags(ctx, last));
     FFLITE_TSAN_ACQUIRE(&job);
   } else {
     RunTile(&job, 0, rows);

@@ -369,7 +369,21 @@ class XnnpackBackend : public Backend {
 
   absl::Status Run(size_t layer, const float* input, size_t n_tokens, float* output) override {
     LayerPlan& p = plans_[layer];
-    if (p.moe) return RunMoe(layer, p, input, n_tokens, output);
+    const absl::Status status =
+        p.moe ? RunMoe(layer, p, input, n_tokens, output) : RunDense(layer, p, input, n_tokens,
+                                                                     output);
+    if (pool_awake_) {
+      // The last parallel loop was not the Run's last operation: put the workers to sleep.
+      pthreadpool_parallelize_1d(threadpool_.get(), [](void*, size_t) {}, nullptr, threads_,
+                                 PTHREADPOOL_FLAG_YIELD_WORKERS);
+      pool_awake_ = false;
+    }
+    return status;
+  }
+
+ private:
+  absl::Status RunDense(size_t layer, LayerPlan& p, const float* input, size_t n_tokens,
+                        float* output) {
     const size_t d = model_.d_model();
     for (size_t t0 = 0; t0 < n_tokens; t0 += chunk_) {
       const size_t n = std::min(chunk_, n_tokens - t0);
@@ -398,7 +412,6 @@ class XnnpackBackend : public Backend {
     return absl::OkStatus();
   }
 
- private:
   absl::Status PlanNorm(const LayerView& l, size_t index, LayerPlan* p) {
     p->residual = l.residual;
     if (!l.norm.present) return absl::OkStatus();
@@ -671,7 +684,7 @@ class XnnpackBackend : public Backend {
     return absl::OkStatus();
   }
 
-  EngineContext Context() const { return EngineContext{threadpool_.get(), threads_}; }
+  EngineContext Context() { return EngineContext{threadpool_.get(), threads_, &pool_awake_}; }
 
   // Residency. Each expert has two forms on the residency list (moe/residency.h): its packed
   // operators and its mapped file pages. Under a budget, least recently used forms are dropped
@@ -737,6 +750,7 @@ class XnnpackBackend : public Backend {
   size_t threads_ = 1;
   size_t slice_bytes_ = 0;
   ThreadpoolPtr threadpool_;      // null: one thread (everything runs on the caller's thread)
+  bool pool_awake_ = false;       // the pool's threads may be spinning (see EngineContext)
   std::vector<LayerPlan> plans_;  // [layers]
   size_t chunk_ = 1;              // tokens per FFN pass (dense layers, experts' batches)
   size_t moe_chunk_ = 1;          // tokens routed and grouped at once in an MoE layer
