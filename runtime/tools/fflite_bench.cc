@@ -380,12 +380,33 @@ int Main() {
       work.non_expert_bytes + (budget > 0 ? std::min<double>(budget, work.expert_bytes)
                                           : work.expert_bytes);
 
-  // The roofline of this machine, measured now.
-  const double bw =
-      MeasureReadBandwidth(static_cast<size_t>(absl::GetFlag(FLAGS_bandwidth_mib)) << 20, 5);
+  // The roofline of this machine, measured now, with one thread and with each thread count of
+  // the run (all threads at once: a multi-thread row is held against what that many threads
+  // measure, not against the one-thread figure times the threads).
+  const size_t bw_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_bandwidth_mib)) << 20;
+  const double bw = MeasureReadBandwidth(bw_bytes, 5);
   const FmaPeak peak = MeasureFmaPeak();
   // Quantised models: the int8 dot-product peak too (the many-token kernels' limit).
   const DotPeak dot = work.quantized ? MeasureInt8DotPeak() : DotPeak();
+  struct Roof {
+    double bw = 0, fma = 0, dot = 0;
+  };
+  std::vector<std::pair<int64_t, Roof>> roofs;  // (threads, roofline of that many threads)
+  for (int64_t t : thread_list) {
+    Roof r{bw, peak.gflops, dot.gops};
+    if (t > 1) {
+      const int n = static_cast<int>(t);
+      r = {MeasureReadBandwidth(bw_bytes, 5, n), MeasureFmaPeak(n).gflops,
+           work.quantized ? MeasureInt8DotPeak(n).gops : 0.0};
+    }
+    roofs.emplace_back(t, r);
+  }
+  auto roof_at = [&roofs](int64_t t) {
+    for (const auto& [threads, r] : roofs) {
+      if (threads == t) return r;
+    }
+    return Roof();
+  };
   // The fewest tokens taking the int8 path, per dtype, and the fewest for any matrix of the model
   // (0: never).
   auto gemm_tokens_of = [](DType dtype) {
@@ -523,21 +544,22 @@ int Main() {
       const double flops = work.flops_per_token * static_cast<double>(tokens);
       row.gbs = work.weight_bytes / row.ours.median / 1e9;
       row.gflops = flops / row.ours.median / 1e9;
-      // Roofline time: the larger of streaming the weights once at the measured (1-thread)
-      // bandwidth and the FLOPs at the measured 1-thread FMA peak times the threads.
-      // Quantised models taking the int8 path: the int8 dot-product peak instead of the FMA's.
+      // Roofline time: the larger of streaming the weights once at the bandwidth and the FLOPs at
+      // the FMA peak that this many threads measured. Quantised models taking the int8 path: the
+      // int8 dot-product peak instead of the FMA's.
       const bool int8 = work.quantized && gemm_tokens != 0 &&
                         static_cast<size_t>(tokens) >= gemm_tokens;
-      const double compute_peak = int8 ? dot.gops : peak.gflops;
+      const Roof roof = roof_at(threads);
+      const double compute_peak = int8 ? roof.dot : roof.fma;
       const double roof_s =
-          std::max(work.weight_bytes / (bw * 1e9), flops / (compute_peak * 1e9 * threads));
+          std::max(work.weight_bytes / (roof.bw * 1e9), flops / (compute_peak * 1e9));
       row.roof_pct = 100.0 * roof_s / row.ours.median;
-      row.peak_pct = 100.0 * row.gflops / (compute_peak * threads);
+      row.peak_pct = 100.0 * row.gflops / compute_peak;
       row.int8 = int8;
       if (work.moe && row.routed.median > 0) {
         row.routed_gflops = work.routed_flops_per_token * static_cast<double>(tokens) /
                             row.routed.median / 1e9;
-        row.routed_peak_pct = 100.0 * row.routed_gflops / (peak.gflops * threads);
+        row.routed_peak_pct = 100.0 * row.routed_gflops / roof.fma;
       }
       rows.push_back(row);
     }
@@ -569,6 +591,14 @@ int Main() {
                 work.weight_bytes, work.flops_per_token, model.file_size());
     std::printf(" \"read_bandwidth_gbs\": %.2f, \"fma_peak_gflops\": %.2f, \"fma_isa\": \"%s\",\n",
                 bw, peak.gflops, peak.isa.c_str());
+    std::printf(" \"roofline_by_threads\": [");
+    for (size_t i = 0; i < roofs.size(); ++i) {
+      std::printf("%s{\"threads\": %d, \"read_bandwidth_gbs\": %.2f, \"fma_peak_gflops\": %.2f, "
+                  "\"int8_dot_peak_gops\": %.2f}",
+                  i ? ", " : "", static_cast<int>(roofs[i].first), roofs[i].second.bw,
+                  roofs[i].second.fma, roofs[i].second.dot);
+    }
+    std::printf("],\n");
     std::printf(" \"int8_dot_peak_gops\": %.2f, \"int8_dot_isa\": \"%s\", \"qgemv\": \"%s\", "
                 "\"qgemm\": \"%s\", \"quant_gemm_min_tokens\": %zu, "
                 "\"quant_gemm_min_tokens_i8\": %zu, \"quant_gemm_min_tokens_i4\": %zu,\n",
@@ -628,6 +658,14 @@ int Main() {
       "GFLOP/s (%s); LLC %.0f MiB\n",
       bw, static_cast<int>(absl::GetFlag(FLAGS_bandwidth_mib)), peak.gflops, peak.isa.c_str(),
       llc / 1048576.0);
+  for (const auto& [t, r] : roofs) {
+    if (t <= 1) continue;
+    std::printf("roofline, %d threads at once: read %.1f GB/s (%.2fx one thread), FMA peak %.1f "
+                "GFLOP/s (%.2fx)",
+                static_cast<int>(t), r.bw, r.bw / bw, r.fma, r.fma / peak.gflops);
+    if (work.quantized) std::printf(", int8 peak %.1f GOP/s (%.2fx)", r.dot, r.dot / dot.gops);
+    std::printf("\n");
+  }
   if (work.quantized) {
     std::printf(
         "quantised weights: int8 dot-product peak %.1f GOP/s (%s); kernels qgemv %s (float "

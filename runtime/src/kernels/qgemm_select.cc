@@ -27,13 +27,6 @@ const QGemmKernel kScalar = {"scalar", QuantizeActivationsScalar, QGemmScalar};
 const QGemmKernel kAvx2 = {"avx2", QuantizeActivationsAvx2, QGemmAvx2};
 const QGemmKernel kAvxVnni = {"avxvnni", QuantizeActivationsAvx2, QGemmAvxVnni};
 
-// Debian 12's cpuinfo has no AVX-VNNI query: CPUID leaf 7, sub-leaf 1, EAX bit 4. (The OS's
-// saving of the ymm registers is cpuinfo's AVX2 answer, checked first.)
-bool HasAvxVnni() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) == 0) return false;
-  return (eax & (1u << 4)) != 0;
-}
 const QGemmKernel kAvx512Vnni = {"avx512vnni", QuantizeActivationsAvx512, QGemmAvx512Vnni};
 #endif
 #if defined(FFLITE_QGEMM_NEON)
@@ -61,7 +54,7 @@ std::vector<const QGemmKernel*> Detect() {
 #if defined(FFLITE_QGEMM_X86)
   if (cpuinfo && cpuinfo_has_x86_avx2() && cpuinfo_has_x86_fma3() && cpuinfo_has_x86_f16c()) {
     sets.push_back(&kAvx2);
-    if (HasAvxVnni()) sets.push_back(&kAvxVnni);
+    if (CpuHasAvxVnni()) sets.push_back(&kAvxVnni);
     if (cpuinfo_has_x86_avx512f() && cpuinfo_has_x86_avx512bw() && cpuinfo_has_x86_avx512vl() &&
         cpuinfo_has_x86_avx512vnni()) {
       sets.push_back(&kAvx512Vnni);
@@ -82,6 +75,18 @@ std::vector<const QGemmKernel*> Detect() {
 }
 
 }  // namespace
+
+bool CpuHasAvxVnni() {
+#if defined(__x86_64__) || defined(__i386__)
+  // Debian 12's cpuinfo has no AVX-VNNI query: CPUID leaf 7, sub-leaf 1, EAX bit 4. (The OS's
+  // saving of the ymm registers is cpuinfo's AVX2 answer, which callers check first.)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  return (eax & (1u << 4)) != 0;
+#else
+  return false;
+#endif
+}
 
 std::vector<const QGemmKernel*> AvailableQGemmKernels() {
   static const std::vector<const QGemmKernel*> kSets = Detect();

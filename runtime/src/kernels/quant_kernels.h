@@ -65,6 +65,10 @@ struct QGemmKernel {
   QGemmFn qgemm;
 };
 
+// Whether the CPU has AVX-VNNI (256-bit VEX vpdpbusd), which Debian 12's cpuinfo cannot tell;
+// false off x86. Check AVX2 (OS support of the ymm state) first.
+bool CpuHasAvxVnni();
+
 // Every kernel this CPU can run, scalar first (tests run them all), and the best one (chosen once
 // through cpuinfo: the last of the list).
 std::vector<const QGemvKernel*> AvailableQGemvKernels();

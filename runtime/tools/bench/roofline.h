@@ -1,5 +1,6 @@
 // The machine's own roofline, measured in the benchmark's run: read bandwidth from memory (a
-// buffer larger than the caches) and the single-thread FMA peak of the ISA in use.
+// buffer larger than the caches) and the FMA and int8 dot-product peaks of the ISA in use, with
+// one thread or several at once (for the scaling of a multi-thread run).
 #ifndef FFLITE_RUNTIME_TOOLS_BENCH_ROOFLINE_H_
 #define FFLITE_RUNTIME_TOOLS_BENCH_ROOFLINE_H_
 
@@ -9,23 +10,23 @@
 namespace fflite {
 namespace bench {
 
-// Median GB/s (1e9 bytes/s) of `passes` vectorised sums over a `bytes` buffer, one thread.
-// Returns 0 if the buffer cannot be allocated.
-double MeasureReadBandwidth(size_t bytes, int passes);
+// Median GB/s (1e9 bytes/s) of `passes` vectorised sums over a `bytes` buffer, shared among
+// `threads` threads started together. Returns 0 if the buffer cannot be allocated.
+double MeasureReadBandwidth(size_t bytes, int passes, int threads = 1);
 
 struct FmaPeak {
-  double gflops = 0.0;  // best of a few runs, one thread, f32
+  double gflops = 0.0;  // best of a few runs, f32, all threads together
   std::string isa;      // "avx512f", "avx2+fma", "neon", "scalar"
 };
 // A register-blocked loop of independent FMA chains (enough to cover latency x throughput).
-FmaPeak MeasureFmaPeak();
+FmaPeak MeasureFmaPeak(int threads = 1);
 
 // The int8 dot-product peak of the instruction the quantised int8 kernels use on this CPU.
 struct DotPeak {
-  double gops = 0.0;  // best of a few runs, one thread; a multiply and an add per int8 pair
+  double gops = 0.0;  // best of a few runs, all threads together; a multiply and an add per pair
   std::string isa;    // "avx512vnni", "avxvnni", "avx2", "neondot", "neon", "scalar"
 };
-DotPeak MeasureInt8DotPeak();
+DotPeak MeasureInt8DotPeak(int threads = 1);
 
 }  // namespace bench
 }  // namespace fflite
