@@ -162,7 +162,9 @@ FFLITE_API const char* fflite_session_backend_name(const fflite_session* session
 
 /* Runs one layer: output[n_tokens, d_model] = layer(input[n_tokens, d_model]), f32, row-major.
  * input and output are the caller's and must not overlap. 1 <= n_tokens <= max_tokens.
- * Errors: INVALID_ARGUMENT (null pointers, overlapping buffers), OUT_OF_RANGE (layer, n_tokens).
+ * Errors: INVALID_ARGUMENT (null pointers, overlapping buffers), OUT_OF_RANGE (layer, n_tokens),
+ * OUT_OF_MEMORY (the xnnpack backend prepares a dense layer's or an expert's weights the first
+ * time a call needs them; nothing is packed at session creation).
  * NaN or Inf in the input propagate to the output; they never crash. */
 FFLITE_API fflite_status fflite_session_run(fflite_session* session, int32_t layer,
                                             const float* input, size_t n_tokens, float* output);
