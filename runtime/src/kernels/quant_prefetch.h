@@ -1,5 +1,6 @@
-// Software prefetch for the one-token pass of the float-activation quantised kernels (qgemv):
-// P panels (format/quant_layout.h) read side by side, block by block.
+// Software prefetch for the quantised kernels' passes that read panels from memory: P panels
+// (format/quant_layout.h) read side by side, block by block (qgemv's one-token pass; qgemm's
+// single tile of a few tokens, and each panel's first tile on AVX2).
 #ifndef FFLITE_RUNTIME_SRC_KERNELS_QUANT_PREFETCH_H_
 #define FFLITE_RUNTIME_SRC_KERNELS_QUANT_PREFETCH_H_
 

@@ -124,7 +124,8 @@ absl::Status PackMatrixF32(const float* weights, const float* bias, size_t out, 
                                                      what, i * width,
                                                      std::min(out, (i + 1) * width)));
     }
-    // Every operator goes into the matrix (deleted with it), the failed ones' null included.
+    // Every operator created goes into the matrix, so that it is deleted with it (a failed
+    // slice has none; the caller discards the matrix with the error).
     if (ops[i] != nullptr) m->slices.push_back({OperatorPtr(ops[i]), i * width});
   }
   return status;
