@@ -16,14 +16,16 @@ class AlignedBuffer {
   static constexpr size_t kAlignment = 64;
 
   AlignedBuffer() = default;
-  // Zero-initialised storage for `count` elements plus `tail_bytes` of readable slack.
-  // Returns false on allocation failure (leaves the buffer empty).
-  bool Allocate(size_t count, size_t tail_bytes = 0) {
+  // Storage for `count` elements plus `tail_bytes` of readable slack, zero-initialised unless
+  // `zero` is false (for a buffer the caller writes whole). Returns false on allocation failure
+  // or a size past the address space (leaves the buffer empty).
+  bool Allocate(size_t count, size_t tail_bytes = 0, bool zero = true) {
     Free();
+    if (count > (~size_t{0} - tail_bytes - kAlignment) / sizeof(T)) return false;
     const size_t bytes = (count * sizeof(T) + tail_bytes + kAlignment - 1) / kAlignment * kAlignment;
     void* p = std::aligned_alloc(kAlignment, bytes == 0 ? kAlignment : bytes);
     if (p == nullptr) return false;
-    std::memset(p, 0, bytes == 0 ? kAlignment : bytes);
+    if (zero) std::memset(p, 0, bytes == 0 ? kAlignment : bytes);
     data_ = static_cast<T*>(p);
     size_ = count;
     return true;

@@ -1,0 +1,215 @@
+// The gemm engine's portable parts (gemm.h): packing, the blocked driver, the scalar twins of the
+// microkernels, and the choice of kernel for this CPU.
+#include "kernels/gemm.h"
+
+#include <cpuinfo.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "base/half.h"
+
+namespace fflite {
+
+namespace {
+
+// Value j of row r of W as f32 (any float dtype).
+float WeightAt(const void* w, DType w_dtype, size_t index) {
+  switch (w_dtype) {
+    case DType::F16: return F16ToF32(static_cast<const uint16_t*>(w)[index]);
+    case DType::BF16: return Bf16ToF32(static_cast<const uint16_t*>(w)[index]);
+    default: return static_cast<const float*>(w)[index];
+  }
+}
+
+// Panels of weights in L2 while every tile of a call passes over them (per block of units):
+// 256 KiB, a quarter of Zen 5's L2 (1 MiB), the rest for the call's activations and outputs.
+constexpr size_t kGroupBytes = size_t{256} << 10;
+
+}  // namespace
+
+void GemmPackWeights(const GemmKernel& kernel, size_t rows, size_t k, const void* w,
+                     DType w_dtype, size_t first, size_t last, uint32_t* packed) {
+  const size_t nr = kernel.nr, units = kernel.Units(k);
+  for (size_t p = first; p < last; ++p) {
+    uint32_t* panel = packed + p * units * nr;
+    for (size_t j = 0; j < nr; ++j) {
+      const size_t r = p * nr + j;
+      if (r >= rows) {
+        for (size_t u = 0; u < units; ++u) panel[u * nr + j] = 0;
+        continue;
+      }
+      if (kernel.dtype == DType::BF16) {
+        // Pairs of the file's bf16 values as they are (the caller passes BF16 weights only).
+        const uint16_t* row = static_cast<const uint16_t*>(w) + r * k;
+        for (size_t u = 0; u < units; ++u) {
+          const uint32_t lo = row[2 * u];
+          const uint32_t hi = 2 * u + 1 < k ? row[2 * u + 1] : 0;
+          panel[u * nr + j] = lo | (hi << 16);
+        }
+      } else if (w_dtype == DType::F32) {
+        const float* row = static_cast<const float*>(w) + r * k;
+        for (size_t u = 0; u < units; ++u) panel[u * nr + j] = FloatBits(row[u]);
+      } else {
+        for (size_t u = 0; u < units; ++u) {
+          panel[u * nr + j] = FloatBits(WeightAt(w, w_dtype, r * k + u));
+        }
+      }
+    }
+  }
+}
+
+void GemmPackActivations(const GemmKernel& kernel, size_t n, size_t k, const float* x,
+                         size_t x_stride, size_t first, size_t last, uint32_t* packed) {
+  const size_t mr = kernel.mr, units = kernel.Units(k);
+  for (size_t t = first; t < last; ++t) {
+    uint32_t* tile = packed + t * units * mr;
+    for (size_t i = 0; i < mr; ++i) {
+      const size_t token = t * mr + i;
+      if (token >= n) {
+        for (size_t u = 0; u < units; ++u) tile[u * mr + i] = 0;
+        continue;
+      }
+      const float* row = x + token * x_stride;
+      if (kernel.dtype == DType::BF16) {
+        for (size_t u = 0; u < units; ++u) {
+          const uint32_t lo = F32ToBf16(row[2 * u]);
+          const uint32_t hi = 2 * u + 1 < k ? F32ToBf16(row[2 * u + 1]) : 0;
+          tile[u * mr + i] = lo | (hi << 16);
+        }
+      } else {
+        for (size_t u = 0; u < units; ++u) tile[u * mr + i] = FloatBits(row[u]);
+      }
+    }
+  }
+}
+
+void GemmBlock(const GemmKernel& kernel, size_t n, size_t k, size_t rows,
+               const uint32_t* packed_x, const uint32_t* packed_w, const float* bias,
+               float out_min, size_t t0, size_t t1, size_t p0, size_t p1, float* y,
+               size_t y_stride) {
+  const size_t mr = kernel.mr, nr = kernel.nr, units = kernel.Units(k);
+  const size_t block = kGemmBlockUnits;
+  const size_t blocks = std::max<size_t>(1, (units + block - 1) / block);
+  const size_t group = std::max<size_t>(1, kGroupBytes / (nr * block * 4));
+  const bool clamp = out_min != -std::numeric_limits<float>::infinity();
+  for (size_t pg = p0; pg < p1; pg += group) {
+    const size_t pe = std::min(p1, pg + group);
+    for (size_t b = 0; b < blocks; ++b) {
+      const size_t u0 = b * block, ub = std::min(block, units - u0);
+      const bool final = b + 1 == blocks;
+      for (size_t t = t0; t < t1; ++t) {
+        const size_t m = std::min(mr, n - t * mr);
+        const uint32_t* xt = packed_x + (t * units + u0) * mr;
+        float* yt = y + t * mr * y_stride;
+        for (size_t p = pg; p < pe; ++p) {
+          const size_t c = std::min(nr, rows - p * nr);
+          kernel.microkernel(m, c, ub, xt, packed_w + (p * units + u0) * nr,
+                             bias != nullptr ? bias + p * nr : nullptr, /*accumulate=*/b > 0,
+                             final && clamp, out_min, yt + p * nr, y_stride);
+        }
+      }
+    }
+  }
+}
+
+// --- Scalar twins: 4 tokens × 8 channels, units in order. ---
+
+namespace {
+constexpr size_t kScalarMr = 4, kScalarNr = 8;
+
+template <bool kBf16>
+void ScalarMicrokernel(size_t m, size_t n, size_t units, const uint32_t* x, const uint32_t* w,
+                       const float* bias, bool accumulate, bool clamp, float out_min, float* y,
+                       size_t y_stride) {
+  float acc[kScalarMr][kScalarNr];
+  for (size_t i = 0; i < m; ++i) {
+    for (size_t j = 0; j < n; ++j) {
+      acc[i][j] = accumulate ? y[i * y_stride + j] : bias != nullptr ? bias[j] : 0.0f;
+    }
+  }
+  for (size_t u = 0; u < units; ++u) {
+    for (size_t i = 0; i < m; ++i) {
+      const uint32_t xu = x[u * kScalarMr + i];
+      for (size_t j = 0; j < n; ++j) {
+        const uint32_t wu = w[u * kScalarNr + j];
+        if (kBf16) {
+          // vdpbf16ps's order: the odd pair's product first, then the even one's (each exact).
+          acc[i][j] += Bf16ToF32(static_cast<uint16_t>(wu >> 16)) *
+                       Bf16ToF32(static_cast<uint16_t>(xu >> 16));
+          acc[i][j] += Bf16ToF32(static_cast<uint16_t>(wu)) * Bf16ToF32(static_cast<uint16_t>(xu));
+        } else {
+          acc[i][j] += BitsToFloat(wu) * BitsToFloat(xu);
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < m; ++i) {
+    for (size_t j = 0; j < n; ++j) {
+      y[i * y_stride + j] = clamp ? std::max(out_min, acc[i][j]) : acc[i][j];
+    }
+  }
+}
+
+}  // namespace
+
+void GemmMicrokernelScalar(size_t m, size_t n, size_t units, const uint32_t* x, const uint32_t* w,
+                           const float* bias, bool accumulate, bool clamp, float out_min,
+                           float* y, size_t y_stride) {
+  ScalarMicrokernel<false>(m, n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride);
+}
+
+void GemmMicrokernelScalarBf16(size_t m, size_t n, size_t units, const uint32_t* x,
+                               const uint32_t* w, const float* bias, bool accumulate, bool clamp,
+                               float out_min, float* y, size_t y_stride) {
+  ScalarMicrokernel<true>(m, n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride);
+}
+
+// --- Selection. ---
+
+namespace {
+
+const GemmKernel kScalar = {"scalar", DType::F32, kScalarMr, kScalarNr, GemmMicrokernelScalar};
+const GemmKernel kScalarBf16 = {"scalar-bf16", DType::BF16, kScalarMr, kScalarNr,
+                                GemmMicrokernelScalarBf16};
+#if defined(FFLITE_GEMM_X86)
+const GemmKernel kAvx2 = {"avx2", DType::F32, 6, 16, GemmMicrokernelAvx2};
+const GemmKernel kAvx512 = {"avx512", DType::F32, 12, 32, GemmMicrokernelAvx512};
+const GemmKernel kAvx512Bf16 = {"avx512bf16", DType::BF16, 12, 32, GemmMicrokernelAvx512Bf16};
+#endif
+#if defined(FFLITE_GEMM_NEON)
+const GemmKernel kNeon = {"neon", DType::F32, 6, 16, GemmMicrokernelNeon};
+#endif
+
+std::vector<const GemmKernel*> Detect(DType dtype) {
+  std::vector<const GemmKernel*> list = {dtype == DType::BF16 ? &kScalarBf16 : &kScalar};
+  // cpuinfo_initialize is idempotent and thread-safe; on failure only the scalar twins are used.
+  const bool cpuinfo = cpuinfo_initialize();
+#if defined(FFLITE_GEMM_X86)
+  if (cpuinfo && cpuinfo_has_x86_avx2() && cpuinfo_has_x86_fma3()) {
+    if (dtype == DType::F32) list.push_back(&kAvx2);
+    if (cpuinfo_has_x86_avx512f()) {
+      if (dtype == DType::F32) list.push_back(&kAvx512);
+      if (dtype == DType::BF16 && cpuinfo_has_x86_avx512bf16()) list.push_back(&kAvx512Bf16);
+    }
+  }
+#endif
+#if defined(FFLITE_GEMM_NEON)
+  if (dtype == DType::F32) list.push_back(&kNeon);  // part of the ARMv8-A baseline
+#endif
+  (void)cpuinfo;
+  return list;
+}
+
+}  // namespace
+
+std::vector<const GemmKernel*> AvailableGemmKernels(DType dtype) {
+  static const std::vector<const GemmKernel*> kF32 = Detect(DType::F32);
+  static const std::vector<const GemmKernel*> kBf16 = Detect(DType::BF16);
+  return dtype == DType::BF16 ? kBf16 : kF32;
+}
+
+const GemmKernel& BestGemmKernel(DType dtype) { return *AvailableGemmKernels(dtype).back(); }
+
+}  // namespace fflite

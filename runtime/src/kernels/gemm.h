@@ -1,0 +1,117 @@
+// fflite's own matrix product for many tokens over float weights (the "gemm" engine):
+//   y[t·y_stride + o] = max(out_min, (bias ? bias[o] : 0) + Σ_{j<k} W[o, j] · x[t·x_stride + j])
+// with W packed once into panels and x packed per call, computed by a register-blocked
+// microkernel per instruction set (AVX-512, AVX-512 BF16, AVX2, NEON) with a portable scalar twin.
+//
+// Layout. Everything is counted in 32-bit units along k: a unit is one f32 value (f32 kernels) or
+// a pair of bf16 values k = 2u, 2u + 1 (bf16 kernels: vdpbf16ps multiplies pairs). units(k) =
+// ceil(k / kr), kr = 1 or 2.
+//  - packed weights: panels of `nr` output channels, panel p at p · units(k) · nr units, within it
+//    unit u of channel j at u · nr + j. Channels past `rows` are zero.
+//  - packed activations: tiles of `mr` tokens, tile t at t · units(k) · mr units, within it unit u
+//    of token i at u · mr + i. Tokens past the call's count and k values past k are zero.
+// The microkernel multiplies one tile by one panel over a block of units, keeping mr × nr sums in
+// registers; the driver (GemmBlock) walks the blocks so that a block of panels stays in L2 while
+// every tile passes over it, and a tile's units stay in L1 while it passes over the panels.
+//
+// Sums: each output is summed in an order that depends only on k and the kernel (units in order,
+// blocked by kGemmBlockUnits, each block added to the running sum in y), not on the token count or
+// how the work is split among threads: results are bit-identical however a call is split.
+// The bf16 kernels round x to bf16 (nearest even) when they pack it; the products and sums are
+// f32 (vdpbf16ps treats bf16 subnormals as zero).
+#ifndef FFLITE_RUNTIME_SRC_KERNELS_GEMM_H_
+#define FFLITE_RUNTIME_SRC_KERNELS_GEMM_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "format/dtype.h"
+
+namespace fflite {
+
+// One microkernel call: y[i·y_stride + j] for i < m (1..mr), j < n (1..nr) over `units` units of
+// the tile x (stride mr units) and the panel w (stride nr units). The sums start from y itself
+// when `accumulate`, else from bias[j] (bias may be nullptr: zero). With `clamp` the result is
+// max(out_min, sum). Writes exactly the m × n outputs named.
+using GemmMicrokernelFn = void (*)(size_t m, size_t n, size_t units, const uint32_t* x,
+                                   const uint32_t* w, const float* bias, bool accumulate,
+                                   bool clamp, float out_min, float* y, size_t y_stride);
+
+struct GemmKernel {
+  const char* isa;  // "scalar", "avx2", "avx512", "neon"; "scalar-bf16", "avx512bf16"
+  DType dtype;      // the packed element type: F32 (kr 1) or BF16 (kr 2)
+  size_t mr, nr;    // tokens per tile, output channels per panel
+  GemmMicrokernelFn microkernel;
+
+  size_t kr() const { return dtype == DType::BF16 ? 2 : 1; }
+  size_t Units(size_t k) const { return (k + kr() - 1) / kr(); }
+  size_t Panels(size_t rows) const { return (rows + nr - 1) / nr; }
+  size_t Tiles(size_t tokens) const { return (tokens + mr - 1) / mr; }
+  // Bytes of the packed weights of a [rows, k] matrix, and of n tokens' packed activations.
+  size_t WeightBytes(size_t rows, size_t k) const { return Panels(rows) * nr * Units(k) * 4; }
+  size_t ActivationBytes(size_t n, size_t k) const { return Tiles(n) * mr * Units(k) * 4; }
+};
+
+// Units per block of k: a tile's block (mr · 256 · 4 = 12 KiB at mr 12) stays in L1 while it
+// passes over the panels, a panel's block (32 KiB at nr 32) streams from L2.
+inline constexpr size_t kGemmBlockUnits = 256;
+
+// Packs panels [first, last) of W: [rows, k] row-major, elements of w_dtype (F32, F16, BF16; a
+// BF16 kernel takes BF16 only: its values are not rounded). packed: the whole matrix's buffer
+// (WeightBytes), 4-byte aligned; the panels given are written whole, padding included.
+void GemmPackWeights(const GemmKernel& kernel, size_t rows, size_t k, const void* w,
+                     DType w_dtype, size_t first, size_t last, uint32_t* packed);
+
+// Packs tiles [first, last) of x: [n, x_stride] f32 (k values read per token) into `packed`
+// (the whole call's buffer, ActivationBytes(n, k)).
+void GemmPackActivations(const GemmKernel& kernel, size_t n, size_t k, const float* x,
+                         size_t x_stride, size_t first, size_t last, uint32_t* packed);
+
+// Computes the outputs of tokens in tiles [t0, t1) and channels in panels [p0, p1): bias [rows]
+// or nullptr, y [n, y_stride] f32 (rows columns; no other element is written). packed_x and
+// packed_w as packed above for the same n, k and rows.
+void GemmBlock(const GemmKernel& kernel, size_t n, size_t k, size_t rows,
+               const uint32_t* packed_x, const uint32_t* packed_w, const float* bias,
+               float out_min, size_t t0, size_t t1, size_t p0, size_t p1, float* y,
+               size_t y_stride);
+
+// The kernels this CPU can run for packed `dtype` (F32 or BF16), scalar first; the best one (the
+// last of the list). The BF16 list has the scalar twin everywhere and "avx512bf16" on CPUs with
+// AVX-512 BF16.
+std::vector<const GemmKernel*> AvailableGemmKernels(DType dtype);
+const GemmKernel& BestGemmKernel(DType dtype);
+
+// The microkernels by name (for the selection and the tests).
+void GemmMicrokernelScalar(size_t m, size_t n, size_t units, const uint32_t* x, const uint32_t* w,
+                           const float* bias, bool accumulate, bool clamp, float out_min,
+                           float* y, size_t y_stride);
+void GemmMicrokernelScalarBf16(size_t m, size_t n, size_t units, const uint32_t* x,
+                               const uint32_t* w, const float* bias, bool accumulate, bool clamp,
+                               float out_min, float* y, size_t y_stride);
+#if defined(__x86_64__) || defined(__i386__)
+#define FFLITE_GEMM_X86 1
+// AVX2 + FMA3: 6 tokens × 16 channels. Call only when the CPU has both.
+void GemmMicrokernelAvx2(size_t m, size_t n, size_t units, const uint32_t* x, const uint32_t* w,
+                         const float* bias, bool accumulate, bool clamp, float out_min, float* y,
+                         size_t y_stride);
+// AVX-512 F: 12 tokens × 32 channels.
+void GemmMicrokernelAvx512(size_t m, size_t n, size_t units, const uint32_t* x,
+                           const uint32_t* w, const float* bias, bool accumulate, bool clamp,
+                           float out_min, float* y, size_t y_stride);
+// AVX-512 F + BF16 (vdpbf16ps): 12 tokens × 32 channels, pairs of k.
+void GemmMicrokernelAvx512Bf16(size_t m, size_t n, size_t units, const uint32_t* x,
+                               const uint32_t* w, const float* bias, bool accumulate, bool clamp,
+                               float out_min, float* y, size_t y_stride);
+#endif
+#if defined(__aarch64__)
+#define FFLITE_GEMM_NEON 1
+// aarch64 NEON: 6 tokens × 16 channels.
+void GemmMicrokernelNeon(size_t m, size_t n, size_t units, const uint32_t* x, const uint32_t* w,
+                         const float* bias, bool accumulate, bool clamp, float out_min, float* y,
+                         size_t y_stride);
+#endif
+
+}  // namespace fflite
+
+#endif  // FFLITE_RUNTIME_SRC_KERNELS_GEMM_H_

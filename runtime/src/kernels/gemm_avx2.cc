@@ -1,0 +1,89 @@
+// The gemm engine's AVX2 microkernel (gemm.h): 6 tokens × 16 channels, 12 ymm accumulators, two
+// panel loads and 6 broadcasts per unit (vfmadd231ps), in the 16 ymm registers.
+#include "kernels/gemm.h"
+
+#if defined(FFLITE_GEMM_X86)
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#define FFLITE_AVX2 __attribute__((target("avx2,fma")))
+
+namespace fflite {
+
+namespace {
+
+constexpr size_t kMr = 6, kNr = 16;
+
+// Lane masks for the first n of 8 lanes (maskload / maskstore).
+FFLITE_AVX2 inline __m256i FirstLanes(size_t n) {
+  const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), index);
+}
+
+template <size_t M>
+FFLITE_AVX2 inline __attribute__((always_inline)) void Tile(size_t n, size_t units,
+                                                            const uint32_t* x, const uint32_t* w,
+                                                            const float* bias, bool accumulate,
+                                                            bool clamp, float out_min, float* y,
+                                                            size_t y_stride) {
+  const __m256i m0 = FirstLanes(n), m1 = FirstLanes(n > 8 ? n - 8 : 0);
+  __m256 a0[M], a1[M];
+  if (accumulate) {
+#pragma GCC unroll 6
+    for (size_t i = 0; i < M; ++i) {
+      a0[i] = _mm256_maskload_ps(y + i * y_stride, m0);
+      a1[i] = _mm256_maskload_ps(y + i * y_stride + 8, m1);
+    }
+  } else {
+    const __m256 b0 = bias != nullptr ? _mm256_maskload_ps(bias, m0) : _mm256_setzero_ps();
+    const __m256 b1 = bias != nullptr ? _mm256_maskload_ps(bias + 8, m1) : _mm256_setzero_ps();
+#pragma GCC unroll 6
+    for (size_t i = 0; i < M; ++i) {
+      a0[i] = b0;
+      a1[i] = b1;
+    }
+  }
+  for (size_t u = 0; u < units; ++u) {
+    const __m256 w0 = _mm256_load_ps(reinterpret_cast<const float*>(w + u * kNr));
+    const __m256 w1 = _mm256_load_ps(reinterpret_cast<const float*>(w + u * kNr + 8));
+    const float* xu = reinterpret_cast<const float*>(x + u * kMr);
+#pragma GCC unroll 6
+    for (size_t i = 0; i < M; ++i) {
+      const __m256 xb = _mm256_broadcast_ss(xu + i);
+      a0[i] = _mm256_fmadd_ps(w0, xb, a0[i]);
+      a1[i] = _mm256_fmadd_ps(w1, xb, a1[i]);
+    }
+  }
+  const __m256 lo = _mm256_set1_ps(out_min);
+#pragma GCC unroll 6
+  for (size_t i = 0; i < M; ++i) {
+    if (clamp) {
+      a0[i] = _mm256_max_ps(a0[i], lo);
+      a1[i] = _mm256_max_ps(a1[i], lo);
+    }
+    _mm256_maskstore_ps(y + i * y_stride, m0, a0[i]);
+    _mm256_maskstore_ps(y + i * y_stride + 8, m1, a1[i]);
+  }
+}
+
+}  // namespace
+
+FFLITE_AVX2 void GemmMicrokernelAvx2(size_t m, size_t n, size_t units, const uint32_t* x,
+                                     const uint32_t* w, const float* bias, bool accumulate,
+                                     bool clamp, float out_min, float* y, size_t y_stride) {
+  switch (m) {
+    case 1: Tile<1>(n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride); break;
+    case 2: Tile<2>(n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride); break;
+    case 3: Tile<3>(n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride); break;
+    case 4: Tile<4>(n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride); break;
+    case 5: Tile<5>(n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride); break;
+    default: Tile<kMr>(n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride);
+  }
+}
+
+}  // namespace fflite
+
+#endif  // FFLITE_GEMM_X86

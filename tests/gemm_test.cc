@@ -1,0 +1,191 @@
+// The gemm engine's kernels (kernels/gemm.h): every kernel this CPU runs, scalar twins included,
+// against a double product, over shapes with partial tiles, partial panels, several blocks of k
+// and odd k; the driver's pieces give the same bits as one call; nothing outside y's named
+// outputs is written.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "base/aligned_buffer.h"
+#include "base/half.h"
+#include "gtest/gtest.h"
+#include "kernels/gemm.h"
+#include "testing/guarded_buffer.h"
+
+namespace fflite {
+namespace {
+
+using testing::GuardedBuffer;
+
+struct Shape {
+  size_t n, k, rows;
+};
+
+// Partial tiles and panels, one unit, several blocks of k (kGemmBlockUnits = 256), odd k.
+const Shape kShapes[] = {{1, 1, 1},     {3, 7, 5},      {12, 64, 32},   {13, 300, 33},
+                         {25, 257, 70}, {7, 513, 97},   {40, 1000, 16}, {128, 96, 130},
+                         {2, 2049, 31}, {33, 600, 257}};
+
+// Everything the product of one kernel needs, packed.
+struct Product {
+  const GemmKernel* kernel;
+  Shape s;
+  std::vector<float> x, bias;
+  std::vector<uint16_t> w_bf16;  // the weights as bf16 (what both kinds of kernel multiply)
+  AlignedBuffer<uint32_t> w, xp;
+
+  Product(const GemmKernel& g, Shape shape, std::mt19937& gen) : kernel(&g), s(shape) {
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    x.resize(s.n * s.k);
+    for (float& v : x) v = dist(gen);
+    bias.resize(s.rows);
+    for (float& v : bias) v = dist(gen);
+    w_bf16.resize(s.rows * s.k);
+    for (uint16_t& v : w_bf16) v = F32ToBf16(dist(gen));
+    EXPECT_TRUE(w.Allocate(g.WeightBytes(s.rows, s.k) / 4));
+    EXPECT_TRUE(xp.Allocate(g.ActivationBytes(s.n, s.k) / 4));
+    // f32 kernels take the same values widened (exact), so one reference serves both.
+    GemmPackWeights(g, s.rows, s.k, w_bf16.data(), DType::BF16, 0, g.Panels(s.rows), w.data());
+    GemmPackActivations(g, s.n, s.k, x.data(), s.k, 0, g.Tiles(s.n), xp.data());
+  }
+
+  // y [n, stride] = max(out_min, bias + x·Wᵀ), tiles [t0, t1) × panels [p0, p1).
+  void Run(const float* b, float out_min, size_t t0, size_t t1, size_t p0, size_t p1, float* y,
+           size_t stride) const {
+    GemmBlock(*kernel, s.n, s.k, s.rows, xp.data(), w.data(), b, out_min, t0, t1, p0, p1, y,
+              stride);
+  }
+
+  // The exact product in double, with x as the kernel sees it (rounded to bf16 for bf16
+  // kernels), and Σ|terms| for the tolerance.
+  void Reference(size_t t, size_t o, bool with_bias, double* value, double* magnitude) const {
+    double sum = with_bias ? bias[o] : 0.0, mag = with_bias ? std::fabs(bias[o]) : 0.0;
+    for (size_t j = 0; j < s.k; ++j) {
+      float xv = x[t * s.k + j];
+      if (kernel->dtype == DType::BF16) xv = Bf16ToF32(F32ToBf16(xv));
+      const double term = static_cast<double>(Bf16ToF32(w_bf16[o * s.k + j])) * xv;
+      sum += term;
+      mag += std::fabs(term);
+    }
+    *value = sum;
+    *magnitude = mag;
+  }
+};
+
+TEST(GemmTest, ScalarIsFirstAndBestIsLast) {
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    const std::vector<const GemmKernel*> kernels = AvailableGemmKernels(dtype);
+    ASSERT_FALSE(kernels.empty());
+    EXPECT_EQ(kernels.front()->microkernel,
+              dtype == DType::F32 ? &GemmMicrokernelScalar : &GemmMicrokernelScalarBf16);
+    EXPECT_EQ(&BestGemmKernel(dtype), kernels.back());
+    for (const GemmKernel* g : kernels) {
+      EXPECT_EQ(g->dtype, dtype) << g->isa;
+      EXPECT_GE(g->mr, 1u);
+      EXPECT_GE(g->nr, 1u);
+    }
+  }
+}
+
+// Each output against the double product. The kernels sum in f32 (FMA or not) in blocks: the
+// error is at most about k·eps·Σ|terms| (eps = 2^-24), and in practice sqrt(k)·eps·Σ|terms|;
+// 4·sqrt(k+1)·eps·Σ|terms| + 1e-30 leaves room for that and nothing else (a wrong index, bias,
+// tile or panel moves an output by O(Σ|terms|/sqrt(k))). The bf16 kernels' x is rounded to bf16
+// in the reference too, so the same bound holds for them.
+TEST(GemmTest, EveryKernelMatchesTheDoubleProduct) {
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    for (const GemmKernel* g : AvailableGemmKernels(dtype)) {
+      std::mt19937 gen(7);
+      for (const Shape& s : kShapes) {
+        for (int variant = 0; variant < 2; ++variant) {
+          const bool with_bias = variant == 0;
+          const float out_min = variant == 1 ? 0.0f : -std::numeric_limits<float>::infinity();
+          Product p(*g, s, gen);
+          // y with 3 columns of slack per row past `rows`, which must stay untouched.
+          const size_t stride = s.rows + 3;
+          GuardedBuffer buffer(s.n * stride * sizeof(float));
+          float* y = buffer.As<float>();
+          std::fill(y, y + s.n * stride, 12345.0f);
+          p.Run(with_bias ? p.bias.data() : nullptr, out_min, 0, g->Tiles(s.n), 0,
+                g->Panels(s.rows), y, stride);
+          const double eps = std::ldexp(1.0, -24);
+          for (size_t t = 0; t < s.n; ++t) {
+            for (size_t o = 0; o < stride; ++o) {
+              const float got = y[t * stride + o];
+              if (o >= s.rows) {
+                ASSERT_EQ(got, 12345.0f) << g->isa << ": wrote past rows at " << t << ", " << o;
+                continue;
+              }
+              double want, mag;
+              p.Reference(t, o, with_bias, &want, &mag);
+              if (variant == 1) want = std::max(want, 0.0);
+              const double tol = 4.0 * std::sqrt(static_cast<double>(s.k + 1)) * eps * mag + 1e-30;
+              ASSERT_NEAR(got, want, tol) << g->isa << " n " << s.n << " k " << s.k << " rows "
+                                          << s.rows << " token " << t << " output " << o;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The driver's pieces (any tiles × panels split, as the engine's threads take them) give the
+// bits of one call: each output's order of summation depends only on k.
+TEST(GemmTest, SplitsGiveTheSameBits) {
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    for (const GemmKernel* g : AvailableGemmKernels(dtype)) {
+      std::mt19937 gen(11);
+      const Shape s{37, 700, 150};
+      Product p(*g, s, gen);
+      const size_t tiles = g->Tiles(s.n), panels = g->Panels(s.rows);
+      std::vector<float> whole(s.n * s.rows), pieces(s.n * s.rows, -1.0f);
+      p.Run(p.bias.data(), -std::numeric_limits<float>::infinity(), 0, tiles, 0, panels,
+            whole.data(), s.rows);
+      for (size_t t = 0; t < tiles; t += 2) {
+        for (size_t q = 0; q < panels; q += 3) {
+          p.Run(p.bias.data(), -std::numeric_limits<float>::infinity(), t,
+                std::min(tiles, t + 2), q, std::min(panels, q + 3), pieces.data(), s.rows);
+        }
+      }
+      EXPECT_EQ(whole, pieces) << g->isa;
+    }
+  }
+}
+
+// Weights stored as f32 or f16 pack to the same panels as their values widened from bf16
+// (f32 kernels convert while packing), and padding channels and units are zero.
+TEST(GemmTest, PackingConvertsAndPads) {
+  for (const GemmKernel* g : AvailableGemmKernels(DType::F32)) {
+    const size_t rows = 2 * g->nr + 1, k = 5;
+    std::vector<float> f32(rows * k);
+    std::vector<uint16_t> f16(rows * k), bf16(rows * k);
+    for (size_t i = 0; i < rows * k; ++i) {
+      f32[i] = static_cast<float>(i % 17) * 0.25f - 2.0f;  // exact in f16 and bf16
+      f16[i] = F32ToF16(f32[i]);
+      bf16[i] = F32ToBf16(f32[i]);
+    }
+    AlignedBuffer<uint32_t> a, b, c;
+    const size_t units = g->WeightBytes(rows, k) / 4;
+    ASSERT_TRUE(a.Allocate(units) && b.Allocate(units) && c.Allocate(units));
+    GemmPackWeights(*g, rows, k, f32.data(), DType::F32, 0, g->Panels(rows), a.data());
+    GemmPackWeights(*g, rows, k, f16.data(), DType::F16, 0, g->Panels(rows), b.data());
+    GemmPackWeights(*g, rows, k, bf16.data(), DType::BF16, 0, g->Panels(rows), c.data());
+    for (size_t i = 0; i < units; ++i) {
+      ASSERT_EQ(a.data()[i], b.data()[i]) << g->isa << " unit " << i;
+      ASSERT_EQ(a.data()[i], c.data()[i]) << g->isa << " unit " << i;
+    }
+    // Panel 2 holds one row: its other channels are zero.
+    const uint32_t* last = a.data() + 2 * k * g->nr;
+    for (size_t u = 0; u < k; ++u) {
+      EXPECT_EQ(last[u * g->nr], FloatBits(f32[(2 * g->nr) * k + u]));
+      for (size_t j = 1; j < g->nr; ++j) EXPECT_EQ(last[u * g->nr + j], 0u);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fflite
