@@ -172,7 +172,7 @@ TEST(XnnpackLargerTest, Bf16GeGluDecode) {
 // Runs layer 0 of `spec` through the reference and through xnnpack with `options`; compares.
 void CompareWithReference(const ModelSpec& spec, const WriteOptions& write, size_t tokens,
                           int threads, const XnnpackBackendOptions& options,
-                          const std::string& what) {
+                          const std::string& what, double tolerance = testing::kF32RelTol) {
   auto built = testing::BuildModel(spec, write);
   ASSERT_TRUE(built.ok()) << built.status();
   Rng rng(11);
@@ -186,7 +186,7 @@ void CompareWithReference(const ModelSpec& spec, const WriteOptions& write, size
   ASSERT_TRUE(backend.ok()) << backend.status();
   std::vector<float> got(tokens * spec.d_model);
   ASSERT_TRUE((*backend)->Run(0, input.data(), tokens, got.data()).ok());
-  testing::ExpectOutputsNear(*want, got, tokens, spec.d_model, testing::kF32RelTol, what);
+  testing::ExpectOutputsNear(*want, got, tokens, spec.d_model, tolerance, what);
 }
 
 ModelSpec OneLayer(const FfnParams& p, Rng& rng) {
@@ -233,7 +233,7 @@ TEST(XnnpackLazyDenseTest, SameBitsBeforeAndAfterPacking) {
     ASSERT_TRUE(want_few.ok() && want_many.ok());
     testing::ExpectOutputsNear(*want_few, before, 3, 48, testing::kF32RelTol,
                                std::string(DTypeName(dtype)) + ", 3 tokens");
-    testing::ExpectOutputsNear(*want_many, packed, 64, 48, testing::kF32RelTol,
+    testing::ExpectOutputsNear(*want_many, packed, 64, 48, testing::FloatRelTol(dtype),
                                std::string(DTypeName(dtype)) + ", 64 tokens");
   }
 }
@@ -252,6 +252,7 @@ TEST(XnnpackOptionsTest, ManySlicesAndSmallChunks) {
       spec.layers[0].norm = testing::RandomNorm(NormKind::LAYER_NORM, NormPlacement::PRE, 37, rng);
       spec.layers[0].residual = true;
       XnnpackBackendOptions options;
+      options.packed_engine = XnnpackBackendOptions::PackedEngine::kXnnpack;
       options.slice_bytes = 1;  // 16 output channels per operator: 10 slices of up, 3 of down
       options.token_chunk = 5;  // 23 tokens in chunks of 5, 5, 5, 5, 3
       WriteOptions write;
@@ -270,8 +271,62 @@ TEST(XnnpackOptionsTest, OneOperatorPerMatrix) {
   p.d_model = 29;
   p.d_ff = 71;
   XnnpackBackendOptions options;
+  options.packed_engine = XnnpackBackendOptions::PackedEngine::kXnnpack;
   options.slice_bytes = 0;
   CompareWithReference(OneLayer(p, rng), WriteOptions(), 9, 1, options, "unsliced");
+}
+
+// Both packed engines, and the gemm engine with each of its kernels this CPU runs (scalar twins
+// included; bf16 arithmetic on and off for bf16 weights), over f32/f16/bf16 weights, a fused
+// ReLU clamp and a gated layer, partial tiles and panels, chunks of tokens and 1 and 3 threads.
+TEST(XnnpackOptionsTest, EveryPackedEngineMatchesReference) {
+  using Engine = XnnpackBackendOptions::PackedEngine;
+  struct Setting {
+    Engine engine;
+    const GemmKernel* f32;
+    const GemmKernel* bf16;
+    bool bf16_arithmetic;
+    std::string name;
+  };
+  std::vector<Setting> settings = {{Engine::kXnnpack, nullptr, nullptr, false, "xnnpack"}};
+  for (const GemmKernel* g : AvailableGemmKernels(DType::F32)) {
+    settings.push_back({Engine::kGemm, g, nullptr, false, std::string("gemm ") + g->isa});
+  }
+  for (const GemmKernel* g : AvailableGemmKernels(DType::BF16)) {
+    settings.push_back({Engine::kGemm, nullptr, g, true, std::string("gemm ") + g->isa});
+  }
+  for (const Setting& setting : settings) {
+    for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
+      for (bool gated : {false, true}) {
+        Rng rng(9);
+        FfnParams p;
+        p.d_model = 70;
+        p.d_ff = 300;
+        p.activation = gated ? Activation::SILU : Activation::RELU;
+        p.gated = gated;
+        p.bias = true;
+        ModelSpec spec = OneLayer(p, rng);
+        XnnpackBackendOptions options;
+        options.packed_engine = setting.engine;
+        options.gemm_f32 = setting.f32;
+        options.gemm_bf16 = setting.bf16;
+        options.bf16_arithmetic = setting.bf16_arithmetic;
+        options.token_chunk = 50;  // 131 tokens: chunks of 50, 50, 31
+        options.direct_max_tokens = 0;
+        WriteOptions write;
+        write.dtype = dtype;
+        write.d_ff_alignment = 1;
+        const bool bf16_math = setting.bf16_arithmetic && dtype == DType::BF16;
+        for (size_t tokens : {size_t{1}, size_t{131}}) {
+          CompareWithReference(
+              spec, write, tokens, gated ? 3 : 1, options,
+              absl::StrFormat("%s, %s, gated %d, %d tokens", setting.name, DTypeName(dtype),
+                              gated, tokens),
+              bf16_math ? testing::kBf16ActRelTol : testing::kF32RelTol);
+        }
+      }
+    }
+  }
 }
 
 TEST(XnnpackOptionsTest, ScalarKernelsMatchReference) {

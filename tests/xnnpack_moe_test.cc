@@ -607,7 +607,7 @@ TEST(XnnpackMoeDirectTest, DirectAndPackedPathsMatchReference) {
           std::vector<float> got(tokens * d);
           ASSERT_TRUE((*backend)->Run(0, x.data(), tokens, got.data()).ok());
           testing::ExpectOutputsNear(
-              *want, got, tokens, d, testing::kF32RelTol,
+              *want, got, tokens, d, testing::FloatRelTol(dtype),
               absl::StrFormat("%s, %s, %d tokens, direct_max_tokens %d", VariantName(variant),
                               DTypeName(dtype), tokens, direct));
         }

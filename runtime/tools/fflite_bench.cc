@@ -64,6 +64,14 @@ ABSL_FLAG(int64_t, expert_slice_kib, -1,
 ABSL_FLAG(int64_t, direct_tokens, -1,
           "xnnpack MoE: experts with at most this many tokens in a call run the direct kernel on "
           "the file's weights (-1: the default; 0: never)");
+ABSL_FLAG(std::string, engine, "auto",
+          "xnnpack: the engine of packed float matrices (auto, gemm: fflite's own, xnnpack)");
+ABSL_FLAG(std::string, gemm_isa, "",
+          "xnnpack with the gemm engine: a kernel by name (scalar, avx2, avx512, neon; for bf16 "
+          "weights scalar-bf16, avx512bf16; empty: the best for this CPU)");
+ABSL_FLAG(bool, bf16_arithmetic, true,
+          "xnnpack with the gemm engine: multiply bf16 weights in bf16 where the CPU can (false: "
+          "f32 panels)");
 ABSL_FLAG(int64_t, bandwidth_mib, 1024, "buffer for the read-bandwidth measurement");
 ABSL_FLAG(std::string, dtype, "f32",
           "--synthetic: dtype of the FFN weight matrices: f32, f16, bf16, i8 or i4 (quantised by "
@@ -250,11 +258,39 @@ struct Row {
   bool int8 = false;  // peak_pct is of the int8 dot-product peak (quantised, int8 path)
 };
 
+// The xnnpack backend's options from the tuning flags.
+absl::StatusOr<XnnpackBackendOptions> BenchXnnpackOptions() {
+  XnnpackBackendOptions options;
+  const std::string engine = absl::GetFlag(FLAGS_engine);
+  if (engine == "gemm") {
+    options.packed_engine = XnnpackBackendOptions::PackedEngine::kGemm;
+  } else if (engine == "xnnpack") {
+    options.packed_engine = XnnpackBackendOptions::PackedEngine::kXnnpack;
+  } else if (engine != "auto") {
+    return absl::InvalidArgumentError("--engine: auto, gemm or xnnpack, not " + engine);
+  }
+  const std::string isa = absl::GetFlag(FLAGS_gemm_isa);
+  if (!isa.empty()) {
+    for (DType dtype : {DType::F32, DType::BF16}) {
+      for (const GemmKernel* g : AvailableGemmKernels(dtype)) {
+        if (isa == g->isa) (dtype == DType::F32 ? options.gemm_f32 : options.gemm_bf16) = g;
+      }
+    }
+    if (options.gemm_f32 == nullptr && options.gemm_bf16 == nullptr) {
+      return absl::InvalidArgumentError("--gemm_isa: this CPU has no gemm kernel " + isa);
+    }
+  }
+  options.bf16_arithmetic = absl::GetFlag(FLAGS_bf16_arithmetic);
+  return options;
+}
+
 // A session's backend, made the way Session::Create makes it (or with the xnnpack tuning flags).
 absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const Model& model, const std::string& name,
                                                      const BackendConfig& config) {
   if (name == "xnnpack") {
-    XnnpackBackendOptions options;
+    auto bench_options = BenchXnnpackOptions();
+    if (!bench_options.ok()) return bench_options.status();
+    XnnpackBackendOptions options = *bench_options;
     options.time_routed_experts = true;
     if (absl::GetFlag(FLAGS_expert_slice_kib) >= 0) {
       options.expert_slice_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_expert_slice_kib)) * 1024;
@@ -276,6 +312,12 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const Model& model, const s
   const BackendEntry* entry = FindBackend(name);
   if (entry == nullptr) return absl::InvalidArgumentError("unknown backend " + name);
   return entry->create(model, config);
+}
+
+// What packs float matrices in the xnnpack backend this run makes.
+std::string PackedEngineName() {
+  auto options = BenchXnnpackOptions();
+  return options.ok() ? XnnpackPackedEngineName(*options) : "";
 }
 
 std::string ResolveBackend(const std::string& name) {
@@ -584,6 +626,8 @@ int Main() {
   if (json) {
     std::printf("{\"model\": \"%s\", \"backend\": \"%s\", \"cold\": %s, \"copies\": %zu,\n",
                 what.c_str(), backend.c_str(), cold ? "true" : "false", copies);
+    std::printf(" \"packed_engine\": \"%s\",\n",
+                backend == "xnnpack" ? PackedEngineName().c_str() : "");
     std::printf(" \"platform\": \"%s\", \"kernels\": \"%s\",\n", PlatformSummary().c_str(),
                 fflite::BestKernels().isa);
     std::printf(" \"weight_bytes\": %.0f, \"flops_per_token\": %.0f, \"file_bytes\": %" PRIu64
@@ -648,6 +692,9 @@ int Main() {
   }
   std::printf("platform: %s; fflite kernels: %s\n", PlatformSummary().c_str(),
               fflite::BestKernels().isa);
+  if (backend == "xnnpack") {
+    std::printf("packed float matrices: %s\n", PackedEngineName().c_str());
+  }
   std::printf("model: %s, %zu layer(s), d_model %u; backend %s%s (%zu cop%s)\n", what.c_str(),
               model.layers().size(), model.d_model(), backend.c_str(), cold ? ", cold" : "", copies,
               copies == 1 ? "y" : "ies");

@@ -5,11 +5,17 @@
 
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
+#include "backends/xnnpack/xnnpack_backend.h"
 #include "session/session.h"
 #include "testing/tolerances.h"
 
 namespace fflite {
 namespace testing {
+
+double FloatRelTol(DType dtype) {
+  return dtype == DType::BF16 && XnnpackBf16Arithmetic(XnnpackBackendOptions()) ? kBf16ActRelTol
+                                                                                : kF32RelTol;
+}
 
 bool ExpectOutputsNear(const std::vector<float>& want, const std::vector<float>& got, size_t tokens,
                        size_t d, double rel_tol, const std::string& what) {
@@ -80,7 +86,7 @@ void LayerTesterBase<Derived>::TestLayer(LayerSpec layer, Rng& rng,
       backend, ffn_.d_model, ffn_.d_ff, tokens_, ActivationName(ffn_.activation), ffn_.gated,
       ffn_.bias, DTypeName(dtype_), rotate_ ? " rotated" : "", threads_, expert_budget_);
   ExpectOutputsNear(want, got, tokens_, ffn_.d_model,
-                    tolerance_ < 0 ? kF32RelTol : tolerance_, what);
+                    tolerance_ < 0 ? FloatRelTol(dtype_) : tolerance_, what);
   if (built->model->layers()[0].kind == LayerKind::kMoe) {
     auto want_counts = (*ref)->ExpertCounts(0);
     auto got_counts = (*session)->ExpertCounts(0);

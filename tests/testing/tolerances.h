@@ -46,6 +46,15 @@ inline constexpr double kNormRelTol = 2e-5;
 // (~4.5 sigma): 3%. 5e-2 covers that with margin; a wrong scale, index or block is O(1).
 inline constexpr double kInt8ActRelTol = 5e-2;
 
+// bf16 weights multiplied in bf16 (the gemm engine's bf16 kernels, vdpbf16ps): each activation is
+// rounded to bf16 before the products, a relative error uniform in ±2^-9 (rms 2^-9/sqrt(3) ≈
+// 1.1e-3), while the weights are exact and the products and sums are f32. For random-sign terms a
+// product's output error is then ~1.1e-3 of the output's scale; two products in a row (x, then
+// the hidden activations) give ~1.6e-3 rms, and the maximum over a few thousand outputs (~4.5
+// sigma) ~7e-3. 1e-2 covers that; a wrong index, bias or scale is O(1). The kernels themselves are
+// checked at f32 precision against a double product of the bf16-rounded values (gemm_test.cc).
+inline constexpr double kBf16ActRelTol = 1e-2;
+
 }  // namespace testing
 }  // namespace fflite
 

@@ -8,23 +8,37 @@
 #include <cstring>
 #include <new>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 namespace fflite {
 
 template <typename T>
 class AlignedBuffer {
  public:
   static constexpr size_t kAlignment = 64;
+  static constexpr size_t kHugePage = size_t{2} << 20;
 
   AlignedBuffer() = default;
   // Storage for `count` elements plus `tail_bytes` of readable slack, zero-initialised unless
   // `zero` is false (for a buffer the caller writes whole). Returns false on allocation failure
   // or a size past the address space (leaves the buffer empty).
-  bool Allocate(size_t count, size_t tail_bytes = 0, bool zero = true) {
+  // `huge`: a buffer of at least 2 MiB is aligned to 2 MiB and offered to the kernel's transparent
+  // huge pages (Linux MADV_HUGEPAGE; where THP is "madvise", the default on Debian): a 180 MB
+  // packed matrix then faults in 90 pages instead of 46000 (0.47 -> 0.02-0.3 s measured on a Zen 5
+  // VM, where each fault is a trip to the hypervisor), and a walk over it misses the TLB less.
+  bool Allocate(size_t count, size_t tail_bytes = 0, bool zero = true, bool huge = false) {
     Free();
-    if (count > (~size_t{0} - tail_bytes - kAlignment) / sizeof(T)) return false;
-    const size_t bytes = (count * sizeof(T) + tail_bytes + kAlignment - 1) / kAlignment * kAlignment;
-    void* p = std::aligned_alloc(kAlignment, bytes == 0 ? kAlignment : bytes);
+    if (count > (~size_t{0} - tail_bytes - kHugePage) / sizeof(T)) return false;
+    size_t align = kAlignment;
+    if (huge && count * sizeof(T) + tail_bytes >= kHugePage) align = kHugePage;
+    const size_t bytes = (count * sizeof(T) + tail_bytes + align - 1) / align * align;
+    void* p = std::aligned_alloc(align, bytes == 0 ? kAlignment : bytes);
     if (p == nullptr) return false;
+#if defined(MADV_HUGEPAGE)
+    if (align == kHugePage) madvise(p, bytes, MADV_HUGEPAGE);  // advice only: failure is harmless
+#endif
     if (zero) std::memset(p, 0, bytes == 0 ? kAlignment : bytes);
     data_ = static_cast<T*>(p);
     size_ = count;

@@ -34,26 +34,31 @@ void GemmPackWeights(const GemmKernel& kernel, size_t rows, size_t k, const void
   const size_t nr = kernel.nr, units = kernel.Units(k);
   for (size_t p = first; p < last; ++p) {
     uint32_t* panel = packed + p * units * nr;
-    for (size_t j = 0; j < nr; ++j) {
-      const size_t r = p * nr + j;
-      if (r >= rows) {
-        for (size_t u = 0; u < units; ++u) panel[u * nr + j] = 0;
-        continue;
-      }
-      if (kernel.dtype == DType::BF16) {
-        // Pairs of the file's bf16 values as they are (the caller passes BF16 weights only).
-        const uint16_t* row = static_cast<const uint16_t*>(w) + r * k;
-        for (size_t u = 0; u < units; ++u) {
-          const uint32_t lo = row[2 * u];
-          const uint32_t hi = 2 * u + 1 < k ? row[2 * u + 1] : 0;
-          panel[u * nr + j] = lo | (hi << 16);
+    // In spans of 16 units: a span's writes (16 · nr units) stay in L1 while the rows are read.
+    constexpr size_t kSpan = 16;
+    for (size_t u0 = 0; u0 < units; u0 += kSpan) {
+      const size_t u1 = std::min(units, u0 + kSpan);
+      for (size_t j = 0; j < nr; ++j) {
+        const size_t r = p * nr + j;
+        if (r >= rows) {
+          for (size_t u = u0; u < u1; ++u) panel[u * nr + j] = 0;
+          continue;
         }
-      } else if (w_dtype == DType::F32) {
-        const float* row = static_cast<const float*>(w) + r * k;
-        for (size_t u = 0; u < units; ++u) panel[u * nr + j] = FloatBits(row[u]);
-      } else {
-        for (size_t u = 0; u < units; ++u) {
-          panel[u * nr + j] = FloatBits(WeightAt(w, w_dtype, r * k + u));
+        if (kernel.dtype == DType::BF16) {
+          // Pairs of the file's bf16 values as they are (the caller passes BF16 weights only).
+          const uint16_t* row = static_cast<const uint16_t*>(w) + r * k;
+          for (size_t u = u0; u < u1; ++u) {
+            const uint32_t lo = row[2 * u];
+            const uint32_t hi = 2 * u + 1 < k ? row[2 * u + 1] : 0;
+            panel[u * nr + j] = lo | (hi << 16);
+          }
+        } else if (w_dtype == DType::F32) {
+          const float* row = static_cast<const float*>(w) + r * k;
+          for (size_t u = u0; u < u1; ++u) panel[u * nr + j] = FloatBits(row[u]);
+        } else {
+          for (size_t u = u0; u < u1; ++u) {
+            panel[u * nr + j] = FloatBits(WeightAt(w, w_dtype, r * k + u));
+          }
         }
       }
     }
@@ -90,7 +95,10 @@ void GemmBlock(const GemmKernel& kernel, size_t n, size_t k, size_t rows,
                float out_min, size_t t0, size_t t1, size_t p0, size_t p1, float* y,
                size_t y_stride) {
   const size_t mr = kernel.mr, nr = kernel.nr, units = kernel.Units(k);
-  const size_t block = kGemmBlockUnits;
+  // One tile (a few tokens): nothing to reuse, so each panel is one stream over all of k (blocks
+  // would cut it into 32 KiB pieces the prefetcher restarts on). The sums are the same either way:
+  // a block's sums are stored and reloaded exactly.
+  const size_t block = t1 - t0 > 1 ? kGemmBlockUnits : std::max<size_t>(units, 1);
   const size_t blocks = std::max<size_t>(1, (units + block - 1) / block);
   const size_t group = std::max<size_t>(1, kGroupBytes / (nr * block * 4));
   const bool clamp = out_min != -std::numeric_limits<float>::infinity();

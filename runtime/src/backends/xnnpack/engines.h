@@ -3,6 +3,8 @@
 // routed experts, by their token count) and never looks inside one.
 //
 //   engine            weights                              prepared              best for
+//   packed (gemm)     f32/f16/bf16, packed panels (f32,    on first use          many tokens
+//                     or bf16 with a bf16 kernel)
 //   packed (XNNPACK)  f32/f16/bf16, packed f32 copies      on first use          many tokens
 //   direct            f32/f16/bf16 read from the file      nothing (in place)    a few tokens
 //   quant             i8/i4 panels read from the file      nothing (in place)    every count
@@ -24,6 +26,8 @@
 
 #include "absl/status/status.h"
 #include "format/model.h"
+#include "base/aligned_buffer.h"
+#include "kernels/gemm.h"
 #include "kernels/kernels.h"
 
 namespace fflite {
@@ -37,6 +41,9 @@ struct EngineContext {
   // Run: spinning workers take the cores from the caller's own work between sublayers (and, in
   // fflite-bench, from the other side of a comparison). nullptr: not recorded.
   bool* awake = nullptr;
+  // The gemm engine's packed activations: at least GemmScratchUnits of the largest product a
+  // backend runs (the caller's, one Run at a time); nullptr when no matrix uses the engine.
+  uint32_t* gemm_scratch = nullptr;
 };
 
 // The flags of a parallel loop: `last` (the last of a Run) yields the workers; records the state.
@@ -65,16 +72,30 @@ struct OperatorDeleter {
 };
 using OperatorPtr = std::unique_ptr<xnn_operator, OperatorDeleter>;
 
-// One weight matrix [out, in] as slices of output channels, each an operator owning its packed
-// weights (and bias). Empty (no slices) when the matrix is not packed.
+// One weight matrix [out, in], packed for one of two engines: XNNPACK operators over slices of
+// output channels, each owning its packed weights (and bias), or the gemm engine's panels
+// (kernels/gemm.h). Empty (neither) when the matrix is not packed.
 struct PackedMatrix {
   struct Slice {
     OperatorPtr op;
     size_t first = 0;  // first output channel
   };
   std::vector<Slice> slices;
+  // The gemm engine: its kernel (nullptr: XNNPACK's slices), panels, f32 bias and clamp.
+  const GemmKernel* gemm = nullptr;
+  AlignedBuffer<uint32_t> panels;
+  std::vector<float> bias;
+  float out_min = 0.0f;
   size_t in = 0, out = 0;
-  bool empty() const { return slices.empty(); }
+  bool empty() const { return slices.empty() && gemm == nullptr; }
+};
+
+// Which engine packs float matrices: XNNPACK (gemm_f32 == nullptr) or the gemm engine with these
+// kernels; bf16 weights take gemm_bf16 when set (bf16 arithmetic), else gemm_f32.
+struct PackChoice {
+  size_t slice_bytes = 0;  // XNNPACK: packed bytes per operator (see PackMatrixF32)
+  const GemmKernel* gemm_f32 = nullptr;
+  const GemmKernel* gemm_bf16 = nullptr;
 };
 
 // Packs y = W·x + b, clamped to [out_min, +inf), in slices of about `slice_bytes` of packed
@@ -84,17 +105,44 @@ struct PackedMatrix {
 absl::Status PackMatrixF32(const float* weights, const float* bias, size_t out, size_t in,
                            float out_min, size_t slice_bytes, const EngineContext& ctx,
                            const std::string& what, PackedMatrix* m);
-// The same from the model's tensors (f16/bf16 converted to f32 first; not quantised ones).
+// The same from the model's tensors, for the engine `choice` names (XNNPACK: f16/bf16 converted
+// to f32 first; not quantised ones).
 absl::Status PackMatrix(const TensorView& w, const TensorView& b, float out_min,
-                        size_t slice_bytes, const EngineContext& ctx, const std::string& what,
-                        PackedMatrix* m);
-// Bytes of packed weights an [out, in] matrix takes: padded to kSliceAlign output channels, plus
-// a bias per output channel.
-uint64_t PackedMatrixBytes(uint64_t out, uint64_t in);
+                        const PackChoice& choice, const EngineContext& ctx,
+                        const std::string& what, PackedMatrix* m);
+// Bytes of packed weights a [out, in] matrix of `dtype` takes with `choice`: XNNPACK pads to
+// kSliceAlign output channels, the gemm engine to its panel width; plus a bias per channel.
+uint64_t PackedMatrixBytes(uint64_t out, uint64_t in, DType dtype, const PackChoice& choice);
 
-// out[n, m.out] = in[n, m.in] · Wᵀ + b; in carries kXnnTailBytes of readable slack.
+// out[n, m.out] = in[n, m.in] · Wᵀ + b, then `epilogue` (declared below) on out; in carries
+// kXnnTailBytes of readable slack.
+struct Epilogue;
 absl::Status RunPacked(const PackedMatrix& m, size_t n, const float* in, float* out,
-                       const EngineContext& ctx, bool last);
+                       const EngineContext& ctx, bool last, const Epilogue& epilogue);
+
+// --- gemm: fflite's own engine (kernels/gemm.h), packed panels per ISA. ---
+
+// Packs W: [out, in] (f32, f16 or bf16; bf16 only for a BF16 kernel) for `kernel`, panels packed
+// in parallel on ctx's pool. bias: [out] f32 or nullptr. Errors: ResourceExhausted naming `what`.
+absl::Status PackMatrixGemm(const GemmKernel& kernel, const void* w, DType w_dtype,
+                            const float* bias, size_t out, size_t in, float out_min,
+                            const EngineContext& ctx, const std::string& what, PackedMatrix* m);
+// Units of ctx.gemm_scratch a product of n tokens over an `in`-wide matrix needs with `kernel`.
+inline size_t GemmScratchUnits(const GemmKernel& kernel, size_t n, size_t in) {
+  return kernel.ActivationBytes(n, in) / 4;
+}
+// An element-wise step applied to a product's outputs by the thread that computed them, while
+// they are in cache: y = act(gate) · y (GLU, gate [n, y_stride]) or y = act(y) (gate nullptr).
+struct Epilogue {
+  F32ActivationFn activation = nullptr;  // nullptr: none
+  const float* gate = nullptr;
+};
+
+// out[n, y_stride] = in[n, x_stride] · Wᵀ + b for a gemm-packed matrix: activations packed into
+// ctx.gemm_scratch, then tiles × panel groups shared among the pool's threads, each applying
+// `epilogue` to its outputs.
+void RunGemm(const PackedMatrix& m, size_t n, const float* in, size_t x_stride, float* out,
+             size_t y_stride, const EngineContext& ctx, bool last, const Epilogue& epilogue = {});
 
 // --- direct: fflite's few-token kernel on the file's row-major f32/f16/bf16 weights. ---
 

@@ -131,17 +131,32 @@ absl::Status PackMatrixF32(const float* weights, const float* bias, size_t out, 
   return status;
 }
 
-// The same from the model's tensors (f16/bf16 converted to f32 first).
-absl::Status PackMatrix(const TensorView& w, const TensorView& b, float out_min, size_t slice_bytes,
-                        const EngineContext& ctx, const std::string& what, PackedMatrix* m) {
+// The same from the model's tensors, for the engine `choice` names.
+absl::Status PackMatrix(const TensorView& w, const TensorView& b, float out_min,
+                        const PackChoice& choice, const EngineContext& ctx,
+                        const std::string& what, PackedMatrix* m) {
   std::vector<float> w_storage, b_storage;
+  const float* bias = AsF32(b, &b_storage);  // [out] or nullptr
+  const size_t out = static_cast<size_t>(w.shape[0]), in = static_cast<size_t>(w.shape[1]);
+  if (w.dtype == DType::BF16 && choice.gemm_bf16 != nullptr) {
+    return PackMatrixGemm(*choice.gemm_bf16, w.data, w.dtype, bias, out, in, out_min, ctx, what,
+                          m);
+  }
+  if (choice.gemm_f32 != nullptr) {
+    // Converted panel by panel from the file's f16/bf16 (no f32 copy of the whole matrix).
+    return PackMatrixGemm(*choice.gemm_f32, w.data, w.dtype, bias, out, in, out_min, ctx, what,
+                          m);
+  }
   const float* weights = AsF32(w, &w_storage);  // [out, in]
-  const float* bias = AsF32(b, &b_storage);     // [out] or nullptr
-  return PackMatrixF32(weights, bias, static_cast<size_t>(w.shape[0]),
-                       static_cast<size_t>(w.shape[1]), out_min, slice_bytes, ctx, what, m);
+  return PackMatrixF32(weights, bias, out, in, out_min, choice.slice_bytes, ctx, what, m);
 }
 
-uint64_t PackedMatrixBytes(uint64_t out, uint64_t in) {
+uint64_t PackedMatrixBytes(uint64_t out, uint64_t in, DType dtype, const PackChoice& choice) {
+  const GemmKernel* gemm = dtype == DType::BF16 && choice.gemm_bf16 != nullptr ? choice.gemm_bf16
+                                                                               : choice.gemm_f32;
+  if (gemm != nullptr) {
+    return uint64_t{gemm->Panels(out)} * gemm->nr * gemm->Units(in) * 4 + out * sizeof(float);
+  }
   // XNNPACK packs each slice's weights and bias (zeros when absent) in tiles of nr output
   // channels (16 on AVX-512; 8 or 4 elsewhere, so this slightly overestimates there).
   const uint64_t padded = (out + kSliceAlign - 1) / kSliceAlign * kSliceAlign;
@@ -182,7 +197,11 @@ void RunSlice(void* context, size_t i) {
 }  // namespace
 
 absl::Status RunPacked(const PackedMatrix& m, size_t n, const float* in, float* out,
-                       const EngineContext& ctx, bool last) {
+                       const EngineContext& ctx, bool last, const Epilogue& epilogue) {
+  if (m.gemm != nullptr) {
+    RunGemm(m, n, in, m.in, out, m.out, ctx, last, epilogue);
+    return absl::OkStatus();
+  }
   SliceJob job{&m, n, in, out, {xnn_status_success}};
   if (ctx.pool != nullptr && m.slices.size() > 1 && n * m.in * m.out >= kMinParallelMacs) {
     FFLITE_TSAN_RELEASE(&job);
@@ -195,6 +214,10 @@ absl::Status RunPacked(const PackedMatrix& m, size_t n, const float* in, float* 
   const int status = job.status.load(std::memory_order_relaxed);
   if (status != xnn_status_success) {
     return XnnError(static_cast<xnn_status>(status), "running a fully-connected operator");
+  }
+  if (epilogue.activation != nullptr) {
+    epilogue.activation(n * m.out, epilogue.gate != nullptr ? epilogue.gate : out,
+                        epilogue.gate != nullptr ? out : nullptr, out);
   }
   return absl::OkStatus();
 }

@@ -108,7 +108,7 @@ struct PackedFfn {
   std::vector<float> up_bias, gate_bias, down_bias;
 };
 
-absl::Status PackFfn(const FfnView& f, const Kernels& kernels, size_t slice_bytes,
+absl::Status PackFfn(const FfnView& f, const Kernels& kernels, const PackChoice& choice,
                      const EngineContext& ctx, const std::string& name, PackedFfn* p) {
   p->view = &f;
   p->gated = f.gated;
@@ -123,7 +123,7 @@ absl::Status PackFfn(const FfnView& f, const Kernels& kernels, size_t slice_byte
       if (b.present() && b.dtype != DType::F32) AsF32(b, bias);
       return absl::OkStatus();
     }
-    return PackMatrix(w, b, out_min, slice_bytes, ctx, name + what, m);
+    return PackMatrix(w, b, out_min, choice, ctx, name + what, m);
   };
   FFLITE_RETURN_IF_ERROR(
       pack(f.up, f.up_bias, fuse_relu ? 0.0f : -inf, ".up", &p->up, &p->up_bias));
@@ -225,6 +225,38 @@ inline void Axpy(size_t n, float a, const float* __restrict x, float* __restrict
   for (size_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
+// The engine and kernels that pack float matrices (see XnnpackBackendOptions::packed_engine).
+PackChoice ChoosePackEngine(const XnnpackBackendOptions& options, size_t slice_bytes) {
+  PackChoice choice;
+  choice.slice_bytes = slice_bytes;
+  const GemmKernel& f32 = options.gemm_f32 != nullptr ? *options.gemm_f32
+                                                      : BestGemmKernel(DType::F32);
+  const GemmKernel& bf16 = options.gemm_bf16 != nullptr ? *options.gemm_bf16
+                                                        : BestGemmKernel(DType::BF16);
+  bool gemm = options.packed_engine == XnnpackBackendOptions::PackedEngine::kGemm;
+  if (options.packed_engine == XnnpackBackendOptions::PackedEngine::kAuto) {
+    // Measured faster than XNNPACK on x86 (AVX2, AVX-512; see gemm_engine.cc). On ARM XNNPACK's
+    // assembly kernels stay until the NEON microkernel is measured on hardware.
+    gemm = std::string(f32.isa) == "avx512" || std::string(f32.isa) == "avx2";
+  }
+  if (gemm) choice.gemm_f32 = &f32;
+  // bf16 arithmetic: only with a kernel that is faster than converting to f32 (never the scalar
+  // twin by default), and only when the caller accepts bf16 activations.
+  const bool bf16_fast = options.gemm_bf16 != nullptr || std::string(bf16.isa) != "scalar-bf16";
+  if (gemm && options.bf16_arithmetic && bf16_fast) choice.gemm_bf16 = &bf16;
+  return choice;
+}
+
+// Bytes of packed weights one FFN takes with `choice` (what the budget counts).
+uint64_t PackedFfnBytes(const FfnView& f, const PackChoice& choice) {
+  // A quantised matrix is not packed: the packed form reads it from the file.
+  auto bytes = [&](const TensorView& w, uint64_t out, uint64_t in) {
+    return w.quantized() ? w.size : PackedMatrixBytes(out, in, w.dtype, choice);
+  };
+  const uint64_t d = f.d_model, ff = f.d_ff_padded;
+  return bytes(f.up, ff, d) + (f.gated ? bytes(f.gate, ff, d) : 0) + bytes(f.down, d, ff);
+}
+
 class XnnpackBackend : public Backend {
  public:
   XnnpackBackend(const Model& model, const Kernels& kernels, const QGemvKernel& qgemv,
@@ -241,7 +273,8 @@ class XnnpackBackend : public Backend {
             absl::StrFormat("creating a pool of %d threads failed", config.num_threads));
       }
     }
-    slice_bytes_ = options.slice_bytes;
+    choice_ = ChoosePackEngine(options, options.slice_bytes);
+    expert_choice_ = ChoosePackEngine(options, options.expert_slice_bytes);
     const uint64_t budget = config.expert_budget_bytes;
     const size_t d = model_.d_model();
     chunk_ = std::max<size_t>(1, std::min(config.max_tokens, options.token_chunk));
@@ -250,7 +283,6 @@ class XnnpackBackend : public Backend {
     // chunks); an expert's batch still passes through its FFN in chunks of `chunk_`.
     moe_chunk_ = std::max<size_t>(1, std::min(config.max_tokens, 4 * options.token_chunk));
     direct_max_ = std::min(options.direct_max_tokens, chunk_);
-    expert_slice_bytes_ = options.expert_slice_bytes;
     time_routed_ = options.time_routed_experts;
     size_t max_ff = 0, max_experts = 0, max_k = 0, max_groups = 1, max_router_out = 0;
     bool any_moe = false, any_quantized = false, any_quantized_expert = false;
@@ -282,7 +314,7 @@ class XnnpackBackend : public Backend {
         p.file.Init(f);
         if (f.AllQuantized()) {
           // Nothing to pack: PackFfn converts the biases only.
-          FFLITE_RETURN_IF_ERROR(PackFfn(f, kernels_, slice_bytes_, Context(),
+          FFLITE_RETURN_IF_ERROR(PackFfn(f, kernels_, choice_, Context(),
                                          absl::StrFormat("layers[%d].ffn", i), &p.ffn));
           p.packed = true;
         } else {
@@ -350,9 +382,22 @@ class XnnpackBackend : public Backend {
     if (any_quantized && !quant_.Reserve(chunk_, std::max<size_t>(d, max_ff))) {
       return absl::ResourceExhaustedError("allocating the quantised engine's scratch failed");
     }
+    // The gemm engine packs the activations of a product of up to chunk_ tokens (an expert's
+    // batch passes in chunks of chunk_ too) over up to max(d_model, d_ff) inputs.
+    size_t gemm_units = 0;
+    for (const PackChoice* c : {&choice_, &expert_choice_}) {
+      for (const GemmKernel* g : {c->gemm_f32, c->gemm_bf16}) {
+        if (g != nullptr) {
+          gemm_units = std::max(gemm_units, GemmScratchUnits(*g, chunk_, std::max(d, max_ff)));
+        }
+      }
+    }
+    if (gemm_units > 0 && !gemm_scratch_.Allocate(gemm_units, 0, /*zero=*/false)) {
+      return absl::ResourceExhaustedError("allocating the gemm engine's scratch failed");
+    }
     residency_.Init(2 * slots_.size(), budget);
     for (size_t i = 0; i < slots_.size(); ++i) {
-      residency_.SetBytes(2 * i + kPackedForm, XnnpackPackedFfnBytes(*slots_[i].view));
+      residency_.SetBytes(2 * i + kPackedForm, PackedFfnBytes(*slots_[i].view, expert_choice_));
       residency_.SetBytes(2 * i + kMappedForm, FileBytes(*slots_[i].view));
     }
     counts_.Init(model_);
@@ -465,7 +510,7 @@ class XnnpackBackend : public Backend {
                                          &mp.router));
     mp.shared.resize(m.shared_experts.size());
     for (size_t s = 0; s < m.shared_experts.size(); ++s) {
-      FFLITE_RETURN_IF_ERROR(PackFfn(m.shared_experts[s], kernels_, slice_bytes_, Context(),
+      FFLITE_RETURN_IF_ERROR(PackFfn(m.shared_experts[s], kernels_, choice_, Context(),
                                      absl::StrFormat("%s.shared_experts[%d]", name, s),
                                      &mp.shared[s]));
     }
@@ -516,32 +561,43 @@ class XnnpackBackend : public Backend {
   absl::Status RunFfn(const PackedFfn& f, size_t n, const float* in, float* out, bool last) {
     const FfnView& v = *f.view;
     const size_t d = model_.d_model(), ff = f.d_ff;
-    FFLITE_RETURN_IF_ERROR(Multiply(v.up, &f.up, DirectBias(v.up_bias, f.up_bias), n, in, d,
-                                    hidden_.data(), ff, /*last=*/false));
+    // The activation rides on the up product (gate first when gated): the gemm engine applies it
+    // on each thread's outputs while they are in cache, the other engines after the product.
+    Epilogue act{f.activation, nullptr};
     if (f.gated) {
       FFLITE_RETURN_IF_ERROR(Multiply(v.gate, &f.gate, DirectBias(v.gate_bias, f.gate_bias), n,
-                                      in, d, gate_.data(), ff, /*last=*/false));
-      f.activation(n * f.d_ff, gate_.data(), hidden_.data(), hidden_.data());
-    } else if (f.activation != nullptr) {
-      f.activation(n * f.d_ff, hidden_.data(), nullptr, hidden_.data());
+                                      in, d, gate_.data(), ff, /*last=*/false, {}));
+      act.gate = gate_.data();
     }
+    FFLITE_RETURN_IF_ERROR(Multiply(v.up, &f.up, DirectBias(v.up_bias, f.up_bias), n, in, d,
+                                    hidden_.data(), ff, /*last=*/false, act));
     return Multiply(v.down, &f.down, DirectBias(v.down_bias, f.down_bias), n, hidden_.data(), ff,
-                    out, d, last);
+                    out, d, last, {});
   }
 
   // y[n, y_stride] = x[n, x_stride] · Wᵀ + b by the engine that holds W: the quantised engine for
   // I8/I4 (from the file), the packed operators when there are some (strides: m.in, m.out), else
-  // the direct kernel on the file's f32/f16/bf16 rows.
+  // the direct kernel on the file's f32/f16/bf16 rows; then `epilogue` on y.
   absl::Status Multiply(const TensorView& w, const PackedMatrix* packed, const float* bias,
                         size_t n, const float* x, size_t x_stride, float* y, size_t y_stride,
-                        bool last) {
+                        bool last, const Epilogue& epilogue) {
     const EngineContext ctx = Context();
+    if (packed != nullptr && !packed->empty() && !w.quantized()) {
+      return RunPacked(*packed, n, x, y, ctx, last, epilogue);
+    }
     if (w.quantized()) {
       quant_.Run(w, bias, n, x, x_stride, y, y_stride, ctx, last);
-      return absl::OkStatus();
+    } else {
+      RunDirect(kernels_, w, bias, n, x, x_stride, y, y_stride, ctx, last);
     }
-    if (packed != nullptr && !packed->empty()) return RunPacked(*packed, n, x, y, ctx, last);
-    RunDirect(kernels_, w, bias, n, x, x_stride, y, y_stride, ctx, last);
+    if (epilogue.activation != nullptr) {
+      const size_t cols = static_cast<size_t>(w.shape[0]);
+      for (size_t r = 0; r < n; ++r) {
+        float* row = y + r * y_stride;
+        const float* g = epilogue.gate != nullptr ? epilogue.gate + r * y_stride : nullptr;
+        epilogue.activation(cols, g != nullptr ? g : row, g != nullptr ? row : nullptr, row);
+      }
+    }
     return absl::OkStatus();
   }
 
@@ -564,7 +620,7 @@ class XnnpackBackend : public Backend {
       PreNorm(p, x, n);
       // logits[n, ro]
       FFLITE_RETURN_IF_ERROR(RunPacked(mp.router, n, in_.data(), logits_.data(),
-                                       Context(), false));
+                                       Context(), false, {}));
       for (size_t t = 0; t < n; ++t) {
         const float* l = logits_.data() + t * ro;
         for (uint32_t e = 0; e < num_experts; ++e) logits_f64_[e] = l[e];
@@ -656,18 +712,19 @@ class XnnpackBackend : public Backend {
     const F32ActivationFn activation = kernels_.Activation(f.activation);
     float* hidden = hidden_.data();
     // Status: the direct and quantised engines cannot fail (no packed operator is involved).
-    Multiply(f.up, nullptr, DirectBias(f.up_bias, s.up_bias), c, in, in_stride, hidden, hs, false)
+    Multiply(f.up, nullptr, DirectBias(f.up_bias, s.up_bias), c, in, in_stride, hidden, hs, false,
+             {})
         .IgnoreError();
     if (f.gated) {
       float* gate = gate_.data();
       Multiply(f.gate, nullptr, DirectBias(f.gate_bias, s.gate_bias), c, in, in_stride, gate, hs,
-               false)
+               false, {})
           .IgnoreError();
       for (size_t t = 0; t < c; ++t) activation(ff, gate + t * hs, hidden + t * hs, hidden + t * hs);
     } else {
       for (size_t t = 0; t < c; ++t) activation(ff, hidden + t * hs, nullptr, hidden + t * hs);
     }
-    Multiply(f.down, nullptr, DirectBias(f.down_bias, s.down_bias), c, hidden, hs, out, d, last)
+    Multiply(f.down, nullptr, DirectBias(f.down_bias, s.down_bias), c, hidden, hs, out, d, last, {})
         .IgnoreError();
   }
 
@@ -676,7 +733,7 @@ class XnnpackBackend : public Backend {
   absl::Status PackDense(size_t layer, LayerPlan* p) {
     const FfnView& f = model_.layers()[layer].ffn;
     PackedFfn packed;
-    FFLITE_RETURN_IF_ERROR(PackFfn(f, kernels_, slice_bytes_, Context(),
+    FFLITE_RETURN_IF_ERROR(PackFfn(f, kernels_, choice_, Context(),
                                    absl::StrFormat("layers[%d].ffn", layer), &packed));
     if (!p->direct_small) ReleaseFfnPages(model_, f, /*keep_quantized=*/true);
     p->ffn = std::move(packed);
@@ -684,7 +741,9 @@ class XnnpackBackend : public Backend {
     return absl::OkStatus();
   }
 
-  EngineContext Context() { return EngineContext{threadpool_.get(), threads_, &pool_awake_}; }
+  EngineContext Context() {
+    return EngineContext{threadpool_.get(), threads_, &pool_awake_, gemm_scratch_.data()};
+  }
 
   // Residency. Each expert has two forms on the residency list (moe/residency.h): its packed
   // operators and its mapped file pages. Under a budget, least recently used forms are dropped
@@ -702,7 +761,7 @@ class XnnpackBackend : public Backend {
     residency_.MakeRoom(entry, [this](size_t e) { Evict(e); });
     auto packed = std::make_unique<PackedFfn>();
     FFLITE_RETURN_IF_ERROR(PackFfn(
-        *s.view, kernels_, expert_slice_bytes_, Context(),
+        *s.view, kernels_, expert_choice_, Context(),
         absl::StrFormat("layers[%d].moe.experts[%d]", s.layer, s.expert), packed.get()));
     // Packing read the file pages: hand them back, unless the mapped form holds them.
     if (!residency_.resident(2 * i + kMappedForm)) ReleaseFfnPages(model_, *s.view);
@@ -748,14 +807,15 @@ class XnnpackBackend : public Backend {
   const Kernels& kernels_;
   QuantEngine quant_;  // I8/I4 matrices, read from the file
   size_t threads_ = 1;
-  size_t slice_bytes_ = 0;
+  PackChoice choice_;         // dense layers and shared experts: engine, kernels, slices
+  PackChoice expert_choice_;  // routed experts
+  AlignedBuffer<uint32_t> gemm_scratch_;  // the gemm engine's packed activations
   ThreadpoolPtr threadpool_;      // null: one thread (everything runs on the caller's thread)
   bool pool_awake_ = false;       // the pool's threads may be spinning (see EngineContext)
   std::vector<LayerPlan> plans_;  // [layers]
   size_t chunk_ = 1;              // tokens per FFN pass (dense layers, experts' batches)
   size_t moe_chunk_ = 1;          // tokens routed and grouped at once in an MoE layer
   size_t direct_max_ = 0;         // experts with at most this many tokens run the direct kernel
-  size_t expert_slice_bytes_ = 0;  // slice size of routed experts' operators
   bool time_routed_ = false;
   double routed_seconds_ = 0.0;   // with time_routed_: time in routed experts so far
   // Routed experts of every MoE layer, resident or not; their two forms each, and the LRU list over
@@ -787,12 +847,19 @@ bool XnnpackBackendAvailable(std::string* why) {
 }
 
 uint64_t XnnpackPackedFfnBytes(const FfnView& f) {
-  // A quantised matrix is not packed: the packed form reads it from the file.
-  auto bytes = [&](const TensorView& w, uint64_t out, uint64_t in) {
-    return w.quantized() ? w.size : PackedMatrixBytes(out, in);
-  };
-  const uint64_t d = f.d_model, ff = f.d_ff_padded;
-  return bytes(f.up, ff, d) + (f.gated ? bytes(f.gate, ff, d) : 0) + bytes(f.down, d, ff);
+  const XnnpackBackendOptions defaults;
+  return PackedFfnBytes(f, ChoosePackEngine(defaults, defaults.expert_slice_bytes));
+}
+
+std::string XnnpackPackedEngineName(const XnnpackBackendOptions& options) {
+  const PackChoice choice = ChoosePackEngine(options, options.slice_bytes);
+  if (choice.gemm_f32 == nullptr) return "xnnpack";
+  return absl::StrFormat("gemm %s (bf16 weights: %s)", choice.gemm_f32->isa,
+                         choice.gemm_bf16 != nullptr ? choice.gemm_bf16->isa : "f32 panels");
+}
+
+bool XnnpackBf16Arithmetic(const XnnpackBackendOptions& options) {
+  return ChoosePackEngine(options, options.slice_bytes).gemm_bf16 != nullptr;
 }
 
 uint64_t XnnpackResidentExpertBytes(Backend* backend) {

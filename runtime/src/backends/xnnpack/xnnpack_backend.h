@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "backends/backend.h"
+#include "kernels/gemm.h"
 #include "kernels/kernels.h"
 #include "kernels/quant_kernels.h"
 
@@ -41,7 +42,26 @@ struct XnnpackBackendOptions {
   const QGemvKernel* qgemv = nullptr;
   const QGemmKernel* qgemm = nullptr;
   size_t quant_gemm_min_tokens = kQuantGemmTokensAuto;
+  // Float matrices, packed for many tokens: fflite's gemm engine (kernels/gemm.h) or XNNPACK's
+  // operators. kAuto: the gemm engine where it is measured faster (x86 with AVX2 or AVX-512),
+  // XNNPACK elsewhere. Routers are always XNNPACK operators (a few rows).
+  enum class PackedEngine { kAuto, kXnnpack, kGemm };
+  PackedEngine packed_engine = PackedEngine::kAuto;
+  // The gemm engine's kernels (nullptr: the best for this CPU) for f32 arithmetic and for bf16
+  // weights with bf16 arithmetic.
+  const GemmKernel* gemm_f32 = nullptr;
+  const GemmKernel* gemm_bf16 = nullptr;
+  // bf16 weights with the gemm engine multiply in bf16 where the CPU has a bf16 kernel (AVX-512
+  // BF16): activations are rounded to bf16 (relative error up to 2^-9 each, products and sums in
+  // f32), at about twice the f32 rate. false: converted to f32 panels, f32 arithmetic.
+  bool bf16_arithmetic = true;
 };
+
+// What packs float matrices in a backend made with `options` on this CPU, for reports: e.g.
+// "gemm avx512 (bf16 weights: avx512bf16)" or "xnnpack".
+std::string XnnpackPackedEngineName(const XnnpackBackendOptions& options);
+// Whether such a backend multiplies bf16 weights in bf16 (activations rounded to bf16).
+bool XnnpackBf16Arithmetic(const XnnpackBackendOptions& options);
 
 // Whether XNNPACK initialises on this CPU; `why` says why not.
 bool XnnpackBackendAvailable(std::string* why);
