@@ -26,6 +26,8 @@ float WeightAt(const void* w, DType w_dtype, size_t index) {
 // Panels of weights in L2 while every tile of a call passes over them (per block of units):
 // 256 KiB, a quarter of Zen 5's L2 (1 MiB), the rest for the call's activations and outputs.
 constexpr size_t kGroupBytes = size_t{256} << 10;
+// At most this many tiles in a product may run k unblocked (see GemmBlock).
+constexpr size_t kWholeKTiles = 3;
 
 }  // namespace
 
@@ -95,10 +97,15 @@ void GemmBlock(const GemmKernel& kernel, size_t n, size_t k, size_t rows,
                float out_min, size_t t0, size_t t1, size_t p0, size_t p1, float* y,
                size_t y_stride) {
   const size_t mr = kernel.mr, nr = kernel.nr, units = kernel.Units(k);
-  // One tile (a few tokens): nothing to reuse, so each panel is one stream over all of k (blocks
-  // would cut it into 32 KiB pieces the prefetcher restarts on). The sums are the same either way:
-  // a block's sums are stored and reloaded exactly.
-  const size_t block = t1 - t0 > 1 ? kGemmBlockUnits : std::max<size_t>(units, 1);
+  // A few tiles (a few dozen tokens; an expert's batch): k is not blocked where a whole panel
+  // stays in L2 for the other tiles (or there are no others), so that each panel is one stream
+  // from memory instead of pieces of 32 KiB the prefetcher restarts on. The sums are the same
+  // either way: a block's sums are stored to y and reloaded exactly. Measured on a Zen 5 VM,
+  // mixtral-mini routed experts at 128 tokens (11-24 per expert), 1 / 2 threads: always blocked
+  // 59-67% / 55-60% of the FMA peak, up to 3 tiles 67-76% / 63-67%.
+  const size_t tiles = t1 - t0;
+  const bool whole_k = tiles == 1 || (tiles <= kWholeKTiles && units * nr * 4 <= kGroupBytes);
+  const size_t block = whole_k ? std::max<size_t>(units, 1) : kGemmBlockUnits;
   const size_t blocks = std::max<size_t>(1, (units + block - 1) / block);
   const size_t group = std::max<size_t>(1, kGroupBytes / (nr * block * 4));
   const bool clamp = out_min != -std::numeric_limits<float>::infinity();

@@ -15,8 +15,9 @@
 // every tile passes over it, and a tile's units stay in L1 while it passes over the panels.
 //
 // Sums: each output is summed in an order that depends only on k and the kernel (units in order,
-// blocked by kGemmBlockUnits, each block added to the running sum in y), not on the token count or
-// how the work is split among threads: results are bit-identical however a call is split.
+// the running sum stored to y and reloaded exactly between blocks), not on the token count, the
+// blocking or how the work is split among threads: results are bit-identical however a call is
+// split.
 // The bf16 kernels round x to bf16 (nearest even) when they pack it; the products and sums are
 // f32 (vdpbf16ps treats bf16 subnormals as zero).
 #ifndef FFLITE_RUNTIME_SRC_KERNELS_GEMM_H_

@@ -12,7 +12,7 @@
 // dropped (see Acquire and moe/residency.h).
 //
 // Few tokens per expert: direct kernel on the file's weights. An expert that gets at most
-// `direct_max_tokens` (40) tokens in a call, every expert at decode, does not use its packed
+// `direct_max_tokens` (8 or 40, below) tokens in a call, every expert at decode, does not use its packed
 // operators: fflite's own kernel (kernels_.gemv) reads the expert's row-major weights straight from
 // the model file, f16/bf16 converted in registers. Why:
 //  - No packing. XNNPACK 2022 packs at about 1 GB/s here (44 ms for a mixtral-mini expert against
@@ -25,7 +25,12 @@
 //    the time of the arithmetic plus the time of the read), while the direct kernel prefetches the
 //    next row block as it computes. Measured on one Zen 4 core, routed experts of mixtral-mini
 //    (fflite-bench, % of the FMA peak): ~32 tokens per expert, direct 75% and packed 66-70%;
-//    ~48 tokens, both 76-79%; ~64 tokens, direct 77% and packed 84%. Hence 40.
+//    ~48 tokens, both 76-79%; ~64 tokens, direct 77% and packed 84%. Hence 40 with XNNPACK.
+//    The gemm engine packs at memory speed and computes a batch of ~16 tokens near its peak:
+//    on a Zen 5 VM, mixtral-mini at 128 tokens (11-24 per expert), routed experts at 1 / 2
+//    threads: threshold 40 (all direct) 39% / 36% of the FMA peak, 24: 72 / 57%, 16: 58 / 59%,
+//    8: 65 / 56%, 4: 67 / 56%, 0: 65 / 55% (runs differ by ~5 points). Hence 8 with the gemm
+//    engine: decode and the smallest batches stay on the file's rows.
 // Which path an expert takes depends only on its token count, never on residency, so results stay
 // identical whatever the budget. The file pages that path reads are the expert's second resident
 // form: the budget counts them and the LRU drops them (MADV_DONTNEED) like packed experts.
@@ -257,6 +262,10 @@ uint64_t PackedFfnBytes(const FfnView& f, const PackChoice& choice) {
   return bytes(f.up, ff, d) + (f.gated ? bytes(f.gate, ff, d) : 0) + bytes(f.down, d, ff);
 }
 
+// The default direct_max_tokens per engine of the routed experts (see the header comment).
+constexpr size_t kGemmDirectMaxTokens = 8;
+constexpr size_t kXnnpackDirectMaxTokens = 40;
+
 class XnnpackBackend : public Backend {
  public:
   XnnpackBackend(const Model& model, const Kernels& kernels, const QGemvKernel& qgemv,
@@ -282,7 +291,11 @@ class XnnpackBackend : public Backend {
     // them per batch (at 128 tokens, 8 experts, top-2: 32 per expert instead of 8 with 32-token
     // chunks); an expert's batch still passes through its FFN in chunks of `chunk_`.
     moe_chunk_ = std::max<size_t>(1, std::min(config.max_tokens, 4 * options.token_chunk));
-    direct_max_ = std::min(options.direct_max_tokens, chunk_);
+    size_t direct = options.direct_max_tokens;
+    if (direct == XnnpackBackendOptions::kDirectTokensAuto) {
+      direct = expert_choice_.gemm_f32 != nullptr ? kGemmDirectMaxTokens : kXnnpackDirectMaxTokens;
+    }
+    direct_max_ = std::min(direct, chunk_);
     time_routed_ = options.time_routed_experts;
     size_t max_ff = 0, max_experts = 0, max_k = 0, max_groups = 1, max_router_out = 0;
     bool any_moe = false, any_quantized = false, any_quantized_expert = false;

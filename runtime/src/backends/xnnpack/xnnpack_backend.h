@@ -26,8 +26,10 @@ struct XnnpackBackendOptions {
   // The most tokens that pass through the layer at once (bounds the scratch).
   size_t token_chunk = 128;
   // MoE: an expert given at most this many tokens in a call runs fflite's direct kernel on the
-  // file's weights instead of its packed operators (capped at token_chunk).
-  size_t direct_max_tokens = 40;
+  // file's weights instead of its packed form (capped at token_chunk). kDirectTokensAuto: 8 with
+  // the gemm engine, 40 with XNNPACK's operators (measured crossovers; see xnnpack_backend.cc).
+  static constexpr size_t kDirectTokensAuto = ~size_t{0};
+  size_t direct_max_tokens = kDirectTokensAuto;
   // Packed bytes per operator for routed experts. Their batches are a fraction of the call's
   // tokens; mixtral-mini, 32 tokens per expert, all packed: 1 MiB 68.6-69.4% of the FMA peak,
   // 2 MiB 64.4-67.9%; equal at 128 tokens per expert (81.5-83.7%).
