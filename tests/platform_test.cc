@@ -1,11 +1,14 @@
 // The platform facts are plausible on every target (x86-64 natively, aarch64 and armv7 under
 // qemu), and the C API reports the same facts as the C++ side, without writing past struct_size.
+#include <cpuinfo.h>
+
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "backends/xnnpack/xnnpack_backend.h"
 #include "base/platform.h"
 #include "fflite/fflite.h"
 #include "gmock/gmock.h"
@@ -100,6 +103,18 @@ TEST(PlatformTest, CApiReportsTheSameFacts) {
   EXPECT_EQ(std::string(info.kernels), BestKernels().isa);
   EXPECT_EQ(std::string(info.quant_gemv_kernels), BestQGemvKernel().isa);
   EXPECT_EQ(std::string(info.quant_gemm_kernels), BestQGemmKernel().isa);
+  const PackedKernelNames gemm = XnnpackPackedKernelNames(XnnpackBackendOptions());
+  EXPECT_EQ(std::string(info.gemm_kernels), gemm.f32);
+  EXPECT_EQ(std::string(info.bf16_gemm_kernels), gemm.bf16);
+#if defined(__x86_64__)
+  // x86 with AVX2 + FMA runs fflite's GEMM; bf16 arithmetic only where AVX-512 BF16 is.
+  if (cpuinfo_initialize() && cpuinfo_has_x86_avx2() && cpuinfo_has_x86_fma3()) {
+    EXPECT_NE(gemm.f32, "xnnpack");
+  }
+  if (!(cpuinfo_initialize() && cpuinfo_has_x86_avx512bf16())) {
+    EXPECT_EQ(gemm.bf16, gemm.f32);
+  }
+#endif
 }
 
 TEST(PlatformTest, CApiWritesOnlyStructSizeBytes) {

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "absl/status/status.h"
+#include "backends/xnnpack/xnnpack_backend.h"
 #include "base/platform.h"
 #include "c_status.h"
 #include "fflite/fflite.h"
@@ -336,6 +337,10 @@ fflite_status fflite_platform_info_get(fflite_platform_info* out_info) {
     copy(fflite::BestKernels().isa, info.kernels, sizeof(info.kernels));
     copy(fflite::BestQGemvKernel().isa, info.quant_gemv_kernels, sizeof(info.quant_gemv_kernels));
     copy(fflite::BestQGemmKernel().isa, info.quant_gemm_kernels, sizeof(info.quant_gemm_kernels));
+    const fflite::PackedKernelNames gemm =
+        fflite::XnnpackPackedKernelNames(fflite::XnnpackBackendOptions());
+    copy(gemm.f32, info.gemm_kernels, sizeof(info.gemm_kernels));
+    copy(gemm.bf16, info.bf16_gemm_kernels, sizeof(info.bf16_gemm_kernels));
     // Only the bytes the caller's struct has: a caller built against an older header is safe.
     std::memcpy(out_info, &info, info.struct_size);
     return absl::OkStatus();

@@ -864,6 +864,14 @@ uint64_t XnnpackPackedFfnBytes(const FfnView& f) {
   return PackedFfnBytes(f, ChoosePackEngine(defaults, defaults.expert_slice_bytes));
 }
 
+PackedKernelNames XnnpackPackedKernelNames(const XnnpackBackendOptions& options) {
+  const PackChoice choice = ChoosePackEngine(options, options.slice_bytes);
+  PackedKernelNames names;
+  names.f32 = choice.gemm_f32 != nullptr ? choice.gemm_f32->isa : "xnnpack";
+  names.bf16 = choice.gemm_bf16 != nullptr ? choice.gemm_bf16->isa : names.f32;
+  return names;
+}
+
 std::string XnnpackPackedEngineName(const XnnpackBackendOptions& options) {
   const PackChoice choice = ChoosePackEngine(options, options.slice_bytes);
   if (choice.gemm_f32 == nullptr) return "xnnpack";

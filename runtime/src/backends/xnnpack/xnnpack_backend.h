@@ -59,8 +59,14 @@ struct XnnpackBackendOptions {
   bool bf16_arithmetic = true;
 };
 
-// What packs float matrices in a backend made with `options` on this CPU, for reports: e.g.
-// "gemm avx512 (bf16 weights: avx512bf16)" or "xnnpack".
+// What multiplies packed float matrices in a backend made with `options` on this CPU: for f32
+// and f16 weights the gemm kernel's isa ("avx512", "avx2", ...) or "xnnpack"; for bf16 weights the
+// bf16 gemm kernel's ("avx512bf16") when they are multiplied in bf16, else the same as f32.
+struct PackedKernelNames {
+  std::string f32, bf16;
+};
+PackedKernelNames XnnpackPackedKernelNames(const XnnpackBackendOptions& options);
+// The same in words, for reports: e.g. "gemm avx512 (bf16 weights: avx512bf16)" or "xnnpack".
 std::string XnnpackPackedEngineName(const XnnpackBackendOptions& options);
 // Whether such a backend multiplies bf16 weights in bf16 (activations rounded to bf16).
 bool XnnpackBf16Arithmetic(const XnnpackBackendOptions& options);
