@@ -1,5 +1,7 @@
-// The xnnpack backend: XNNPACK fully-connected operators (on a pthreadpool) for the matrix
-// products of dense FFN layers, fflite's own vectorised kernels for activations, GLU and norms.
+// The xnnpack backend: the matrix products of dense and MoE FFN layers by the engines of
+// engines.h on a pthreadpool (fflite's gemm engine or XNNPACK's fully-connected operators for
+// packed float weights, fflite's direct and quantised kernels on the file's weights), fflite's own
+// vectorised kernels for activations, GLU and norms.
 #ifndef FFLITE_RUNTIME_SRC_BACKENDS_XNNPACK_XNNPACK_BACKEND_H_
 #define FFLITE_RUNTIME_SRC_BACKENDS_XNNPACK_XNNPACK_BACKEND_H_
 
