@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <vector>
@@ -185,6 +186,45 @@ TEST(GemmTest, PackingConvertsAndPads) {
       for (size_t j = 1; j < g->nr; ++j) EXPECT_EQ(last[u * g->nr + j], 0u);
     }
   }
+}
+
+// A kernel's vector packing of activations (pack_tile) writes the bits of the portable loop:
+// partial tiles, k not a multiple of 16 units or odd (bf16 pairs), rows with a stride, and
+// values whose bf16 rounding is delicate (ties, NaN, infinities, subnormals). The last row ends
+// at a guard page: nothing past k is read.
+TEST(GemmTest, VectorPackingMatchesThePortableLoop) {
+  const uint32_t specials[] = {0x7fc00000u, 0xff800001u, 0x7f800000u, 0xff800000u, 0x00000001u,
+                               0x807fffffu, 0x3f808000u, 0x3f818000u, 0x3f80ffffu, 0x7f7fffffu,
+                               0x00000000u, 0x80000000u, 0x7fffffffu, 0x3f807fffu};
+  std::mt19937 gen(11);
+  std::uniform_real_distribution<float> dist(-4.0f, 4.0f);
+  size_t vector_kernels = 0;
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    for (const GemmKernel* g : AvailableGemmKernels(dtype)) {
+      if (g->pack_tile == nullptr) continue;
+      ++vector_kernels;
+      GemmKernel portable = *g;
+      portable.pack_tile = nullptr;
+      for (size_t n : {1, 5, 12, 13, 25}) {
+        for (size_t k : {1, 2, 15, 16, 17, 31, 32, 33, 63, 100}) {
+          const size_t stride = k + 3;
+          GuardedBuffer xb(((n - 1) * stride + k) * sizeof(float));
+          float* x = xb.As<float>();
+          for (size_t i = 0; i < (n - 1) * stride + k; ++i) {
+            x[i] = i % 5 == 0 ? BitsToFloat(specials[(i / 5) % std::size(specials)]) : dist(gen);
+          }
+          const size_t units = g->ActivationBytes(n, k) / 4;
+          std::vector<uint32_t> want(units, 0xdeadbeefu), got(units, 0x12345678u);
+          GemmPackActivations(portable, n, k, x, stride, 0, g->Tiles(n), want.data());
+          GemmPackActivations(*g, n, k, x, stride, 0, g->Tiles(n), got.data());
+          for (size_t i = 0; i < units; ++i) {
+            ASSERT_EQ(got[i], want[i]) << g->isa << " n " << n << " k " << k << " unit " << i;
+          }
+        }
+      }
+    }
+  }
+  if (vector_kernels == 0) GTEST_SKIP() << "no vector packing on this CPU";
 }
 
 }  // namespace

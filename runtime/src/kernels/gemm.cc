@@ -72,13 +72,18 @@ void GemmPackActivations(const GemmKernel& kernel, size_t n, size_t k, const flo
   const size_t mr = kernel.mr, units = kernel.Units(k);
   for (size_t t = first; t < last; ++t) {
     uint32_t* tile = packed + t * units * mr;
+    const size_t m = std::min(mr, n - t * mr);
+    const float* rows = x + t * mr * x_stride;
+    if (kernel.pack_tile != nullptr) {
+      kernel.pack_tile(m, k, rows, x_stride, tile);
+      continue;
+    }
     for (size_t i = 0; i < mr; ++i) {
-      const size_t token = t * mr + i;
-      if (token >= n) {
+      if (i >= m) {
         for (size_t u = 0; u < units; ++u) tile[u * mr + i] = 0;
         continue;
       }
-      const float* row = x + token * x_stride;
+      const float* row = rows + i * x_stride;
       if (kernel.dtype == DType::BF16) {
         for (size_t u = 0; u < units; ++u) {
           const uint32_t lo = F32ToBf16(row[2 * u]);
@@ -190,8 +195,10 @@ const GemmKernel kScalarBf16 = {"scalar-bf16", DType::BF16, kScalarMr, kScalarNr
                                 GemmMicrokernelScalarBf16};
 #if defined(FFLITE_GEMM_X86)
 const GemmKernel kAvx2 = {"avx2", DType::F32, 6, 16, GemmMicrokernelAvx2};
-const GemmKernel kAvx512 = {"avx512", DType::F32, 12, 32, GemmMicrokernelAvx512};
-const GemmKernel kAvx512Bf16 = {"avx512bf16", DType::BF16, 12, 32, GemmMicrokernelAvx512Bf16};
+const GemmKernel kAvx512 = {"avx512", DType::F32, 12, 32, GemmMicrokernelAvx512,
+                            GemmPackTileAvx512};
+const GemmKernel kAvx512Bf16 = {"avx512bf16", DType::BF16, 12, 32, GemmMicrokernelAvx512Bf16,
+                                GemmPackTileAvx512Bf16};
 #endif
 #if defined(FFLITE_GEMM_NEON)
 const GemmKernel kNeon = {"neon", DType::F32, 6, 16, GemmMicrokernelNeon};

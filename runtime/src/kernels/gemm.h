@@ -39,11 +39,19 @@ using GemmMicrokernelFn = void (*)(size_t m, size_t n, size_t units, const uint3
                                    const uint32_t* w, const float* bias, bool accumulate,
                                    bool clamp, float out_min, float* y, size_t y_stride);
 
+// Packs one tile of activations: m tokens (1..mr) at x, x + x_stride, ... (k values each) into
+// tile (units(k) · mr units), as GemmPackActivations does.
+using GemmPackTileFn = void (*)(size_t m, size_t k, const float* x, size_t x_stride,
+                                uint32_t* tile);
+
 struct GemmKernel {
   const char* isa;  // "scalar", "avx2", "avx512", "neon"; "scalar-bf16", "avx512bf16"
   DType dtype;      // the packed element type: F32 (kr 1) or BF16 (kr 2)
   size_t mr, nr;    // tokens per tile, output channels per panel
   GemmMicrokernelFn microkernel;
+  // A vector packing of the activations for this kernel's mr and dtype, or nullptr: the portable
+  // loop. Both write the same bits.
+  GemmPackTileFn pack_tile = nullptr;
 
   size_t kr() const { return dtype == DType::BF16 ? 2 : 1; }
   size_t Units(size_t k) const { return (k + kr() - 1) / kr(); }
@@ -104,6 +112,10 @@ void GemmMicrokernelAvx512(size_t m, size_t n, size_t units, const uint32_t* x,
 void GemmMicrokernelAvx512Bf16(size_t m, size_t n, size_t units, const uint32_t* x,
                                const uint32_t* w, const float* bias, bool accumulate, bool clamp,
                                float out_min, float* y, size_t y_stride);
+// AVX-512 F packing of 12-token tiles: f32 units, or bf16 pairs rounded as F32ToBf16 does.
+void GemmPackTileAvx512(size_t m, size_t k, const float* x, size_t x_stride, uint32_t* tile);
+void GemmPackTileAvx512Bf16(size_t m, size_t k, const float* x, size_t x_stride,
+                            uint32_t* tile);
 #endif
 #if defined(__aarch64__)
 #define FFLITE_GEMM_NEON 1

@@ -14,6 +14,7 @@
 #include <immintrin.h>
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 
 namespace fflite {
@@ -53,6 +54,102 @@ __attribute__((target("avx512f,avx512bf16,fma"))) void GemmMicrokernelAvx512Bf16
     size_t m, size_t n, size_t units, const uint32_t* x, const uint32_t* w, const float* bias,
     bool accumulate, bool clamp, float out_min, float* y, size_t y_stride) {
   gemm_avx512_bf16::Microkernel(m, n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride);
+}
+
+// --- Packing a tile of 12 tokens: 16 units of every token at once, a 16 × 16 transpose. ---
+
+namespace gemm_avx512_pack {
+namespace {
+#define FFLITE_PACK_TARGET __attribute__((target("avx512f")))
+constexpr size_t kMr = 12;
+
+// r[i] lane j -> r[j] lane i, for the 16 × 16 matrix of 32-bit values in r.
+FFLITE_PACK_TARGET inline void Transpose16(__m512i r[16]) {
+  __m512i t[16];
+  for (size_t p = 0; p < 8; ++p) {
+    t[2 * p] = _mm512_unpacklo_epi32(r[2 * p], r[2 * p + 1]);
+    t[2 * p + 1] = _mm512_unpackhi_epi32(r[2 * p], r[2 * p + 1]);
+  }
+  // s[4q + c], 128-bit lane l: column 4l + c of rows 4q .. 4q + 3.
+  __m512i s[16];
+  for (size_t q = 0; q < 4; ++q) {
+    s[4 * q] = _mm512_unpacklo_epi64(t[4 * q], t[4 * q + 2]);
+    s[4 * q + 1] = _mm512_unpackhi_epi64(t[4 * q], t[4 * q + 2]);
+    s[4 * q + 2] = _mm512_unpacklo_epi64(t[4 * q + 1], t[4 * q + 3]);
+    s[4 * q + 3] = _mm512_unpackhi_epi64(t[4 * q + 1], t[4 * q + 3]);
+  }
+  for (size_t c = 0; c < 4; ++c) {
+    const __m512i a = _mm512_shuffle_i32x4(s[c], s[4 + c], 0x88);   // lanes 0, 2 of each
+    const __m512i b = _mm512_shuffle_i32x4(s[c], s[4 + c], 0xdd);   // lanes 1, 3
+    const __m512i a2 = _mm512_shuffle_i32x4(s[8 + c], s[12 + c], 0x88);
+    const __m512i b2 = _mm512_shuffle_i32x4(s[8 + c], s[12 + c], 0xdd);
+    r[c] = _mm512_shuffle_i32x4(a, a2, 0x88);
+    r[8 + c] = _mm512_shuffle_i32x4(a, a2, 0xdd);
+    r[4 + c] = _mm512_shuffle_i32x4(b, b2, 0x88);
+    r[12 + c] = _mm512_shuffle_i32x4(b, b2, 0xdd);
+  }
+}
+
+inline __mmask16 FirstLanes(size_t count) {
+  return count >= 16 ? static_cast<__mmask16>(0xffff)
+                     : static_cast<__mmask16>((1u << count) - 1);
+}
+
+// F32ToBf16 on 16 values (nearest even; a NaN stays a quiet NaN), in the low halves.
+FFLITE_PACK_TARGET inline __m512i RoundBf16(__m512i u) {
+  const __m512i one = _mm512_set1_epi32(1);
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
+  const __m512i rounded =
+      _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd)), 16);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(
+      _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  return _mm512_mask_blend_epi32(nan, rounded, quiet);
+}
+
+// Units u0 .. u0 + 15 of token i as 16 lanes (zero past k).
+template <bool kBf16>
+FFLITE_PACK_TARGET inline __m512i LoadUnits(const float* row, size_t k, size_t u0) {
+  if (!kBf16) return _mm512_maskz_loadu_epi32(FirstLanes(k - u0), row + u0);
+  const size_t j = 2 * u0;  // < k
+  const __m512i lo = RoundBf16(_mm512_maskz_loadu_epi32(FirstLanes(k - j), row + j));
+  const __m512i hi = j + 16 < k ? RoundBf16(_mm512_maskz_loadu_epi32(FirstLanes(k - j - 16),
+                                                                     row + j + 16))
+                                : _mm512_setzero_si512();
+  // The 32 bf16 values in order: units (value 2u low, value 2u + 1 high).
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi32_epi16(lo)),
+                            _mm512_cvtepi32_epi16(hi), 1);
+}
+
+template <bool kBf16>
+FFLITE_PACK_TARGET void PackTile(size_t m, size_t k, const float* x, size_t x_stride,
+                                 uint32_t* tile) {
+  const size_t units = kBf16 ? (k + 1) / 2 : k;
+  for (size_t u0 = 0; u0 < units; u0 += 16) {
+    __m512i r[16];
+    for (size_t i = 0; i < 16; ++i) {
+      r[i] = i < m ? LoadUnits<kBf16>(x + i * x_stride, k, u0) : _mm512_setzero_si512();
+    }
+    Transpose16(r);
+    const size_t count = std::min<size_t>(16, units - u0);
+    for (size_t j = 0; j < count; ++j) {
+      _mm512_mask_storeu_epi32(tile + (u0 + j) * kMr, static_cast<__mmask16>(0x0fff), r[j]);
+    }
+  }
+}
+#undef FFLITE_PACK_TARGET
+}  // namespace
+}  // namespace gemm_avx512_pack
+
+__attribute__((target("avx512f"))) void GemmPackTileAvx512(size_t m, size_t k, const float* x,
+                                                           size_t x_stride, uint32_t* tile) {
+  gemm_avx512_pack::PackTile<false>(m, k, x, x_stride, tile);
+}
+
+__attribute__((target("avx512f"))) void GemmPackTileAvx512Bf16(size_t m, size_t k,
+                                                               const float* x, size_t x_stride,
+                                                               uint32_t* tile) {
+  gemm_avx512_pack::PackTile<true>(m, k, x, x_stride, tile);
 }
 
 }  // namespace fflite
