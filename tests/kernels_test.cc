@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <vector>
@@ -28,7 +29,7 @@ using testing::kNormRelTol;
 constexpr Activation kActivations[] = {Activation::RELU, Activation::GELU_ERF,
                                        Activation::GELU_TANH, Activation::SILU,
                                        Activation::SIGMOID};
-// Body lengths and every tail of the 8- and 4-wide loops.
+// Body lengths and every tail of the 16-, 8- and 4-wide loops.
 constexpr size_t kLengths[] = {0, 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 100, 1001};
 
 // Inputs over the ranges that matter (and saturate): dense in [-12, 12], plus special points.
@@ -93,6 +94,38 @@ TEST(KernelsTest, SimdActivationsMatchDoubleFormula) {
   if (SimdKernels().empty()) GTEST_SKIP() << "no SIMD kernels for this CPU";
   for (const Kernels* k : SimdKernels()) {
     for (Activation act : kActivations) CheckActivation(*k, act);
+  }
+}
+
+// The x86 sets compute one source of formulas (activations_x86.inc) at 8 and 16 lanes: the
+// same operations in the same order, so the same bits, plain and as the GLU product, for every
+// lane position of the body and the tail.
+TEST(KernelsTest, Avx512ActivationsEqualAvx2Bits) {
+  const Kernels* avx2 = nullptr;
+  const Kernels* avx512 = nullptr;
+  for (const Kernels* k : AvailableKernels()) {
+    if (std::string(k->isa) == "avx2") avx2 = k;
+    if (std::string(k->isa) == "avx512") avx512 = k;
+  }
+  if (avx2 == nullptr || avx512 == nullptr) GTEST_SKIP() << "this CPU lacks AVX2 or AVX-512";
+  const size_t n = 4099;
+  std::vector<float> x = ActivationInputs(n, 9);
+  const uint32_t specials[] = {0x7fc00000u, 0xff800000u, 0x7f800000u, 0x00000001u, 0x80800000u,
+                               0x7f7fffffu, 0xc2b00000u, 0x42b20000u};
+  for (size_t i = 0; i < std::size(specials); ++i) x[100 + 13 * i] = BitsToFloat(specials[i]);
+  const std::vector<float> u = ActivationInputs(n, 10);
+  for (Activation act : kActivations) {
+    for (const float* gate_up : {static_cast<const float*>(nullptr), u.data()}) {
+      for (size_t len : {n, size_t{23}}) {
+        std::vector<float> want(len), got(len);
+        avx2->Activation(act)(len, x.data(), gate_up, want.data());
+        avx512->Activation(act)(len, x.data(), gate_up, got.data());
+        for (size_t i = 0; i < len; ++i) {
+          ASSERT_EQ(FloatBits(got[i]), FloatBits(want[i]))
+              << "activation " << static_cast<int>(act) << " x " << x[i] << " i " << i;
+        }
+      }
+    }
   }
 }
 

@@ -87,11 +87,17 @@ void F32RmsNormAvx2(size_t d, const float* x, const float* w, float eps, float* 
 void F32GemvAvx2(size_t c, size_t k, size_t rows, const void* w, DType w_dtype, const float* bias,
                  const float* x, size_t x_stride, float* y, size_t y_stride);
 // AVX-512 F + BW + VL (with FMA3 and F16C: Skylake-X, Ice Lake, Zen 4 and later). The "avx512"
-// set is the AVX2 set with this gemv: 4 rows × 6 tokens of 16-lane accumulators in the 32 zmm
-// registers instead of 4 × 3 of 8 lanes in 16 ymm, which the few-dozen-token MoE experts at prefill
-// need (they are bound by multiply-adds there). Call only when the CPU has all five.
+// set is the AVX2 set with this gemv and these activations. The gemv: 4 rows × 6 tokens of
+// 16-lane accumulators in the 32 zmm registers instead of 4 × 3 of 8 lanes in 16 ymm, which the
+// few-dozen-token MoE experts at prefill need (they are bound by multiply-adds there). The
+// activations: the AVX2 formulas on 16 lanes, the same bits. Call only when the CPU has all five.
 void F32GemvAvx512(size_t c, size_t k, size_t rows, const void* w, DType w_dtype,
                    const float* bias, const float* x, size_t x_stride, float* y, size_t y_stride);
+void F32ReluAvx512(size_t n, const float* x, const float* u, float* y);
+void F32GeluErfAvx512(size_t n, const float* x, const float* u, float* y);
+void F32GeluTanhAvx512(size_t n, const float* x, const float* u, float* y);
+void F32SiluAvx512(size_t n, const float* x, const float* u, float* y);
+void F32SigmoidAvx512(size_t n, const float* x, const float* u, float* y);
 #endif
 
 // aarch64 always has NEON. 32-bit ARM builds (Debian armhf targets VFPv3-D16 without NEON)

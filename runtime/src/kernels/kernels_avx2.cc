@@ -1,4 +1,5 @@
-// AVX2 + FMA3 kernels: 8 floats per vector; the exp/erfc approximations of approx.h. Compiled with
+// AVX2 + FMA3 kernels: 8 floats per vector; the activations of activations_x86.inc (the exp/erfc
+// approximations of approx.h). Compiled with
 // per-function target attributes (no per-file -mavx2), so no AVX2 code leaks into shared inline
 // functions; called only after cpuinfo reports AVX2, FMA3 and F16C (see select.cc).
 #include "kernels/kernels.h"
@@ -17,65 +18,35 @@ namespace fflite {
 
 namespace {
 
-FFLITE_AVX2 inline __m256 Exp(__m256 x) {
-  using namespace approx;  // NOLINT: constants only
-  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(kExpMin)), _mm256_set1_ps(kExpMax));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);
-  __m256 p = _mm256_set1_ps(kExpP0);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpP1));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpP2));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpP3));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpP4));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpP5));
-  const __m256 r2 = _mm256_mul_ps(r, r);
-  p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  // 2^n for n in [-126, 127]: the biased exponent in bits 23..30.
-  const __m256i bits =
-      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+// The vector operations of activations_x86.inc, on 8 floats.
+using V = __m256;
+FFLITE_AVX2 inline V Set1(float f) { return _mm256_set1_ps(f); }
+FFLITE_AVX2 inline V Add(V a, V b) { return _mm256_add_ps(a, b); }
+FFLITE_AVX2 inline V Sub(V a, V b) { return _mm256_sub_ps(a, b); }
+FFLITE_AVX2 inline V Mul(V a, V b) { return _mm256_mul_ps(a, b); }
+FFLITE_AVX2 inline V Div(V a, V b) { return _mm256_div_ps(a, b); }
+FFLITE_AVX2 inline V Min(V a, V b) { return _mm256_min_ps(a, b); }
+FFLITE_AVX2 inline V Max(V a, V b) { return _mm256_max_ps(a, b); }
+FFLITE_AVX2 inline V Fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+FFLITE_AVX2 inline V Fnmadd(V a, V b, V c) { return _mm256_fnmadd_ps(a, b, c); }
+FFLITE_AVX2 inline V Fmsub(V a, V b, V c) { return _mm256_fmsub_ps(a, b, c); }
+FFLITE_AVX2 inline V Abs(V v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+FFLITE_AVX2 inline V NegAbs(V v) { return _mm256_or_ps(v, _mm256_set1_ps(-0.0f)); }
+FFLITE_AVX2 inline V RoundNearest(V v) {
+  return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+// The biased exponent in bits 23..30.
+FFLITE_AVX2 inline V Pow2(V n) {
+  return _mm256_castsi256_ps(
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+}
+FFLITE_AVX2 inline V IfNegative(V x, V a, V b) {
+  return _mm256_blendv_ps(b, a, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
 }
 
-// 1 / (1 + e^-v) as s = 1/(1 + e^-|v|), then s for v >= 0 and e^-|v|·s for v < 0.
-FFLITE_AVX2 inline __m256 Sigmoid(__m256 v) {
-  const __m256 sign = _mm256_set1_ps(-0.0f);
-  const __m256 z = Exp(_mm256_or_ps(v, sign));  // e^-|v|
-  const __m256 s = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), z));
-  const __m256 neg = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LT_OQ);
-  return _mm256_blendv_ps(s, _mm256_mul_ps(z, s), neg);
-}
-
-// x·Φ(x), Φ(x) = erfc(-x/√2)/2, with erfc from approx.h for |x|/√2 and the reflection
-// erfc(-z) = 2 - erfc(z).
-FFLITE_AVX2 inline __m256 GeluErf(__m256 x) {
-  using namespace approx;  // NOLINT: constants only
-  const __m256 z =
-      _mm256_mul_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x), _mm256_set1_ps(kSqrtHalf));
-  const __m256 one = _mm256_set1_ps(1.0f);
-  const __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(z, _mm256_set1_ps(0.5f), one));
-  __m256 q = _mm256_set1_ps(kErfcQ[9]);
-  for (int i = 8; i >= 0; --i) q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(kErfcQ[i]));
-  // -z² = -(zz + zz_lo) exactly; the low part is folded into the small term.
-  const __m256 zz = _mm256_mul_ps(z, z);
-  const __m256 zz_lo = _mm256_fmsub_ps(z, z, zz);
-  const __m256 erfc = _mm256_mul_ps(t, Exp(_mm256_sub_ps(_mm256_sub_ps(q, zz_lo), zz)));
-  const __m256 half_erfc = _mm256_mul_ps(erfc, _mm256_set1_ps(0.5f));
-  const __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
-  const __m256 phi = _mm256_blendv_ps(_mm256_sub_ps(one, half_erfc), half_erfc, neg);
-  return _mm256_mul_ps(x, phi);
-}
-
-FFLITE_AVX2 inline __m256 GeluTanh(__m256 x) {
-  const __m256 x2 = _mm256_mul_ps(x, x);
-  const __m256 c = _mm256_fmadd_ps(_mm256_set1_ps(approx::kGeluTanh2C1), x2,
-                                   _mm256_set1_ps(approx::kGeluTanh2C0));
-  return _mm256_mul_ps(x, Sigmoid(_mm256_mul_ps(x, c)));
-}
-
-FFLITE_AVX2 inline __m256 Relu(__m256 x) { return _mm256_max_ps(x, _mm256_setzero_ps()); }
-FFLITE_AVX2 inline __m256 Silu(__m256 x) { return _mm256_mul_ps(x, Sigmoid(x)); }
+#define FFLITE_ACT_TARGET FFLITE_AVX2
+#include "kernels/activations_x86.inc"
+#undef FFLITE_ACT_TARGET
 
 // Mask of the first `rest` (0..7) lanes, for the tail.
 FFLITE_AVX2 inline __m256i TailMask(size_t rest) {

@@ -28,9 +28,10 @@ namespace {
 const Kernels kAvx2 = {"avx2",           F32ReluAvx2,      F32GeluErfAvx2, F32GeluTanhAvx2,
                        F32SiluAvx2,      F32SigmoidAvx2,   F32LayerNormAvx2, F32RmsNormAvx2,
                        F32GemvAvx2};
-// The AVX2 set with the AVX-512 gemv (the other kernels gain nothing from 16 lanes at these sizes).
-const Kernels kAvx512 = {"avx512",         F32ReluAvx2,      F32GeluErfAvx2, F32GeluTanhAvx2,
-                         F32SiluAvx2,      F32SigmoidAvx2,   F32LayerNormAvx2, F32RmsNormAvx2,
+// The AVX2 set with the AVX-512 gemv and activations (the norms gain nothing from 16 lanes at
+// d_model sizes).
+const Kernels kAvx512 = {"avx512",         F32ReluAvx512,    F32GeluErfAvx512, F32GeluTanhAvx512,
+                         F32SiluAvx512,    F32SigmoidAvx512, F32LayerNormAvx2, F32RmsNormAvx2,
                          F32GemvAvx512};
 #endif
 #if defined(FFLITE_KERNELS_NEON)
