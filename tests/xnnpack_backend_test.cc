@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -323,6 +324,63 @@ TEST(XnnpackOptionsTest, EveryPackedEngineMatchesReference) {
               absl::StrFormat("%s, %s, gated %d, %d tokens", setting.name, DTypeName(dtype),
                               gated, tokens),
               bf16_math ? testing::kBf16ActRelTol : testing::kF32RelTol);
+        }
+      }
+    }
+  }
+}
+
+// With many tokens per thread (kGemmFfnTokensPerThread) the gemm engine splits a dense FFN's
+// tokens among the threads, each running the whole FFN on its own: every kernel, gated or not,
+// with biases and odd sizes (partial tiles and panels in every range), matches the reference and
+// gives the bits of one thread, which splits nothing.
+TEST(XnnpackOptionsTest, GemmTokenSplitMatchesReferenceAndOneThread) {
+  using Engine = XnnpackBackendOptions::PackedEngine;
+  std::vector<std::pair<const GemmKernel*, bool>> kernels;  // kernel, bf16 arithmetic
+  for (const GemmKernel* g : AvailableGemmKernels(DType::F32)) kernels.push_back({g, false});
+  for (const GemmKernel* g : AvailableGemmKernels(DType::BF16)) kernels.push_back({g, true});
+  for (const auto& [kernel, bf16] : kernels) {
+    for (bool gated : {false, true}) {
+      Rng rng(12);
+      FfnParams p;
+      p.d_model = 40;
+      p.d_ff = 70;
+      p.activation = gated ? Activation::GELU_TANH : Activation::RELU;
+      p.gated = gated;
+      p.bias = true;
+      ModelSpec spec = OneLayer(p, rng);
+      WriteOptions write;
+      write.dtype = bf16 ? DType::BF16 : DType::F32;
+      write.d_ff_alignment = 1;
+      auto built = testing::BuildModel(spec, write);
+      ASSERT_TRUE(built.ok()) << built.status();
+      const size_t tokens = 150;  // 2 threads: 75 + 75; 3 threads: 50 + 50 + 50
+      const std::vector<float> input = Rng(13).Vec(tokens * p.d_model, 2.0f);
+      auto want = testing::RunLayer(*built->model, "reference", 0, input, tokens, 1);
+      ASSERT_TRUE(want.ok()) << want.status();
+      XnnpackBackendOptions options;
+      options.packed_engine = Engine::kGemm;
+      (bf16 ? options.gemm_bf16 : options.gemm_f32) = kernel;
+      options.bf16_arithmetic = bf16;
+      options.token_chunk = tokens;
+      options.direct_max_tokens = 0;
+      std::vector<float> one;
+      for (int threads : {1, 2, 3}) {
+        BackendConfig config;
+        config.num_threads = threads;
+        config.max_tokens = tokens;
+        auto backend = CreateXnnpackBackendWithOptions(*built->model, config, options);
+        ASSERT_TRUE(backend.ok()) << backend.status();
+        std::vector<float> got(tokens * p.d_model);
+        ASSERT_TRUE((*backend)->Run(0, input.data(), tokens, got.data()).ok());
+        const std::string what = absl::StrFormat("%s, gated %d, %d threads", kernel->isa, gated,
+                                                 threads);
+        testing::ExpectOutputsNear(*want, got, tokens, p.d_model,
+                                   bf16 ? testing::kBf16ActRelTol : testing::kF32RelTol, what);
+        if (threads == 1) {
+          one = got;
+        } else {
+          ASSERT_EQ(std::memcmp(got.data(), one.data(), got.size() * sizeof(float)), 0) << what;
         }
       }
     }

@@ -12,7 +12,8 @@
 // panels (about 8 panels each, whole groups; a multiple of the thread count) and, when there are
 // fewer panels than that needs, of tiles: a task computes every token of its panels, so each
 // thread reads its own weights once. Each output is summed in the same order however the work
-// is split (gemm.h), so results do not depend on the thread count.
+// is split (gemm.h), so results do not depend on the thread count. A small FFN with many tokens
+// per thread runs whole on each thread over its own tokens instead (RunGemmFfnByTokens).
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
@@ -153,6 +154,95 @@ void RunGemm(const PackedMatrix& m, size_t n, const float* in, size_t x_stride, 
   pthreadpool_parallelize_1d(ctx.pool, PackTiles, &job, tiles, PoolFlags(ctx, /*last=*/false));
   pthreadpool_parallelize_1d(ctx.pool, RunTask, &job, job.panel_tasks * tile_tasks,
                              PoolFlags(ctx, last));
+  FFLITE_TSAN_ACQUIRE(&job);
+}
+
+namespace {
+
+// Token range r of n among `ranges` (sizes differ by at most one).
+size_t RangeStart(size_t n, size_t ranges, size_t r) { return n * r / ranges; }
+
+// Units of scratch range r's tiles take: its input for gate/up, then its hidden rows for down.
+size_t RangeScratchUnits(const GemmFfn& f, size_t tokens) {
+  return std::max(GemmScratchUnits(*f.up->gemm, tokens, f.up->in),
+                  GemmScratchUnits(*f.down->gemm, tokens, f.down->in));
+}
+
+struct FfnJob {
+  const GemmFfn* f;
+  size_t n, ranges;
+  const float* in;
+  float *gate_out, *hidden, *out;
+  uint32_t* scratch;
+};
+
+// Every panel of m over the range's tiles (packed at x), rows [0, tokens) of y.
+void WholeProduct(const PackedMatrix& m, size_t tokens, const uint32_t* x, float* y) {
+  const GemmKernel& kernel = *m.gemm;
+  GemmBlock(kernel, tokens, m.in, m.out, x, m.panels.data(),
+            m.bias.empty() ? nullptr : m.bias.data(), m.out_min, 0, kernel.Tiles(tokens), 0,
+            kernel.Panels(m.out), y, m.out);
+}
+
+void RunFfnRange(void* context, size_t r) {
+  const FfnJob& job = *static_cast<const FfnJob*>(context);
+  FFLITE_TSAN_ACQUIRE(context);
+  const GemmFfn& f = *job.f;
+  const size_t t0 = RangeStart(job.n, job.ranges, r);
+  const size_t tokens = RangeStart(job.n, job.ranges, r + 1) - t0;
+  size_t offset = 0;
+  for (size_t i = 0; i < r; ++i) {
+    offset += RangeScratchUnits(f, RangeStart(job.n, job.ranges, i + 1) -
+                                       RangeStart(job.n, job.ranges, i));
+  }
+  uint32_t* x = job.scratch + offset;
+  const size_t ff = f.up->out, d_in = f.up->in;
+  const GemmKernel& up_kernel = *f.up->gemm;
+  GemmPackActivations(up_kernel, tokens, d_in, job.in + t0 * d_in, d_in, 0,
+                      up_kernel.Tiles(tokens), x);
+  float* h = job.hidden + t0 * ff;
+  if (f.gate != nullptr) WholeProduct(*f.gate, tokens, x, job.gate_out + t0 * ff);
+  WholeProduct(*f.up, tokens, x, h);
+  if (f.activation != nullptr) {
+    const float* g = f.gate != nullptr ? job.gate_out + t0 * ff : nullptr;
+    f.activation(tokens * ff, g != nullptr ? g : h, g != nullptr ? h : nullptr, h);
+  }
+  const GemmKernel& down_kernel = *f.down->gemm;
+  GemmPackActivations(down_kernel, tokens, ff, h, ff, 0, down_kernel.Tiles(tokens), x);
+  WholeProduct(*f.down, tokens, x, job.out + t0 * f.down->out);
+  FFLITE_TSAN_RELEASE(context);
+}
+
+}  // namespace
+
+bool GemmFfnByTokens(const GemmFfn& f, size_t n, const EngineContext& ctx) {
+  if (ctx.pool == nullptr || ctx.threads < 2 || n < kGemmFfnTokensPerThread * ctx.threads) {
+    return false;
+  }
+  for (const PackedMatrix* m : {f.gate, f.up, f.down}) {
+    if (m != nullptr && m->gemm == nullptr) return false;
+  }
+  if (f.up == nullptr || f.down == nullptr || f.down->in != f.up->out ||
+      (f.gate != nullptr && (f.gate->gemm != f.up->gemm || f.gate->out != f.up->out))) {
+    return false;
+  }
+  size_t bytes = 0;
+  for (const PackedMatrix* m : {f.gate, f.up, f.down}) {
+    if (m != nullptr) bytes += m->panels.size() * sizeof(uint32_t);
+  }
+  if (bytes > kGemmFfnSplitBytes) return false;
+  size_t units = 0;
+  for (size_t r = 0; r < ctx.threads; ++r) {
+    units += RangeScratchUnits(f, RangeStart(n, ctx.threads, r + 1) - RangeStart(n, ctx.threads, r));
+  }
+  return ctx.gemm_scratch != nullptr && units <= ctx.gemm_scratch_units;
+}
+
+void RunGemmFfnByTokens(const GemmFfn& f, size_t n, const float* in, float* gate_out,
+                        float* hidden, float* out, const EngineContext& ctx, bool last) {
+  FfnJob job{&f, n, ctx.threads, in, gate_out, hidden, out, ctx.gemm_scratch};
+  FFLITE_TSAN_RELEASE(&job);
+  pthreadpool_parallelize_1d(ctx.pool, RunFfnRange, &job, job.ranges, PoolFlags(ctx, last));
   FFLITE_TSAN_ACQUIRE(&job);
 }
 

@@ -401,7 +401,10 @@ class XnnpackBackend : public Backend {
     for (const PackChoice* c : {&choice_, &expert_choice_}) {
       for (const GemmKernel* g : {c->gemm_f32, c->gemm_bf16}) {
         if (g != nullptr) {
-          gemm_units = std::max(gemm_units, GemmScratchUnits(*g, chunk_, std::max(d, max_ff)));
+          // Plus one partial tile per extra thread for RunGemmFfnByTokens.
+          const size_t in = std::max(d, max_ff);
+          gemm_units = std::max(gemm_units, GemmScratchUnits(*g, chunk_, in) +
+                                                GemmFfnExtraScratchUnits(*g, threads_, in));
         }
       }
     }
@@ -574,6 +577,17 @@ class XnnpackBackend : public Backend {
   absl::Status RunFfn(const PackedFfn& f, size_t n, const float* in, float* out, bool last) {
     const FfnView& v = *f.view;
     const size_t d = model_.d_model(), ff = f.d_ff;
+    // Many tokens, every matrix on the gemm engine: the tokens split among the threads.
+    const auto gemm = [](const TensorView& w, const PackedMatrix& m) {
+      return !m.empty() && !w.quantized() && m.gemm != nullptr ? &m : nullptr;
+    };
+    const GemmFfn whole{f.gated ? gemm(v.gate, f.gate) : nullptr, gemm(v.up, f.up),
+                        gemm(v.down, f.down), f.activation};
+    const EngineContext ctx = Context();
+    if ((!f.gated || whole.gate != nullptr) && GemmFfnByTokens(whole, n, ctx)) {
+      RunGemmFfnByTokens(whole, n, in, gate_.data(), hidden_.data(), out, ctx, last);
+      return absl::OkStatus();
+    }
     // The activation rides on the up product (gate first when gated): the gemm engine applies it
     // on each thread's outputs while they are in cache, the other engines after the product.
     Epilogue act{f.activation, nullptr};
@@ -755,7 +769,8 @@ class XnnpackBackend : public Backend {
   }
 
   EngineContext Context() {
-    return EngineContext{threadpool_.get(), threads_, &pool_awake_, gemm_scratch_.data()};
+    return EngineContext{threadpool_.get(), threads_, &pool_awake_, gemm_scratch_.data(),
+                         gemm_scratch_.size()};
   }
 
   // Residency. Each expert has two forms on the residency list (moe/residency.h): its packed
