@@ -202,6 +202,7 @@ const GemmKernel kAvx512Bf16 = {"avx512bf16", DType::BF16, 12, 32, GemmMicrokern
 #endif
 #if defined(FFLITE_GEMM_NEON)
 const GemmKernel kNeon = {"neon", DType::F32, 6, 16, GemmMicrokernelNeon};
+const GemmKernel kNeonBf16 = {"neon-bf16", DType::BF16, 6, 16, GemmMicrokernelNeonBf16};
 #endif
 
 std::vector<const GemmKernel*> Detect(DType dtype) {
@@ -219,6 +220,7 @@ std::vector<const GemmKernel*> Detect(DType dtype) {
 #endif
 #if defined(FFLITE_GEMM_NEON)
   if (dtype == DType::F32) list.push_back(&kNeon);  // part of the ARMv8-A baseline
+  if (dtype == DType::BF16 && cpuinfo && cpuinfo_has_arm_bf16()) list.push_back(&kNeonBf16);
 #endif
   (void)cpuinfo;
   return list;

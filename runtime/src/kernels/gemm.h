@@ -1,7 +1,8 @@
 // fflite's own matrix product for many tokens over float weights (the "gemm" engine):
 //   y[t·y_stride + o] = max(out_min, (bias ? bias[o] : 0) + Σ_{j<k} W[o, j] · x[t·x_stride + j])
 // with W packed once into panels and x packed per call, computed by a register-blocked
-// microkernel per instruction set (AVX-512, AVX-512 BF16, AVX2, NEON) with a portable scalar twin.
+// microkernel per instruction set (AVX-512, AVX-512 BF16, AVX2, NEON, NEON BF16) with a portable
+// scalar twin.
 //
 // Layout. Everything is counted in 32-bit units along k: a unit is one f32 value (f32 kernels) or
 // a pair of bf16 values k = 2u, 2u + 1 (bf16 kernels: vdpbf16ps multiplies pairs). units(k) =
@@ -19,7 +20,8 @@
 // blocking or how the work is split among threads: results are bit-identical however a call is
 // split.
 // The bf16 kernels round x to bf16 (nearest even) when they pack it; the products and sums are
-// f32 (vdpbf16ps treats bf16 subnormals as zero).
+// f32 (vdpbf16ps treats bf16 subnormals as zero; Arm's bfdot rounds a pair's sum its own way
+// before FEAT_EBF16). The tests bound every kernel against a double product.
 #ifndef FFLITE_RUNTIME_SRC_KERNELS_GEMM_H_
 #define FFLITE_RUNTIME_SRC_KERNELS_GEMM_H_
 
@@ -45,7 +47,8 @@ using GemmPackTileFn = void (*)(size_t m, size_t k, const float* x, size_t x_str
                                 uint32_t* tile);
 
 struct GemmKernel {
-  const char* isa;  // "scalar", "avx2", "avx512", "neon"; "scalar-bf16", "avx512bf16"
+  // "scalar", "avx2", "avx512", "neon"; "scalar-bf16", "avx512bf16", "neon-bf16"
+  const char* isa;
   DType dtype;      // the packed element type: F32 (kr 1) or BF16 (kr 2)
   size_t mr, nr;    // tokens per tile, output channels per panel
   GemmMicrokernelFn microkernel;
@@ -86,8 +89,8 @@ void GemmBlock(const GemmKernel& kernel, size_t n, size_t k, size_t rows,
                size_t y_stride);
 
 // The kernels this CPU can run for packed `dtype` (F32 or BF16), scalar first; the best one (the
-// last of the list). The BF16 list has the scalar twin everywhere and "avx512bf16" on CPUs with
-// AVX-512 BF16.
+// last of the list). The BF16 list has the scalar twin everywhere, "avx512bf16" on CPUs with
+// AVX-512 BF16 and "neon-bf16" on aarch64 CPUs with FEAT_BF16.
 std::vector<const GemmKernel*> AvailableGemmKernels(DType dtype);
 const GemmKernel& BestGemmKernel(DType dtype);
 
@@ -123,6 +126,11 @@ void GemmPackTileAvx512Bf16(size_t m, size_t k, const float* x, size_t x_stride,
 void GemmMicrokernelNeon(size_t m, size_t n, size_t units, const uint32_t* x, const uint32_t* w,
                          const float* bias, bool accumulate, bool clamp, float out_min, float* y,
                          size_t y_stride);
+// aarch64 NEON with BF16 (bfdot): 6 tokens × 16 channels, pairs of k. Call only when the CPU
+// has FEAT_BF16.
+void GemmMicrokernelNeonBf16(size_t m, size_t n, size_t units, const uint32_t* x,
+                             const uint32_t* w, const float* bias, bool accumulate, bool clamp,
+                             float out_min, float* y, size_t y_stride);
 #endif
 
 }  // namespace fflite

@@ -1,6 +1,8 @@
-// The gemm engine's aarch64 NEON microkernel (gemm.h): 6 tokens × 16 channels, 24 q-register
-// accumulators, four panel loads and the tile's 6 values per unit (fmla by lane), in the 32
-// vector registers.
+// The gemm engine's aarch64 NEON microkernels (gemm.h): 6 tokens × 16 channels, 24 q-register
+// accumulators, four panel loads and the tile's 6 units per unit of k, in the 32 vector
+// registers. f32: fmla (one k per unit); bf16 (FEAT_BF16, Armv8.6 and some v8.2 cores): bfdot,
+// a pair of k per unit with the products summed in f32, like vdpbf16ps. One tile source
+// (gemm_neon_tile.inc) for both, each with its own target attribute.
 #include "kernels/gemm.h"
 
 #if defined(FFLITE_GEMM_NEON)
@@ -12,77 +14,43 @@
 
 namespace fflite {
 
+namespace gemm_neon_f32 {
 namespace {
-
 constexpr size_t kMr = 6, kNr = 16;
-
-template <size_t M>
-inline __attribute__((always_inline)) void Tile(size_t n, size_t units, const uint32_t* x,
-                                                const uint32_t* w, const float* bias,
-                                                bool accumulate, bool clamp, float out_min,
-                                                float* y, size_t y_stride) {
-  float32x4_t a[M][4];
-  // Partial panels (the last of a matrix) go through a full-width buffer.
-  float buffer[kMr][kNr];
-  const bool partial = n < kNr;
-  for (size_t i = 0; i < M; ++i) {
-    for (size_t q = 0; q < 4; ++q) {
-      if (accumulate && !partial) {
-        a[i][q] = vld1q_f32(y + i * y_stride + 4 * q);
-      } else if (accumulate || bias != nullptr) {
-        float lanes[4] = {0, 0, 0, 0};
-        for (size_t l = 0; l < 4 && 4 * q + l < n; ++l) {
-          lanes[l] = accumulate ? y[i * y_stride + 4 * q + l] : bias[4 * q + l];
-        }
-        a[i][q] = vld1q_f32(lanes);
-      } else {
-        a[i][q] = vdupq_n_f32(0.0f);
-      }
-    }
-  }
-  for (size_t u = 0; u < units; ++u) {
-    const float* wu = reinterpret_cast<const float*>(w + u * kNr);
-    const float32x4_t w0 = vld1q_f32(wu), w1 = vld1q_f32(wu + 4), w2 = vld1q_f32(wu + 8),
-                      w3 = vld1q_f32(wu + 12);
-    const float* xu = reinterpret_cast<const float*>(x + u * kMr);
-#pragma GCC unroll 6
-    for (size_t i = 0; i < M; ++i) {
-      const float xi = xu[i];
-      a[i][0] = vfmaq_n_f32(a[i][0], w0, xi);
-      a[i][1] = vfmaq_n_f32(a[i][1], w1, xi);
-      a[i][2] = vfmaq_n_f32(a[i][2], w2, xi);
-      a[i][3] = vfmaq_n_f32(a[i][3], w3, xi);
-    }
-  }
-  const float32x4_t lo = vdupq_n_f32(out_min);
-  for (size_t i = 0; i < M; ++i) {
-    for (size_t q = 0; q < 4; ++q) {
-      const float32x4_t v = clamp ? vmaxq_f32(a[i][q], lo) : a[i][q];
-      if (partial) {
-        vst1q_f32(buffer[i] + 4 * q, v);
-      } else {
-        vst1q_f32(y + i * y_stride + 4 * q, v);
-      }
-    }
-    if (partial) {
-      for (size_t j = 0; j < n; ++j) y[i * y_stride + j] = buffer[i][j];
-    }
-  }
+#define FFLITE_GEMM_TARGET
+inline float32x4_t Step(float32x4_t acc, float32x4_t w, uint32_t x) {
+  float xf;
+  __builtin_memcpy(&xf, &x, sizeof(xf));
+  return vfmaq_n_f32(acc, w, xf);
 }
-
+#include "kernels/gemm_neon_tile.inc"
+#undef FFLITE_GEMM_TARGET
 }  // namespace
+}  // namespace gemm_neon_f32
+
+namespace gemm_neon_bf16 {
+namespace {
+constexpr size_t kMr = 6, kNr = 16;
+#define FFLITE_GEMM_TARGET __attribute__((target("arch=armv8.2-a+bf16")))
+// acc[c] += w[2c]·x[0] + w[2c + 1]·x[1] (channel c's pair of k by the token's pair).
+FFLITE_GEMM_TARGET inline float32x4_t Step(float32x4_t acc, float32x4_t w, uint32_t x) {
+  return vbfdotq_f32(acc, vreinterpretq_bf16_f32(w), vreinterpretq_bf16_u32(vdupq_n_u32(x)));
+}
+#include "kernels/gemm_neon_tile.inc"
+#undef FFLITE_GEMM_TARGET
+}  // namespace
+}  // namespace gemm_neon_bf16
 
 void GemmMicrokernelNeon(size_t m, size_t n, size_t units, const uint32_t* x, const uint32_t* w,
                          const float* bias, bool accumulate, bool clamp, float out_min, float* y,
                          size_t y_stride) {
-  switch (m) {
-    case 1: Tile<1>(n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride); break;
-    case 2: Tile<2>(n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride); break;
-    case 3: Tile<3>(n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride); break;
-    case 4: Tile<4>(n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride); break;
-    case 5: Tile<5>(n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride); break;
-    default: Tile<kMr>(n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride);
-  }
+  gemm_neon_f32::Microkernel(m, n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride);
+}
+
+__attribute__((target("arch=armv8.2-a+bf16"))) void GemmMicrokernelNeonBf16(
+    size_t m, size_t n, size_t units, const uint32_t* x, const uint32_t* w, const float* bias,
+    bool accumulate, bool clamp, float out_min, float* y, size_t y_stride) {
+  gemm_neon_bf16::Microkernel(m, n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride);
 }
 
 }  // namespace fflite
