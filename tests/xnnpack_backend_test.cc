@@ -330,10 +330,11 @@ TEST(XnnpackOptionsTest, EveryPackedEngineMatchesReference) {
   }
 }
 
-// With many tokens per thread (kGemmFfnTokensPerThread) the gemm engine splits a dense FFN's
-// tokens among the threads, each running the whole FFN on its own: every kernel, gated or not,
-// with biases and odd sizes (partial tiles and panels in every range), matches the reference and
-// gives the bits of one thread, which splits nothing.
+// With many tokens per thread (kGemmFfnTokensPerThread) the gemm engine splits a dense layer's
+// tokens among the threads, each running the norm, the whole FFN and the residual on its own:
+// every kernel, gated (pre-norm) or not (post-norm), with biases and odd sizes (partial tiles and
+// panels in every range), matches the reference and gives the bits of one thread, which splits
+// nothing.
 TEST(XnnpackOptionsTest, GemmTokenSplitMatchesReferenceAndOneThread) {
   using Engine = XnnpackBackendOptions::PackedEngine;
   std::vector<std::pair<const GemmKernel*, bool>> kernels;  // kernel, bf16 arithmetic
@@ -349,6 +350,10 @@ TEST(XnnpackOptionsTest, GemmTokenSplitMatchesReferenceAndOneThread) {
       p.gated = gated;
       p.bias = true;
       ModelSpec spec = OneLayer(p, rng);
+      spec.layers[0].norm = testing::RandomNorm(
+          gated ? NormKind::RMS_NORM : NormKind::LAYER_NORM,
+          gated ? NormPlacement::PRE : NormPlacement::POST, p.d_model, rng);
+      spec.layers[0].residual = true;
       WriteOptions write;
       write.dtype = bf16 ? DType::BF16 : DType::F32;
       write.d_ff_alignment = 1;

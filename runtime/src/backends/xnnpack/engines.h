@@ -176,8 +176,16 @@ bool GemmFfnByTokens(const GemmFfn& f, size_t n, const EngineContext& ctx);
 inline size_t GemmFfnExtraScratchUnits(const GemmKernel& kernel, size_t threads, size_t in) {
   return threads > 1 ? (threads - 1) * kernel.mr * kernel.Units(in) : 0;
 }
+// Optional per-token work of the caller's around the FFN, run by each range's thread on its
+// tokens [t0, t1): `before` (writing in's rows) and `after` (reading out's rows).
+struct GemmFfnRows {
+  void (*before)(void* context, size_t t0, size_t t1) = nullptr;
+  void (*after)(void* context, size_t t0, size_t t1) = nullptr;
+  void* context = nullptr;
+};
 void RunGemmFfnByTokens(const GemmFfn& f, size_t n, const float* in, float* gate_out,
-                        float* hidden, float* out, const EngineContext& ctx, bool last);
+                        float* hidden, float* out, const EngineContext& ctx, bool last,
+                        const GemmFfnRows& rows = {});
 
 // --- direct: fflite's few-token kernel on the file's row-major f32/f16/bf16 weights. ---
 

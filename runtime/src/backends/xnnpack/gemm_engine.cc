@@ -174,6 +174,7 @@ struct FfnJob {
   const float* in;
   float *gate_out, *hidden, *out;
   uint32_t* scratch;
+  GemmFfnRows rows;
 };
 
 // Every panel of m over the range's tiles (packed at x), rows [0, tokens) of y.
@@ -197,6 +198,7 @@ void RunFfnRange(void* context, size_t r) {
   }
   uint32_t* x = job.scratch + offset;
   const size_t ff = f.up->out, d_in = f.up->in;
+  if (job.rows.before != nullptr) job.rows.before(job.rows.context, t0, t0 + tokens);
   const GemmKernel& up_kernel = *f.up->gemm;
   GemmPackActivations(up_kernel, tokens, d_in, job.in + t0 * d_in, d_in, 0,
                       up_kernel.Tiles(tokens), x);
@@ -210,6 +212,7 @@ void RunFfnRange(void* context, size_t r) {
   const GemmKernel& down_kernel = *f.down->gemm;
   GemmPackActivations(down_kernel, tokens, ff, h, ff, 0, down_kernel.Tiles(tokens), x);
   WholeProduct(*f.down, tokens, x, job.out + t0 * f.down->out);
+  if (job.rows.after != nullptr) job.rows.after(job.rows.context, t0, t0 + tokens);
   FFLITE_TSAN_RELEASE(context);
 }
 
@@ -239,8 +242,9 @@ bool GemmFfnByTokens(const GemmFfn& f, size_t n, const EngineContext& ctx) {
 }
 
 void RunGemmFfnByTokens(const GemmFfn& f, size_t n, const float* in, float* gate_out,
-                        float* hidden, float* out, const EngineContext& ctx, bool last) {
-  FfnJob job{&f, n, ctx.threads, in, gate_out, hidden, out, ctx.gemm_scratch};
+                        float* hidden, float* out, const EngineContext& ctx, bool last,
+                        const GemmFfnRows& rows) {
+  FfnJob job{&f, n, ctx.threads, in, gate_out, hidden, out, ctx.gemm_scratch, rows};
   FFLITE_TSAN_RELEASE(&job);
   pthreadpool_parallelize_1d(ctx.pool, RunFfnRange, &job, job.ranges, PoolFlags(ctx, last));
   FFLITE_TSAN_ACQUIRE(&job);

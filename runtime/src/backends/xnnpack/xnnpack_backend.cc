@@ -450,9 +450,20 @@ class XnnpackBackend : public Backend {
       const size_t n = std::min(chunk_, n_tokens - t0);
       const float* x = input + t0 * d;  // [n, d], the caller's
       const bool last = t0 + n == n_tokens;
+      const bool direct = p.direct_small && n <= direct_max_;
+      if (!direct && !p.packed) FFLITE_RETURN_IF_ERROR(PackDense(layer, &p));
+      GemmFfn whole;
+      if (!direct && SplitTokens(p.ffn, n, &whole)) {
+        // Each thread also norms its tokens before and adds the residual after.
+        DenseRows rows{this, &p, x, output + t0 * d};
+        RunGemmFfnByTokens(whole, n, in_.data(), gate_.data(), hidden_.data(), out_.data(),
+                           Context(), last, GemmFfnRows{&DenseRows::Before, &DenseRows::After,
+                                                        &rows});
+        continue;
+      }
       PreNorm(p, x, n);
       // f = FFN(h)   [n, d]
-      if (p.direct_small && n <= direct_max_) {
+      if (direct) {
         // The file's f16/bf16 rows; tokens at DirectStride (rows 4 KiB apart alias in L1).
         const float* src = in_.data();
         size_t stride = d;
@@ -465,7 +476,6 @@ class XnnpackBackend : public Backend {
         }
         RunFfnDirect(p.file, n, src, stride, out_.data(), last);
       } else {
-        if (!p.packed) FFLITE_RETURN_IF_ERROR(PackDense(layer, &p));
         FFLITE_RETURN_IF_ERROR(RunFfn(p.ffn, n, in_.data(), out_.data(), last));
       }
       Finish(p, x, n, output + t0 * d);
@@ -548,28 +558,49 @@ class XnnpackBackend : public Backend {
 
   // in_[n, d] = PreNorm(x) or x: XNNPACK may read past the end of its input, which must never be
   // the caller's buffer.
-  void PreNorm(const LayerPlan& p, const float* x, size_t n) {
+  void PreNorm(const LayerPlan& p, const float* x, size_t n) { PreNormRows(p, x, 0, n); }
+
+  // y[n, d] = [x +] out_, then the post-norm if any.
+  void Finish(const LayerPlan& p, const float* x, size_t n, float* y) { FinishRows(p, x, 0, n, y); }
+
+  // The same on tokens [t0, t1) of x, in_, out_ and y.
+  void PreNormRows(const LayerPlan& p, const float* x, size_t t0, size_t t1) {
     const size_t d = model_.d_model();
     if (p.norm != NormKind::INVALID && p.pre_norm) {
-      for (size_t t = 0; t < n; ++t) Normalize(p, x + t * d, in_.data() + t * d);
+      for (size_t t = t0; t < t1; ++t) Normalize(p, x + t * d, in_.data() + t * d);
     } else {
-      std::memcpy(in_.data(), x, n * d * sizeof(float));
+      std::memcpy(in_.data() + t0 * d, x + t0 * d, (t1 - t0) * d * sizeof(float));
+    }
+  }
+  void FinishRows(const LayerPlan& p, const float* x, size_t t0, size_t t1, float* y) {
+    const size_t d = model_.d_model();
+    const bool post = p.norm != NormKind::INVALID && !p.pre_norm;
+    float* out = out_.data();
+    if (p.residual) {
+      F32Add((t1 - t0) * d, out + t0 * d, x + t0 * d, (post ? out : y) + t0 * d);
+    } else if (!post) {
+      std::memcpy(y + t0 * d, out + t0 * d, (t1 - t0) * d * sizeof(float));
+    }
+    if (post) {
+      for (size_t t = t0; t < t1; ++t) Normalize(p, out + t * d, y + t * d);
     }
   }
 
-  // y[n, d] = [x +] out_, then the post-norm if any.
-  void Finish(const LayerPlan& p, const float* x, size_t n, float* y) {
-    const size_t d = model_.d_model();
-    const bool post = p.norm != NormKind::INVALID && !p.pre_norm;
-    if (p.residual) {
-      F32Add(n * d, out_.data(), x, post ? out_.data() : y);
-    } else if (!post) {
-      std::memcpy(y, out_.data(), n * d * sizeof(float));
+  // A dense layer's per-token work around a token-split FFN, on each range's thread.
+  struct DenseRows {
+    XnnpackBackend* backend;
+    const LayerPlan* plan;
+    const float* x;  // the chunk's input, [n, d]
+    float* y;        // the chunk's output, [n, d]
+    static void Before(void* context, size_t t0, size_t t1) {
+      const auto& r = *static_cast<const DenseRows*>(context);
+      r.backend->PreNormRows(*r.plan, r.x, t0, t1);
     }
-    if (post) {
-      for (size_t t = 0; t < n; ++t) Normalize(p, out_.data() + t * d, y + t * d);
+    static void After(void* context, size_t t0, size_t t1) {
+      const auto& r = *static_cast<const DenseRows*>(context);
+      r.backend->FinishRows(*r.plan, r.x, t0, t1, r.y);
     }
-  }
+  };
 
   // out[n, d] = down( act(in·gateᵀ + b_gate) ⊙ (in·upᵀ + b_up) )  or  down( act(in·upᵀ + b_up) )
   // in: [n, d] + XNN_EXTRA_BYTES; n <= chunk_; hidden_ and gate_ hold [n, d_ff].
@@ -577,15 +608,9 @@ class XnnpackBackend : public Backend {
   absl::Status RunFfn(const PackedFfn& f, size_t n, const float* in, float* out, bool last) {
     const FfnView& v = *f.view;
     const size_t d = model_.d_model(), ff = f.d_ff;
-    // Many tokens, every matrix on the gemm engine: the tokens split among the threads.
-    const auto gemm = [](const TensorView& w, const PackedMatrix& m) {
-      return !m.empty() && !w.quantized() && m.gemm != nullptr ? &m : nullptr;
-    };
-    const GemmFfn whole{f.gated ? gemm(v.gate, f.gate) : nullptr, gemm(v.up, f.up),
-                        gemm(v.down, f.down), f.activation};
-    const EngineContext ctx = Context();
-    if ((!f.gated || whole.gate != nullptr) && GemmFfnByTokens(whole, n, ctx)) {
-      RunGemmFfnByTokens(whole, n, in, gate_.data(), hidden_.data(), out, ctx, last);
+    GemmFfn whole;
+    if (SplitTokens(f, n, &whole)) {
+      RunGemmFfnByTokens(whole, n, in, gate_.data(), hidden_.data(), out, Context(), last);
       return absl::OkStatus();
     }
     // The activation rides on the up product (gate first when gated): the gemm engine applies it
@@ -600,6 +625,18 @@ class XnnpackBackend : public Backend {
                                     hidden_.data(), ff, /*last=*/false, act));
     return Multiply(v.down, &f.down, DirectBias(v.down_bias, f.down_bias), n, hidden_.data(), ff,
                     out, d, last, {});
+  }
+
+  // Whether f runs n tokens split among the threads (RunGemmFfnByTokens): many tokens, every
+  // matrix on the gemm engine. *whole: its matrices.
+  bool SplitTokens(const PackedFfn& f, size_t n, GemmFfn* whole) {
+    const FfnView& v = *f.view;
+    const auto gemm = [](const TensorView& w, const PackedMatrix& m) {
+      return !m.empty() && !w.quantized() && m.gemm != nullptr ? &m : nullptr;
+    };
+    *whole = GemmFfn{f.gated ? gemm(v.gate, f.gate) : nullptr, gemm(v.up, f.up),
+                     gemm(v.down, f.down), f.activation};
+    return (!f.gated || whole->gate != nullptr) && GemmFfnByTokens(*whole, n, Context());
   }
 
   // y[n, y_stride] = x[n, x_stride] · Wᵀ + b by the engine that holds W: the quantised engine for
