@@ -137,6 +137,19 @@ inline size_t GemmScratchUnits(const GemmKernel& kernel, size_t n, size_t in) {
 struct Epilogue {
   F32ActivationFn activation = nullptr;  // nullptr: none
   const float* gate = nullptr;
+
+  // On rows [r0, r1) × columns [c0, c1) of y [.., stride] (gate with the same stride).
+  void Apply(float* y, size_t stride, size_t r0, size_t r1, size_t c0, size_t c1) const {
+    if (activation == nullptr || r0 >= r1 || c0 >= c1) return;
+    // Whole rows are contiguous: one call.
+    const size_t rows = c0 == 0 && c1 == stride ? 1 : r1 - r0;
+    const size_t count = rows == 1 ? (r1 - r0 - 1) * stride + (c1 - c0) : c1 - c0;
+    for (size_t i = 0; i < rows; ++i) {
+      float* row = y + (r0 + i) * stride + c0;
+      const float* g = gate != nullptr ? gate + (r0 + i) * stride + c0 : nullptr;
+      activation(count, g != nullptr ? g : row, g != nullptr ? row : nullptr, row);
+    }
+  }
 };
 
 // out[n, y_stride] = in[n, x_stride] · Wᵀ + b for a gemm-packed matrix: activations packed into

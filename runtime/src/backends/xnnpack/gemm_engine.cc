@@ -108,16 +108,9 @@ void RunTask(void* context, size_t task) {
     GemmBlock(kernel, job.n, m.in, m.out, job.packed_x, m.panels.data(),
               m.bias.empty() ? nullptr : m.bias.data(), m.out_min, t0, t1, p0, p1, job.out,
               job.y_stride);
-    const Epilogue& e = job.epilogue;
-    if (e.activation != nullptr) {
-      // This task's outputs: its tokens' rows, its panels' columns.
-      const size_t c0 = p0 * kernel.nr, c1 = std::min(m.out, p1 * kernel.nr);
-      for (size_t r = t0 * kernel.mr; r < std::min(job.n, t1 * kernel.mr); ++r) {
-        float* y = job.out + r * job.y_stride + c0;
-        const float* g = e.gate != nullptr ? e.gate + r * job.y_stride + c0 : nullptr;
-        e.activation(c1 - c0, g != nullptr ? g : y, g != nullptr ? y : nullptr, y);
-      }
-    }
+    // This task's outputs: its tokens' rows, its panels' columns.
+    job.epilogue.Apply(job.out, job.y_stride, t0 * kernel.mr, std::min(job.n, t1 * kernel.mr),
+                       p0 * kernel.nr, std::min(m.out, p1 * kernel.nr));
   }
   FFLITE_TSAN_RELEASE(context);
 }
@@ -205,10 +198,8 @@ void RunFfnRange(void* context, size_t r) {
   float* h = job.hidden + t0 * ff;
   if (f.gate != nullptr) WholeProduct(*f.gate, tokens, x, job.gate_out + t0 * ff);
   WholeProduct(*f.up, tokens, x, h);
-  if (f.activation != nullptr) {
-    const float* g = f.gate != nullptr ? job.gate_out + t0 * ff : nullptr;
-    f.activation(tokens * ff, g != nullptr ? g : h, g != nullptr ? h : nullptr, h);
-  }
+  const Epilogue act{f.activation, f.gate != nullptr ? job.gate_out : nullptr};
+  act.Apply(job.hidden, ff, t0, t0 + tokens, 0, ff);
   const GemmKernel& down_kernel = *f.down->gemm;
   GemmPackActivations(down_kernel, tokens, ff, h, ff, 0, down_kernel.Tiles(tokens), x);
   WholeProduct(*f.down, tokens, x, job.out + t0 * f.down->out);

@@ -215,10 +215,7 @@ absl::Status RunPacked(const PackedMatrix& m, size_t n, const float* in, float* 
   if (status != xnn_status_success) {
     return XnnError(static_cast<xnn_status>(status), "running a fully-connected operator");
   }
-  if (epilogue.activation != nullptr) {
-    epilogue.activation(n * m.out, epilogue.gate != nullptr ? epilogue.gate : out,
-                        epilogue.gate != nullptr ? out : nullptr, out);
-  }
+  epilogue.Apply(out, m.out, 0, n, 0, m.out);
   return absl::OkStatus();
 }
 

@@ -654,14 +654,7 @@ class XnnpackBackend : public Backend {
     } else {
       RunDirect(kernels_, w, bias, n, x, x_stride, y, y_stride, ctx, last);
     }
-    if (epilogue.activation != nullptr) {
-      const size_t cols = static_cast<size_t>(w.shape[0]);
-      for (size_t r = 0; r < n; ++r) {
-        float* row = y + r * y_stride;
-        const float* g = epilogue.gate != nullptr ? epilogue.gate + r * y_stride : nullptr;
-        epilogue.activation(cols, g != nullptr ? g : row, g != nullptr ? row : nullptr, row);
-      }
-    }
+    epilogue.Apply(y, y_stride, 0, n, 0, static_cast<size_t>(w.shape[0]));
     return absl::OkStatus();
   }
 
@@ -773,7 +766,7 @@ class XnnpackBackend : public Backend {
                     bool last) {
     const FfnView& f = *s.view;
     const size_t d = model_.d_model(), ff = f.d_ff_padded, hs = DirectStride(ff);
-    const F32ActivationFn activation = kernels_.Activation(f.activation);
+    Epilogue act{kernels_.Activation(f.activation), nullptr};
     float* hidden = hidden_.data();
     // Status: the direct and quantised engines cannot fail (no packed operator is involved).
     Multiply(f.up, nullptr, DirectBias(f.up_bias, s.up_bias), c, in, in_stride, hidden, hs, false,
@@ -784,10 +777,9 @@ class XnnpackBackend : public Backend {
       Multiply(f.gate, nullptr, DirectBias(f.gate_bias, s.gate_bias), c, in, in_stride, gate, hs,
                false, {})
           .IgnoreError();
-      for (size_t t = 0; t < c; ++t) activation(ff, gate + t * hs, hidden + t * hs, hidden + t * hs);
-    } else {
-      for (size_t t = 0; t < c; ++t) activation(ff, hidden + t * hs, nullptr, hidden + t * hs);
+      act.gate = gate;
     }
+    act.Apply(hidden, hs, 0, c, 0, ff);
     Multiply(f.down, nullptr, DirectBias(f.down_bias, s.down_bias), c, hidden, hs, out, d, last, {})
         .IgnoreError();
   }
