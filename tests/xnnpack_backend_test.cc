@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -173,7 +174,8 @@ TEST(XnnpackLargerTest, Bf16GeGluDecode) {
 // Runs layer 0 of `spec` through the reference and through xnnpack with `options`; compares.
 void CompareWithReference(const ModelSpec& spec, const WriteOptions& write, size_t tokens,
                           int threads, const XnnpackBackendOptions& options,
-                          const std::string& what, double tolerance = testing::kF32RelTol) {
+                          const std::string& what, double tolerance = testing::kF32RelTol,
+                          std::vector<float>* out = nullptr) {
   auto built = testing::BuildModel(spec, write);
   ASSERT_TRUE(built.ok()) << built.status();
   Rng rng(11);
@@ -188,6 +190,7 @@ void CompareWithReference(const ModelSpec& spec, const WriteOptions& write, size
   std::vector<float> got(tokens * spec.d_model);
   ASSERT_TRUE((*backend)->Run(0, input.data(), tokens, got.data()).ok());
   testing::ExpectOutputsNear(*want, got, tokens, spec.d_model, tolerance, what);
+  if (out != nullptr) *out = std::move(got);
 }
 
 ModelSpec OneLayer(const FfnParams& p, Rng& rng) {
@@ -357,34 +360,24 @@ TEST(XnnpackOptionsTest, GemmTokenSplitMatchesReferenceAndOneThread) {
       WriteOptions write;
       write.dtype = bf16 ? DType::BF16 : DType::F32;
       write.d_ff_alignment = 1;
-      auto built = testing::BuildModel(spec, write);
-      ASSERT_TRUE(built.ok()) << built.status();
       const size_t tokens = 150;  // 2 threads: 75 + 75; 3 threads: 50 + 50 + 50
-      const std::vector<float> input = Rng(13).Vec(tokens * p.d_model, 2.0f);
-      auto want = testing::RunLayer(*built->model, "reference", 0, input, tokens, 1);
-      ASSERT_TRUE(want.ok()) << want.status();
       XnnpackBackendOptions options;
       options.packed_engine = Engine::kGemm;
       (bf16 ? options.gemm_bf16 : options.gemm_f32) = kernel;
       options.bf16_arithmetic = bf16;
       options.token_chunk = tokens;
       options.direct_max_tokens = 0;
-      std::vector<float> one;
+      std::vector<float> one, got;
       for (int threads : {1, 2, 3}) {
-        BackendConfig config;
-        config.num_threads = threads;
-        config.max_tokens = tokens;
-        auto backend = CreateXnnpackBackendWithOptions(*built->model, config, options);
-        ASSERT_TRUE(backend.ok()) << backend.status();
-        std::vector<float> got(tokens * p.d_model);
-        ASSERT_TRUE((*backend)->Run(0, input.data(), tokens, got.data()).ok());
         const std::string what = absl::StrFormat("%s, gated %d, %d threads", kernel->isa, gated,
                                                  threads);
-        testing::ExpectOutputsNear(*want, got, tokens, p.d_model,
-                                   bf16 ? testing::kBf16ActRelTol : testing::kF32RelTol, what);
+        CompareWithReference(spec, write, tokens, threads, options, what,
+                             bf16 ? testing::kBf16ActRelTol : testing::kF32RelTol, &got);
+        ASSERT_FALSE(HasFatalFailure()) << what;
         if (threads == 1) {
           one = got;
         } else {
+          ASSERT_EQ(got.size(), one.size()) << what;
           ASSERT_EQ(std::memcmp(got.data(), one.data(), got.size() * sizeof(float)), 0) << what;
         }
       }
