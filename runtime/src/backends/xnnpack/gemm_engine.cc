@@ -161,6 +161,15 @@ size_t RangeScratchUnits(const GemmFfn& f, size_t tokens) {
                   GemmScratchUnits(*f.down->gemm, tokens, f.down->in));
 }
 
+// Units of scratch before range r's (the ranges' tiles lie in order); r = ranges: all of them.
+size_t RangeScratchOffset(const GemmFfn& f, size_t n, size_t ranges, size_t r) {
+  size_t units = 0;
+  for (size_t i = 0; i < r; ++i) {
+    units += RangeScratchUnits(f, RangeStart(n, ranges, i + 1) - RangeStart(n, ranges, i));
+  }
+  return units;
+}
+
 struct FfnJob {
   const GemmFfn* f;
   size_t n, ranges;
@@ -184,12 +193,7 @@ void RunFfnRange(void* context, size_t r) {
   const GemmFfn& f = *job.f;
   const size_t t0 = RangeStart(job.n, job.ranges, r);
   const size_t tokens = RangeStart(job.n, job.ranges, r + 1) - t0;
-  size_t offset = 0;
-  for (size_t i = 0; i < r; ++i) {
-    offset += RangeScratchUnits(f, RangeStart(job.n, job.ranges, i + 1) -
-                                       RangeStart(job.n, job.ranges, i));
-  }
-  uint32_t* x = job.scratch + offset;
+  uint32_t* x = job.scratch + RangeScratchOffset(f, job.n, job.ranges, r);
   const size_t ff = f.up->out, d_in = f.up->in;
   if (job.rows.before != nullptr) job.rows.before(job.rows.context, t0, t0 + tokens);
   const GemmKernel& up_kernel = *f.up->gemm;
@@ -225,11 +229,8 @@ bool GemmFfnByTokens(const GemmFfn& f, size_t n, const EngineContext& ctx) {
     if (m != nullptr) bytes += m->panels.size() * sizeof(uint32_t);
   }
   if (bytes > kGemmFfnSplitBytes) return false;
-  size_t units = 0;
-  for (size_t r = 0; r < ctx.threads; ++r) {
-    units += RangeScratchUnits(f, RangeStart(n, ctx.threads, r + 1) - RangeStart(n, ctx.threads, r));
-  }
-  return ctx.gemm_scratch != nullptr && units <= ctx.gemm_scratch_units;
+  return ctx.gemm_scratch != nullptr &&
+         RangeScratchOffset(f, n, ctx.threads, ctx.threads) <= ctx.gemm_scratch_units;
 }
 
 void RunGemmFfnByTokens(const GemmFfn& f, size_t n, const float* in, float* gate_out,
