@@ -1,10 +1,7 @@
 // MoE routing: scores, group-limited top-k with index tie-breaking, renormalisation, scaling.
 #include "moe/routing.h"
 
-#include <algorithm>
-#include <cmath>
 #include <cstring>
-#include <limits>
 
 #include "base/half.h"
 
@@ -19,17 +16,6 @@ double LoadScalar(const TensorView& t, uint64_t i) {
     case DType::BF16: std::memcpy(&h, t.data + 2 * i, 2); return Bf16ToF32(h);
     default: std::memcpy(&f, t.data + 4 * i, 4); return f;
   }
-}
-
-// Index of the largest value among entries with !taken[i], ties to the lower index. A NaN never
-// compares greater, so the first candidate stands against it.
-uint32_t ArgMax(const double* v, const uint8_t* taken, uint32_t n) {
-  uint32_t best = n;
-  for (uint32_t i = 0; i < n; ++i) {
-    if (taken[i]) continue;
-    if (best == n || v[i] > v[best]) best = i;
-  }
-  return best;
 }
 
 }  // namespace
@@ -61,66 +47,31 @@ void RoutingScratch::Reserve(uint32_t num_experts, uint32_t n_group) {
   group_kept.resize(n_group);
 }
 
+static_assert(route::kSoftmax == static_cast<uint8_t>(Scoring::SOFTMAX) &&
+              route::kSigmoid == static_cast<uint8_t>(Scoring::SIGMOID));
+static_assert(route::kGroupHighest == static_cast<uint8_t>(GroupScoring::HIGHEST) &&
+              route::kGroupTop2Sum == static_cast<uint8_t>(GroupScoring::TOP2_SUM));
+
+route::Params ToRouteParams(const RoutingParams& p) {
+  route::Params r;
+  r.num_experts = p.num_experts;
+  r.top_k = p.top_k;
+  r.scoring = static_cast<uint8_t>(p.scoring);
+  r.group_scoring = static_cast<uint8_t>(p.group_scoring);
+  r.normalize_top_k = p.normalize_top_k ? 1 : 0;
+  r.n_group = p.n_group;
+  r.topk_group = p.topk_group;
+  r.routed_scaling_factor = p.routed_scaling_factor;
+  r.score_correction_bias =
+      p.score_correction_bias.empty() ? nullptr : p.score_correction_bias.data();
+  return r;
+}
+
 void RouteToken(const RoutingParams& p, const double* logits, RoutingScratch* s,
                 uint32_t* experts, double* weights) {
-  const uint32_t n = p.num_experts;
-  double* scores = s->scores.data();
-  double* choice = s->choice.data();
-  uint8_t* taken = s->taken.data();
-
-  if (p.scoring == Scoring::SOFTMAX) {
-    double max = logits[0];
-    for (uint32_t e = 1; e < n; ++e) max = std::max(max, logits[e]);
-    double sum = 0.0;
-    for (uint32_t e = 0; e < n; ++e) sum += scores[e] = std::exp(logits[e] - max);
-    for (uint32_t e = 0; e < n; ++e) scores[e] /= sum;
-  } else {
-    for (uint32_t e = 0; e < n; ++e) scores[e] = 1.0 / (1.0 + std::exp(-logits[e]));
-  }
-  for (uint32_t e = 0; e < n; ++e) {
-    choice[e] = scores[e] + (p.score_correction_bias.empty() ? 0.0 : p.score_correction_bias[e]);
-  }
-
-  std::memset(taken, 0, s->taken.size());
-  if (p.n_group > 1) {
-    // Score each group, keep the best topk_group groups, and mark the experts of the others taken.
-    const uint32_t per = n / p.n_group;
-    for (uint32_t g = 0; g < p.n_group; ++g) {
-      const double* c = choice + g * per;
-      if (p.group_scoring == GroupScoring::HIGHEST) {
-        s->group_scores[g] = *std::max_element(c, c + per);
-      } else {
-        const uint32_t first = ArgMax(c, taken, per);  // taken is all zero here
-        double second = -std::numeric_limits<double>::infinity();
-        for (uint32_t i = 0; i < per; ++i) {
-          if (i != first) second = std::max(second, c[i]);
-        }
-        s->group_scores[g] = c[first] + second;
-      }
-    }
-    uint8_t* kept = s->group_kept.data();  // ArgMax skips kept groups: "taken" by the choice
-    std::memset(kept, 0, p.n_group);
-    for (uint32_t j = 0; j < p.topk_group; ++j) {
-      kept[ArgMax(s->group_scores.data(), kept, p.n_group)] = 1;
-    }
-    for (uint32_t g = 0; g < p.n_group; ++g) {
-      if (!kept[g]) std::memset(taken + g * per, 1, per);
-    }
-  }
-
-  double sum = 0.0;
-  for (uint32_t j = 0; j < p.top_k; ++j) {
-    const uint32_t e = ArgMax(choice, taken, n);
-    taken[e] = 1;
-    experts[j] = e;
-    weights[j] = scores[e];
-    sum += scores[e];
-  }
-  const double scale = p.routed_scaling_factor;
-  for (uint32_t j = 0; j < p.top_k; ++j) {
-    if (p.normalize_top_k && sum > 0.0) weights[j] /= sum;
-    weights[j] *= scale;
-  }
+  const route::Scratch scratch{s->scores.data(), s->choice.data(), s->group_scores.data(),
+                               s->taken.data(), s->group_kept.data()};
+  route::Route(ToRouteParams(p), logits, scratch, experts, weights);
 }
 
 }  // namespace fflite

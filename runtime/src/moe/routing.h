@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "format/model.h"
+#include "moe/route_token.h"
 
 namespace fflite {
 
@@ -43,6 +44,11 @@ struct RoutingScratch {
 //   weights = scores[experts], divided by their sum if normalize_top_k, times the scaling factor
 // Writes top_k entries to `experts` and `weights`. NaN scores route deterministically (the lowest
 // index wins) and propagate into the weights; nothing here can fail.
+// The same parameters as plain data for route::Route (the bias stays in `params`, which must
+// outlive the result).
+route::Params ToRouteParams(const RoutingParams& params);
+
+// Routes one token (route::Route, moe/route_token.h, written once for every backend).
 void RouteToken(const RoutingParams& params, const double* logits, RoutingScratch* scratch,
                 uint32_t* experts, double* weights);
 
