@@ -187,6 +187,20 @@ static void test_run(const fflite_model* model) {
   CHECK_STATUS(fflite_session_run(session, 0, in, 2, in + 16), FFLITE_STATUS_INVALID_ARGUMENT,
                "overlap");
 
+  /* Device pointers are refused on a CPU backend, after the same argument checks. */
+  CHECK(strcmp(fflite_session_device_name(session), "cpu") == 0);
+  CHECK(strcmp(fflite_session_device_name(NULL), "") == 0);
+  CHECK_STATUS(fflite_session_run_device(NULL, 0, in, 1, out, NULL),
+               FFLITE_STATUS_INVALID_ARGUMENT, "session");
+  CHECK_STATUS(fflite_session_run_device(session, 0, NULL, 1, out, NULL),
+               FFLITE_STATUS_INVALID_ARGUMENT, "input");
+  CHECK_STATUS(fflite_session_run_device(session, 0, in, 0, out, NULL),
+               FFLITE_STATUS_OUT_OF_RANGE, "n_tokens 0");
+  CHECK_STATUS(fflite_session_run_device(session, -1, in, 1, out, NULL),
+               FFLITE_STATUS_OUT_OF_RANGE, "layer");
+  CHECK_STATUS(fflite_session_run_device(session, 0, in, 1, out, NULL), FFLITE_STATUS_UNSUPPORTED,
+               "backend 'reference': it runs on host memory");
+
   for (i = 0; i < 2; ++i) {
     int j, finite = 1;
     CHECK(fflite_session_run(session, i, in, 4, out) == FFLITE_STATUS_OK);

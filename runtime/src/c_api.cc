@@ -269,6 +269,23 @@ fflite_status fflite_session_run(fflite_session* session, int32_t layer, const f
   });
 }
 
+fflite_status fflite_session_run_device(fflite_session* session, int32_t layer,
+                                        const float* input, size_t n_tokens, float* output,
+                                        void* stream) {
+  if (session == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "session is null");
+  if (layer < 0) {
+    return Report(absl::OutOfRangeError("layer " + std::to_string(layer) + " is negative"));
+  }
+  return Guard([&] {
+    return session->session->RunDevice(static_cast<size_t>(layer), input, n_tokens, output,
+                                       stream);
+  });
+}
+
+const char* fflite_session_device_name(const fflite_session* session) {
+  return session == nullptr ? "" : session->session->device();
+}
+
 fflite_status fflite_session_expert_counts(const fflite_session* session, int32_t layer,
                                           uint64_t* out_counts, size_t capacity,
                                           size_t* out_num_experts) {

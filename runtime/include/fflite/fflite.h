@@ -169,6 +169,23 @@ FFLITE_API const char* fflite_session_backend_name(const fflite_session* session
 FFLITE_API fflite_status fflite_session_run(fflite_session* session, int32_t layer,
                                             const float* input, size_t n_tokens, float* output);
 
+/* fflite_session_run with input and output in the GPU's memory (cudaMalloc'd or managed), for
+ * engines that keep activations on the device between sublayers. `stream` is a cudaStream_t
+ * passed as void* (so this header needs no CUDA headers): the run is queued on it and the call
+ * returns without waiting, except that an MoE layer waits once for its routing (to group tokens
+ * by expert). With stream NULL the session's own stream runs it and the call returns when the
+ * output is written. Same checks as fflite_session_run, plus INVALID_ARGUMENT when a pointer is
+ * not device memory. Errors: UNSUPPORTED on backends that run on host memory (reference,
+ * xnnpack); INTERNAL when the CUDA runtime reports an error (the message names it). */
+FFLITE_API fflite_status fflite_session_run_device(fflite_session* session, int32_t layer,
+                                                   const float* input, size_t n_tokens,
+                                                   float* output, void* stream);
+
+/* What the session computes on: "cpu" for the CPU backends; for cuda the GPU's name, compute
+ * capability and memory, e.g. "NVIDIA H200 (sm_90, 139.8 GiB, device 0)". A string owned by the
+ * session; "" for NULL. */
+FFLITE_API const char* fflite_session_device_name(const fflite_session* session);
+
 /* Routing statistics: how many tokens each expert of MoE `layer` received since the session was
  * created or its counts were last reset (a token routed to k experts counts once for each of
  * them). Writes the expert count to *out_num_experts (0 for a dense layer) and, when capacity is

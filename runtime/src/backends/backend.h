@@ -32,6 +32,14 @@ class Backend {
   // input, output: [n_tokens, d_model] f32, row-major, not overlapping. The session has already
   // checked layer < layers().size() and 1 <= n_tokens <= max_tokens.
   virtual absl::Status Run(size_t layer, const float* input, size_t n_tokens, float* output) = 0;
+  // The same with input and output in the device's memory, queued on `stream` (the backend's own
+  // stream if null, and then finished before returning). Backends that run on host memory refuse
+  // it (the default).
+  virtual absl::Status RunDevice(size_t layer, const float* input, size_t n_tokens, float* output,
+                                 void* stream);
+  // What the session computes on, e.g. "cpu" or "NVIDIA H200 (sm_90, 139.8 GiB)"; lives as long
+  // as the backend.
+  virtual const char* device() const { return "cpu"; }
   // Routing statistics: tokens each expert of each MoE layer received since creation or the last
   // reset (every backend counts through the shared ExpertCounts). nullptr: not kept.
   virtual ExpertCounts* expert_counts() { return nullptr; }
@@ -43,6 +51,9 @@ struct BackendEntry {
   bool (*available)(std::string* why);
   absl::StatusOr<std::unique_ptr<Backend>> (*create)(const Model& model,
                                                      const BackendConfig& config);
+  // Whether `auto` may choose it (where available). A backend that has not yet passed the suite
+  // on real hardware is built and can be named, but is not chosen by `auto`.
+  bool auto_choice;
 };
 
 // Every backend compiled in, in the order `auto` prefers them.

@@ -2,15 +2,28 @@
 #include "backends/backend.h"
 #include "backends/reference/reference_backend.h"
 #include "backends/xnnpack/xnnpack_backend.h"
+#ifdef FFLITE_HAVE_CUDA
+#include "backends/cuda/cuda_backend.h"
+#endif
 
 namespace fflite {
 
 absl::Span<const BackendEntry> Backends() {
   static const BackendEntry kBackends[] = {
-      {"xnnpack", XnnpackBackendAvailable, CreateXnnpackBackend},
-      {"reference", ReferenceBackendAvailable, CreateReferenceBackend},
+      // Not chosen by auto until the suite has passed on a GPU (README, "Backends").
+#ifdef FFLITE_HAVE_CUDA
+      {"cuda", CudaBackendAvailable, CreateCudaBackend, /*auto_choice=*/false},
+#endif
+      {"xnnpack", XnnpackBackendAvailable, CreateXnnpackBackend, /*auto_choice=*/true},
+      {"reference", ReferenceBackendAvailable, CreateReferenceBackend, /*auto_choice=*/true},
   };
   return kBackends;
+}
+
+absl::Status Backend::RunDevice(size_t /*layer*/, const float* /*input*/, size_t /*n_tokens*/,
+                                float* /*output*/, void* /*stream*/) {
+  return absl::UnimplementedError(
+      "it runs on host memory: use fflite_session_run (device pointers need the cuda backend)");
 }
 
 const BackendEntry* FindBackend(const std::string& name) {

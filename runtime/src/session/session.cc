@@ -22,6 +22,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const Model& model,
   const BackendEntry* entry = nullptr;
   if (options.backend == "auto") {
     for (const BackendEntry& e : Backends()) {
+      if (!e.auto_choice) continue;
       std::string why;
       if (e.available(&why)) {
         entry = &e;
@@ -53,7 +54,8 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const Model& model,
       new Session(model, entry->name, options.max_tokens, std::move(backend)));
 }
 
-absl::Status Session::Run(size_t layer, const float* input, size_t n_tokens, float* output) {
+absl::Status Session::CheckRun(size_t layer, const float* input, size_t n_tokens,
+                              const float* output) const {
   if (input == nullptr) return absl::InvalidArgumentError("input is null");
   if (output == nullptr) return absl::InvalidArgumentError("output is null");
   const size_t num_layers = model_.layers().size();
@@ -71,7 +73,23 @@ absl::Status Session::Run(size_t layer, const float* input, size_t n_tokens, flo
   if (in < out + bytes && out < in + bytes) {
     return absl::InvalidArgumentError("input and output overlap; pass separate buffers");
   }
+  return absl::OkStatus();
+}
+
+absl::Status Session::Run(size_t layer, const float* input, size_t n_tokens, float* output) {
+  FFLITE_RETURN_IF_ERROR(CheckRun(layer, input, n_tokens, output));
   return backend_->Run(layer, input, n_tokens, output);
+}
+
+absl::Status Session::RunDevice(size_t layer, const float* input, size_t n_tokens, float* output,
+                                void* stream) {
+  FFLITE_RETURN_IF_ERROR(CheckRun(layer, input, n_tokens, output));
+  absl::Status status = backend_->RunDevice(layer, input, n_tokens, output, stream);
+  if (status.code() == absl::StatusCode::kUnimplemented) {
+    return absl::UnimplementedError(
+        absl::StrFormat("backend '%s': %s", backend_name_, status.message()));
+  }
+  return status;
 }
 
 absl::StatusOr<absl::Span<const uint64_t>> Session::ExpertCounts(size_t layer) {

@@ -35,6 +35,11 @@ class Session {
 
   // Errors: InvalidArgument (null or overlapping buffers), OutOfRange (layer, n_tokens).
   absl::Status Run(size_t layer, const float* input, size_t n_tokens, float* output);
+  // Run with input and output in device memory, queued on `stream` (null: the backend's own,
+  // finished before returning). Same checks as Run; Unimplemented on backends that run on host
+  // memory.
+  absl::Status RunDevice(size_t layer, const float* input, size_t n_tokens, float* output,
+                         void* stream);
 
   // Routing statistics: how many tokens each expert of MoE `layer` received since the session was
   // created or last reset (a token routed to k experts counts once for each). Empty for a dense
@@ -45,10 +50,14 @@ class Session {
   absl::Status ResetExpertCounts();
 
   const char* backend_name() const { return backend_name_; }
+  // What the backend computes on ("cpu", or the GPU's name and properties).
+  const char* device() const { return backend_->device(); }
   const Model& model() const { return model_; }
   size_t max_tokens() const { return max_tokens_; }
 
  private:
+  absl::Status CheckRun(size_t layer, const float* input, size_t n_tokens,
+                        const float* output) const;
   Session(const Model& model, const char* name, size_t max_tokens, std::unique_ptr<Backend> b)
       : model_(model), backend_name_(name), max_tokens_(max_tokens), backend_(std::move(b)) {}
   const Model& model_;
