@@ -1,0 +1,77 @@
+// The cuda backend's small kernels, declared for its host code (cuda_backend.cc). Every launcher
+// queues work on `stream` and returns the launch's error (cudaGetLastError); none allocates.
+// Matrices are row-major; "rows of a [n, d] buffer" means n rows of d floats.
+#ifndef FFLITE_RUNTIME_SRC_BACKENDS_CUDA_CUDA_KERNELS_H_
+#define FFLITE_RUNTIME_SRC_BACKENDS_CUDA_CUDA_KERNELS_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "moe/route_token.h"
+
+namespace fflite {
+namespace cuda {
+
+// How a weight matrix is stored on the device (quantised files are dequantised to f32 on upload).
+enum class WType : uint8_t { kF32, kF16, kBF16 };
+
+// y[t, r] = Σ_c w[r, c] · x[t, c] for t < n, r < rows, in f32 with f32 activations (no rounding
+// of x): the decode path and the router. x: [n, cols] with row stride ldx; y: [n, rows] with row
+// stride ldy. Each weight row is read once per group of 8 tokens.
+cudaError_t Gemv(WType type, const void* w, uint32_t rows, uint32_t cols, const float* x,
+                 size_t ldx, size_t n, float* y, size_t ldy, cudaStream_t stream);
+
+// out[i] = in[i] rounded to nearest even as f16 (type kF16) or bf16 (kBF16), i < count.
+cudaError_t ConvertF32(WType type, const float* in, size_t count, void* out, cudaStream_t stream);
+
+// The activation (schema's Activation values) in f32, in place on up [n, ff]:
+//   plain: up = act(up + up_bias)
+//   gated: up = act(gate + gate_bias) · (up + up_bias)
+// Biases may be null.
+cudaError_t Activate(uint8_t activation, bool gated, float* up, const float* gate,
+                     const float* up_bias, const float* gate_bias, size_t n, uint32_t ff,
+                     cudaStream_t stream);
+
+// LayerNorm (layer_norm) or RMSNorm of each row of in [n, d] into out, statistics in double:
+//   (x - mean) / sqrt(var + eps) · weight + bias        x / sqrt(mean(x²) + eps) · weight
+// `weight` already holds the unit offset where the model has one; bias may be null.
+cudaError_t Norm(bool layer_norm, const float* in, size_t n, uint32_t d, const float* weight,
+                 const float* bias, float eps, float* out, cudaStream_t stream);
+
+// y[t, i] += b[i] over [n, d].
+cudaError_t AddBias(float* y, const float* b, size_t n, uint32_t d, cudaStream_t stream);
+
+// out = f [+ x] over [n, d] (x may be null).
+cudaError_t Residual(const float* f, const float* x, size_t n, uint32_t d, float* out,
+                     cudaStream_t stream);
+
+// out[j, :] = in[tokens[j], :] for j < count, rows of d.
+cudaError_t Gather(const float* in, const uint32_t* tokens, size_t count, uint32_t d, float* out,
+                   cudaStream_t stream);
+
+// acc[tokens[j], :] += weights[j] · f[j, :] for j < count (distinct tokens).
+cudaError_t ScatterAdd(const float* f, const uint32_t* tokens, const float* weights, size_t count,
+                       uint32_t d, float* acc, cudaStream_t stream);
+
+// acc[t, :] += s · f[t, :] over [n, d], s = sigmoid(gate_logit[t]) or 1 if gate_logit is null.
+cudaError_t AddGated(const float* f, const float* gate_logit, size_t n, uint32_t d, float* acc,
+                     cudaStream_t stream);
+
+// Bytes of device scratch Route needs per token for `params`.
+size_t RouteScratchBytes(const route::Params& params);
+
+// Routes each token of logits [n, num_experts] with route::Route (the CPU backends' code):
+// experts, weights: [n, top_k]. params.score_correction_bias must point to device memory.
+// scratch: n · RouteScratchBytes(params) bytes, 8-byte aligned.
+cudaError_t Route(const route::Params& params, const float* logits, size_t n, void* scratch,
+                  uint32_t* experts, double* weights, cudaStream_t stream);
+
+// Sums `count` floats into *sum (a read of every byte, for the bench's bandwidth roofline).
+cudaError_t ReadAll(const float* in, size_t count, float* sum, cudaStream_t stream);
+
+}  // namespace cuda
+}  // namespace fflite
+
+#endif  // FFLITE_RUNTIME_SRC_BACKENDS_CUDA_CUDA_KERNELS_H_
