@@ -17,6 +17,13 @@ double FloatRelTol(DType dtype) {
                                                                                 : kF32RelTol;
 }
 
+double BackendRelTol(const std::string& backend, DType dtype) {
+  if (backend == "cuda") {
+    return dtype == DType::F16 || dtype == DType::BF16 ? kTensorCoreRelTol : kF32RelTol;
+  }
+  return FloatRelTol(dtype);
+}
+
 bool ExpectOutputsNear(const std::vector<float>& want, const std::vector<float>& got, size_t tokens,
                        size_t d, double rel_tol, const std::string& what) {
   if (want.size() != tokens * d || got.size() != tokens * d) {
@@ -86,7 +93,7 @@ void LayerTesterBase<Derived>::TestLayer(LayerSpec layer, Rng& rng,
       backend, ffn_.d_model, ffn_.d_ff, tokens_, ActivationName(ffn_.activation), ffn_.gated,
       ffn_.bias, DTypeName(dtype_), rotate_ ? " rotated" : "", threads_, expert_budget_);
   ExpectOutputsNear(want, got, tokens_, ffn_.d_model,
-                    tolerance_ < 0 ? FloatRelTol(dtype_) : tolerance_, what);
+                    tolerance_ < 0 ? BackendRelTol(backend, dtype_) : tolerance_, what);
   if (built->model->layers()[0].kind == LayerKind::kMoe) {
     auto want_counts = (*ref)->ExpertCounts(0);
     auto got_counts = (*session)->ExpertCounts(0);

@@ -29,6 +29,12 @@ bool ExpectOutputsNear(const std::vector<float>& want, const std::vector<float>&
 // else kF32RelTol.
 double FloatRelTol(DType dtype);
 
+// The tolerance for `backend` (a registry name) with float weights of `dtype` against the
+// reference: FloatRelTol for the CPU backends; for cuda kTensorCoreRelTol where f16/bf16 weights
+// meet tensor cores, else kF32RelTol (f32 weights keep f32 arithmetic; quantised ones are
+// dequantised to f32 exactly).
+double BackendRelTol(const std::string& backend, DType dtype);
+
 // Common layer options of both testers.
 template <typename Derived>
 class LayerTesterBase {
@@ -52,7 +58,7 @@ class LayerTesterBase {
   Derived& rotate(bool v) { rotate_ = v; return self(); }
   Derived& d_ff_alignment(uint32_t v) { alignment_ = v; return self(); }
   Derived& seed(uint32_t v) { seed_ = v; return self(); }
-  Derived& tolerance(double v) { tolerance_ = v; return self(); }
+  Derived& tolerance(double v) { tolerance_ = v; return self(); }  // default: BackendRelTol
   // Session option of the backend under test (the reference ignores it).
   Derived& expert_budget(uint64_t bytes) { expert_budget_ = bytes; return self(); }
 
@@ -71,7 +77,7 @@ class LayerTesterBase {
   bool rotate_ = false;
   uint32_t alignment_ = 64;
   uint32_t seed_ = 1;
-  double tolerance_ = -1.0;  // < 0: kF32RelTol
+  double tolerance_ = -1.0;  // < 0: BackendRelTol(backend, dtype)
   uint64_t expert_budget_ = 0;
 };
 

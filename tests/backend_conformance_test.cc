@@ -1,0 +1,376 @@
+// Every registered backend (but the reference, the oracle) against the reference on the same
+// cases: every activation, gated or not, biases, norms before and after, residual, f32/f16/bf16,
+// odd and prime shapes padded or not, 1 to 300 tokens; MoE with every routing variant, idle
+// experts, all tokens on one expert, exact ties and NaN inputs. A backend that is built but cannot
+// run here (cuda without a GPU) has its cases skipped with the reason in the log.
+//
+// Tolerances: testing::BackendRelTol (tolerances.h argues each). Options a backend lacks are left
+// at their defaults for it: threads only matter to the CPU backends, and expert budgets are
+// swept only where the backend takes one (xnnpack; cuda refuses a budget and keeps every expert).
+#include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "backends/backend.h"
+#include "backends/xnnpack/xnnpack_backend.h"
+#include "gtest/gtest.h"
+#include "testing/model_builder.h"
+#include "testing/moe_variants.h"
+#include "testing/testers.h"
+#include "testing/tolerances.h"
+
+namespace fflite {
+namespace {
+
+using testing::FfnTester;
+using testing::MoeParams;
+using testing::MoeTester;
+using testing::ParamsFor;
+using testing::Rng;
+using testing::Variant;
+
+// Every backend in the registry but the reference.
+std::vector<std::string> BackendsUnderTest() {
+  std::vector<std::string> names;
+  for (const BackendEntry& e : Backends()) {
+    if (std::string(e.name) != "reference") names.push_back(e.name);
+  }
+  return names;
+}
+
+// Skips the calling test when `backend` cannot run here, naming the reason.
+#define SKIP_UNLESS_AVAILABLE(backend)                                              \
+  do {                                                                              \
+    std::string why_;                                                               \
+    if (!FindBackend(backend)->available(&why_)) {                                  \
+      GTEST_SKIP() << "backend '" << (backend) << "' cannot run here: " << why_;    \
+    }                                                                               \
+  } while (0)
+
+// Whether the backend takes an expert budget (others refuse a nonzero one).
+bool TakesBudget(const std::string& backend) { return backend == "xnnpack"; }
+
+// Bytes of one packed expert of these experts' shape (the xnnpack budget's unit).
+uint64_t OneExpert(uint32_t d_model, uint32_t d_ff, bool gated) {
+  FfnView f;
+  f.d_model = d_model;
+  f.d_ff = d_ff;
+  f.d_ff_padded = (d_ff + 63) / 64 * 64;
+  f.gated = gated;
+  return XnnpackPackedFfnBytes(f);
+}
+
+constexpr Activation kActivations[] = {Activation::RELU, Activation::GELU_ERF,
+                                       Activation::GELU_TANH, Activation::SILU,
+                                       Activation::SIGMOID};
+
+// --- Dense: activation x gated x bias x norm/residual, small odd shapes. ---
+
+enum class NormCase { kNone, kPreRmsResidual, kPostLayerNormResidual, kPreLayerNorm, kPostRms };
+
+struct NormSetup {
+  bool present;
+  NormKind kind;
+  NormPlacement placement;
+  bool residual;
+};
+
+NormSetup NormSetupFor(NormCase c) {
+  switch (c) {
+    case NormCase::kPreRmsResidual: return {true, NormKind::RMS_NORM, NormPlacement::PRE, true};
+    case NormCase::kPostLayerNormResidual:
+      return {true, NormKind::LAYER_NORM, NormPlacement::POST, true};
+    case NormCase::kPreLayerNorm: return {true, NormKind::LAYER_NORM, NormPlacement::PRE, false};
+    case NormCase::kPostRms: return {true, NormKind::RMS_NORM, NormPlacement::POST, false};
+    default: return {false, NormKind::RMS_NORM, NormPlacement::PRE, false};
+  }
+}
+
+using SweepParam = std::tuple<std::string, Activation, bool, bool, NormCase>;
+
+class DenseSweepTest : public ::testing::TestWithParam<SweepParam> {};
+
+TEST_P(DenseSweepTest, MatchesReference) {
+  const auto [backend, activation, gated, bias, norm_case] = GetParam();
+  SKIP_UNLESS_AVAILABLE(backend);
+  const NormSetup norm = NormSetupFor(norm_case);
+  // Rotate dtypes, tokens and threads through the sweep so that every combination meets each.
+  const size_t index =
+      static_cast<size_t>(activation) * 20 + gated * 10 + bias * 5 + static_cast<size_t>(norm_case);
+  const DType dtypes[] = {DType::F32, DType::F16, DType::BF16};
+  const size_t tokens[] = {1, 2, 7, 13};
+  FfnTester t;
+  t.d_model(23).d_ff(41).activation(activation).gated(gated).bias(bias).residual(norm.residual);
+  t.dtype(dtypes[index % 3]).tokens(tokens[index % 4]).threads(index % 2 == 0 ? 1 : 3);
+  t.d_ff_alignment(index % 5 == 0 ? 1 : 64).seed(static_cast<uint32_t>(index + 1));
+  if (norm.present) t.norm(norm.kind, norm.placement);
+  t.Test(backend);
+}
+
+std::string SweepName(const ::testing::TestParamInfo<SweepParam>& info) {
+  static const char* const kNorms[] = {"none", "prerms_res", "postln_res", "preln", "postrms"};
+  return absl::StrFormat("%s_%s_%s_%s_%s", std::get<0>(info.param),
+                         ActivationName(std::get<1>(info.param)),
+                         std::get<2>(info.param) ? "gated" : "plain",
+                         std::get<3>(info.param) ? "bias" : "nobias",
+                         kNorms[static_cast<int>(std::get<4>(info.param))]);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, DenseSweepTest,
+    ::testing::Combine(::testing::ValuesIn(BackendsUnderTest()), ::testing::ValuesIn(kActivations),
+                       ::testing::Bool(), ::testing::Bool(),
+                       ::testing::Values(NormCase::kNone, NormCase::kPreRmsResidual,
+                                         NormCase::kPostLayerNormResidual, NormCase::kPreLayerNorm,
+                                         NormCase::kPostRms)),
+    SweepName);
+
+// --- Dense shapes: odd and prime sizes, padded and not, 1 to 300 tokens, 1 and 3 threads. ---
+
+struct Shape {
+  uint32_t d_model, d_ff, alignment;
+  size_t tokens;
+};
+
+using ShapeParam = std::tuple<std::string, Shape, int>;
+
+std::string ShapeName(const ::testing::TestParamInfo<ShapeParam>& info) {
+  const Shape& s = std::get<1>(info.param);
+  return absl::StrFormat("%s_d%d_ff%d_align%d_t%d_threads%d", std::get<0>(info.param), s.d_model,
+                         s.d_ff, s.alignment, s.tokens, std::get<2>(info.param));
+}
+
+class DenseShapeTest : public ::testing::TestWithParam<ShapeParam> {};
+
+TEST_P(DenseShapeTest, MatchesReference) {
+  const auto [backend, shape, threads] = GetParam();
+  SKIP_UNLESS_AVAILABLE(backend);
+  for (bool gated : {false, true}) {
+    FfnTester()
+        .d_model(shape.d_model)
+        .d_ff(shape.d_ff)
+        .d_ff_alignment(shape.alignment)
+        .tokens(shape.tokens)
+        .threads(threads)
+        .activation(gated ? Activation::SILU : Activation::GELU_ERF)
+        .gated(gated)
+        .bias(!gated)
+        .norm(NormKind::RMS_NORM, NormPlacement::PRE)
+        .residual(true)
+        .Test(backend);
+  }
+}
+
+constexpr Shape kDenseShapes[] = {
+    {1, 1, 1, 1},      {2, 3, 64, 2},    {17, 53, 1, 7},     {31, 97, 64, 64},
+    {61, 173, 1, 300}, {64, 128, 64, 5}, {97, 211, 64, 300}, {127, 257, 1, 2},
+};
+
+INSTANTIATE_TEST_SUITE_P(All, DenseShapeTest,
+                         ::testing::Combine(::testing::ValuesIn(BackendsUnderTest()),
+                                            ::testing::ValuesIn(kDenseShapes),
+                                            ::testing::Values(1, 3)),
+                         ShapeName);
+
+// --- MoE: every routing variant x tokens; threads, budget, norm and dtype rotate. ---
+
+using MoeSweepParam = std::tuple<std::string, Variant, size_t>;
+
+class MoeSweepTest : public ::testing::TestWithParam<MoeSweepParam> {};
+
+std::string MoeSweepName(const ::testing::TestParamInfo<MoeSweepParam>& info) {
+  return absl::StrFormat("%s_%s_t%d", std::get<0>(info.param),
+                         testing::VariantName(std::get<1>(info.param)), std::get<2>(info.param));
+}
+
+// Budgets (where the backend takes one): none, a single expert, below one expert (1 byte), half
+// of the experts.
+TEST_P(MoeSweepTest, MatchesReference) {
+  const auto [backend, variant, tokens] = GetParam();
+  SKIP_UNLESS_AVAILABLE(backend);
+  const size_t index = static_cast<size_t>(variant) * 7 + tokens;
+  MoeParams p = ParamsFor(variant);
+  const bool plain = variant == Variant::kRouterBias;
+  const uint32_t d = 23, ff = 41;
+  const uint64_t one = OneExpert(d, ff, !plain);
+  const uint64_t budgets[] = {0, one, 1, one * p.num_experts / 2};
+  MoeTester t;
+  t.d_model(d).d_ff(ff).tokens(tokens).moe(p).seed(static_cast<uint32_t>(index + 1));
+  t.activation(plain ? Activation::GELU_ERF : Activation::SILU).gated(!plain).bias(plain);
+  t.threads(index % 2 == 0 ? 1 : 3);
+  if (TakesBudget(backend)) t.expert_budget(budgets[index % 4]);
+  if (index % 3 == 0) t.norm(NormKind::RMS_NORM, NormPlacement::PRE).residual(true);
+  if (index % 3 == 1) t.norm(NormKind::LAYER_NORM, NormPlacement::POST).residual(true);
+  if (index % 5 == 2) t.dtype(DType::BF16);
+  t.Test(backend);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, MoeSweepTest,
+    ::testing::Combine(::testing::ValuesIn(BackendsUnderTest()),
+                       ::testing::Values(Variant::kMixtral, Variant::kQwen2Moe,
+                                         Variant::kDeepseekV3, Variant::kDeepseekV2,
+                                         Variant::kRouterBias, Variant::kSigmoidTop1),
+                       ::testing::Values(size_t{1}, size_t{2}, size_t{37}, size_t{300})),
+    MoeSweepName);
+
+// --- MoE shapes: odd and prime sizes, padded or not, 1 and 3 threads. ---
+
+class MoeShapeTest : public ::testing::TestWithParam<ShapeParam> {};
+
+TEST_P(MoeShapeTest, MatchesReference) {
+  const auto [backend, shape, threads] = GetParam();
+  SKIP_UNLESS_AVAILABLE(backend);
+  MoeTester()
+      .d_model(shape.d_model)
+      .d_ff(shape.d_ff)
+      .d_ff_alignment(shape.alignment)
+      .tokens(shape.tokens)
+      .threads(threads)
+      .moe(ParamsFor(Variant::kQwen2Moe))
+      .norm(NormKind::RMS_NORM, NormPlacement::PRE)
+      .residual(true)
+      .Test(backend);
+}
+
+constexpr Shape kMoeShapes[] = {
+    {1, 1, 1, 1}, {2, 3, 64, 5}, {17, 53, 1, 7}, {31, 97, 64, 129}, {61, 173, 1, 300},
+};
+
+INSTANTIATE_TEST_SUITE_P(All, MoeShapeTest,
+                         ::testing::Combine(::testing::ValuesIn(BackendsUnderTest()),
+                                            ::testing::ValuesIn(kMoeShapes),
+                                            ::testing::Values(1, 3)),
+                         ShapeName);
+
+// --- Routing corner cases. ---
+
+class MoeRoutingTest : public ::testing::TestWithParam<std::string> {};
+
+// One token, top-1 of 16: fifteen experts receive nothing (and are never packed under a budget).
+TEST_P(MoeRoutingTest, IdleExperts) {
+  const std::string backend = GetParam();
+  SKIP_UNLESS_AVAILABLE(backend);
+  MoeParams p;
+  p.num_experts = 16;
+  p.top_k = 1;
+  for (uint64_t budget : {uint64_t{0}, OneExpert(19, 29, true)}) {
+    if (budget != 0 && !TakesBudget(backend)) continue;
+    MoeTester().d_model(19).d_ff(29).tokens(1).moe(p).expert_budget(budget).Test(backend);
+  }
+}
+
+// A router bias of +50 on expert 5: every token goes there (top-1), or there and elsewhere
+// (top-2). The batch of expert 5 is then the whole chunk (the path without a gather).
+TEST_P(MoeRoutingTest, AllTokensOnOneExpert) {
+  const std::string backend = GetParam();
+  SKIP_UNLESS_AVAILABLE(backend);
+  for (uint32_t k : {1u, 2u}) {
+    for (size_t tokens : {size_t{1}, size_t{37}, size_t{300}}) {
+      MoeParams p;
+      p.top_k = k;
+      MoeTester()
+          .d_model(21)
+          .d_ff(33)
+          .tokens(tokens)
+          .threads(tokens == 37 ? 3 : 1)
+          .moe(p)
+          .expert_budget(tokens == 300 && TakesBudget(backend) ? OneExpert(21, 33, true) : 0)
+          .customize([](MoeSpec* m) {
+            std::vector<float> bias(8, 0.0f);
+            bias[5] = 50.0f;
+            m->router_bias = TensorFromF32({8}, bias);
+          })
+          .Test(backend);
+    }
+  }
+}
+
+// Exact ties: an all-zero router gives every expert the same score, so the lowest indices win in
+// both backends; identical router rows 2 and 6 (both lifted by the same bias) tie at the top and
+// expert 2 wins.
+TEST_P(MoeRoutingTest, TiesGoToTheLowerIndex) {
+  const std::string backend = GetParam();
+  SKIP_UNLESS_AVAILABLE(backend);
+  MoeParams p;
+  p.top_k = 3;
+  MoeTester()
+      .d_model(18)
+      .d_ff(20)
+      .tokens(9)
+      .moe(p)
+      .customize([](MoeSpec* m) {
+        m->router = TensorFromF32({8, 18}, std::vector<float>(8 * 18));
+      })
+      .Test(backend);
+  p.top_k = 1;
+  MoeTester()
+      .d_model(18)
+      .d_ff(20)
+      .tokens(11)
+      .moe(p)
+      .seed(4)
+      .customize([](MoeSpec* m) {
+        Rng rng(7);
+        std::vector<float> w = rng.Vec(8 * 18, 0.3f);
+        for (size_t i = 0; i < 18; ++i) w[6 * 18 + i] = w[2 * 18 + i];
+        m->router = TensorFromF32({8, 18}, w);
+        std::vector<float> bias(8, 0.0f);
+        bias[2] = bias[6] = 20.0f;
+        m->router_bias = TensorFromF32({8}, bias);
+      })
+      .Test(backend);
+}
+
+// NaN in one token propagates to that token only; the others match the reference.
+TEST_P(MoeRoutingTest, NanInputStaysInItsToken) {
+  const std::string backend = GetParam();
+  SKIP_UNLESS_AVAILABLE(backend);
+  Rng rng(21);
+  MoeParams p = ParamsFor(Variant::kQwen2Moe);
+  p.expert.d_model = 16;
+  p.expert.d_ff = 24;
+  ModelSpec spec;
+  spec.d_model = 16;
+  LayerSpec layer;
+  layer.kind = LayerKind::kMoe;
+  layer.moe = testing::RandomMoe(p, rng);
+  spec.layers.push_back(std::move(layer));
+  auto built = testing::BuildModel(spec);
+  ASSERT_TRUE(built.ok()) << built.status();
+  std::vector<float> input = rng.Vec(3 * 16, 1.0f);
+  input[16 + 4] = NAN;
+  auto want = testing::RunLayer(*built->model, "reference", 0, input, 3);
+  auto got = testing::RunLayer(*built->model, backend, 0, input, 3);
+  ASSERT_TRUE(want.ok() && got.ok());
+  for (size_t t : {size_t{0}, size_t{2}}) {
+    const std::vector<float> w(want->begin() + t * 16, want->begin() + (t + 1) * 16);
+    const std::vector<float> g(got->begin() + t * 16, got->begin() + (t + 1) * 16);
+    testing::ExpectOutputsNear(w, g, 1, 16, testing::kF32RelTol, "finite token");
+  }
+  bool any_nan = false;
+  for (size_t i = 16; i < 32; ++i) any_nan |= std::isnan((*got)[i]);
+  EXPECT_TRUE(any_nan);
+}
+
+std::string BackendName(const ::testing::TestParamInfo<std::string>& info) { return info.param; }
+
+INSTANTIATE_TEST_SUITE_P(All, MoeRoutingTest, ::testing::ValuesIn(BackendsUnderTest()),
+                         BackendName);
+
+// The registry lists what this build has: cuda exactly when it was built with the toolkit.
+TEST(BackendRegistryTest, CudaIsListedExactlyWhenBuilt) {
+#ifdef FFLITE_HAVE_CUDA
+  const bool built = true;
+#else
+  const bool built = false;
+#endif
+  EXPECT_EQ(FindBackend("cuda") != nullptr, built);
+  ASSERT_NE(FindBackend("xnnpack"), nullptr);
+  ASSERT_NE(FindBackend("reference"), nullptr);
+}
+
+}  // namespace
+}  // namespace fflite
