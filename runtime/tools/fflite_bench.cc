@@ -27,6 +27,9 @@
 #include "absl/strings/str_split.h"
 #include "backends/backend.h"
 #include "backends/xnnpack/xnnpack_backend.h"
+#ifdef FFLITE_HAVE_CUDA
+#include "bench/cuda_bench.h"
+#endif
 #include "base/platform.h"
 #include "base/status_macros.h"
 #include "base/tool_flags.h"
@@ -44,7 +47,8 @@ ABSL_FLAG(std::string, synthetic, "",
           "a built-in shape instead of --model: llama, bert, tiny, tiny-moe, mixtral-mini, qwen-moe");
 ABSL_FLAG(std::string, tokens, "1,128", "token counts per call, comma-separated");
 ABSL_FLAG(std::string, threads, "1", "thread counts, comma-separated");
-ABSL_FLAG(std::string, backend, "auto", "auto, or a backend name (xnnpack, reference)");
+ABSL_FLAG(std::string, backend, "auto", "auto, or a backend name (xnnpack, reference, cuda: device-pointer I/O against the GPU's "
+          "roofline, host<->device copies shown apart)");
 ABSL_FLAG(int, warmup, 2, "untimed runs before the timed ones");
 ABSL_FLAG(int, reps, 10, "timed runs (median, min, max are reported)");
 ABSL_FLAG(bool, cold, false,
@@ -324,7 +328,7 @@ std::string ResolveBackend(const std::string& name) {
   if (name != "auto") return name;
   for (const BackendEntry& e : Backends()) {
     std::string why;
-    if (e.available(&why)) return e.name;
+    if (e.auto_choice && e.available(&why)) return e.name;
   }
   return "reference";
 }
@@ -412,6 +416,12 @@ int Main() {
   }
   const Model& model = **loaded;
   const Work work = CountWork(model);
+#ifdef FFLITE_HAVE_CUDA
+  if (backend == "cuda") {
+    return RunCudaBench(model, work.weight_bytes, work.flops_per_token, token_list,
+                        absl::GetFlag(FLAGS_warmup), absl::GetFlag(FLAGS_reps));
+  }
+#endif
   const double budget_fraction = absl::GetFlag(FLAGS_expert_budget_fraction);
   const uint64_t budget =
       budget_fraction > 0 ? std::max<uint64_t>(1, static_cast<uint64_t>(budget_fraction *
