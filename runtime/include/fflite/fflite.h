@@ -43,7 +43,8 @@ typedef enum fflite_backend {
   FFLITE_BACKEND_AUTO = 0,      /* the fastest backend that runs here */
   FFLITE_BACKEND_REFERENCE = 1, /* plain scalar code, the oracle; slow */
   FFLITE_BACKEND_XNNPACK = 2,   /* CPU SIMD (x86, ARM) */
-  FFLITE_BACKEND_CUDA = 3       /* NVIDIA GPU, when built with CUDA and a GPU is present */
+  FFLITE_BACKEND_CUDA = 3       /* NVIDIA GPU (sm_80+), when built with CUDA and a GPU is present;
+                                   AUTO does not choose it yet (see the README) */
 } fflite_backend;
 
 typedef enum fflite_layer_kind {
@@ -139,7 +140,8 @@ typedef struct fflite_session_options {
    * experts do not all fit in memory still runs; a budget below one expert keeps just the one in
    * use. Releasing file pages affects every session of the same model. Results are identical
    * whatever the budget. Router, shared experts and dense layers are always resident and not
-   * counted. >= 0. */
+   * counted. >= 0. The cuda backend keeps every expert in device memory and refuses a nonzero
+   * budget (INVALID_ARGUMENT). */
   int64_t expert_budget_bytes;
 } fflite_session_options;
 

@@ -275,6 +275,7 @@ class CudaBackend : public Backend {
       : model_(model), d_(model.d_model()), max_tokens_(max_tokens) {}
 
   ~CudaBackend() override {
+    if (done_ != nullptr) cudaEventDestroy(done_);
     if (handle_ != nullptr) cublasDestroy(handle_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
     cudaFree(weights_);
@@ -288,6 +289,7 @@ class CudaBackend : public Backend {
     FFLITE_CUDA_CHECK("cudaStreamCreate", cudaStreamCreateWithFlags(&stream_,
                                                                     cudaStreamNonBlocking));
     FFLITE_CUBLAS_CHECK("cublasCreate", cublasCreate(&handle_));
+    FFLITE_CUDA_CHECK("cudaEventCreate", cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
 
     // Weights: size, allocate, copy.
     Arena sizing(nullptr);
@@ -451,9 +453,18 @@ class CudaBackend : public Backend {
     return absl::OkStatus();
   }
 
-  // pre-norm:  y = [x +] FFN(Norm(x))      post-norm:  y = Norm([x +] FFN(x))
+  // Runs the layer on stream `s`, after every earlier run of this session whatever its stream
+  // (they share the scratch): each run waits for the event the previous one recorded.
   absl::Status RunOn(size_t layer, const float* x, size_t n, float* y, cudaStream_t s) {
+    FFLITE_CUDA_CHECK("cudaStreamWaitEvent", cudaStreamWaitEvent(s, done_, 0));
     FFLITE_CUBLAS_CHECK("cublasSetStream", cublasSetStream(handle_, s));
+    const absl::Status status = Layer(layer, x, n, y, s);
+    FFLITE_CUDA_CHECK("cudaEventRecord", cudaEventRecord(done_, s));
+    return status;
+  }
+
+  // pre-norm:  y = [x +] FFN(Norm(x))      post-norm:  y = Norm([x +] FFN(x))
+  absl::Status Layer(size_t layer, const float* x, size_t n, float* y, cudaStream_t s) {
     const DevLayer& l = layers_[layer];
     const float* src = x;
     if (l.norm.present && l.norm.pre) {
@@ -533,6 +544,7 @@ class CudaBackend : public Backend {
   std::string device_name_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t handle_ = nullptr;
+  cudaEvent_t done_ = nullptr;  // recorded at the end of every run
   void* weights_ = nullptr;  // every layer's weights, one allocation
   std::vector<DevLayer> layers_;
   void* scratch_ = nullptr;  // every buffer below, one allocation

@@ -25,7 +25,7 @@ __device__ __forceinline__ float WarpSum(float v) {
 
 // Accumulates the weights w[c0, c0 + V) against the tokens' x.
 template <typename W, int V>
-__device__ __forceinline__ void GemvChunk(const W (&wv)[V], const float* x, size_t ldx, int nt,
+__device__ __forceinline__ void GemvChunk(const W* wv, const float* x, size_t ldx, int nt,
                                           uint32_t c0, float (&acc)[kGemvTokens]) {
 #pragma unroll
   for (int t = 0; t < kGemvTokens; ++t) {
@@ -54,14 +54,13 @@ __global__ void GemvKernel(const W* __restrict__ w, uint32_t rows, uint32_t cols
   if constexpr (kVec) {
     constexpr int V = 16 / sizeof(W);
     for (uint32_t c0 = lane * V; c0 < cols; c0 += kWarp * V) {
-      W wv[V];
-      *reinterpret_cast<uint4*>(wv) = __ldg(reinterpret_cast<const uint4*>(wr + c0));
-      GemvChunk<W, V>(wv, xb, ldx, nt, c0, acc);
+      const uint4 raw = __ldg(reinterpret_cast<const uint4*>(wr + c0));
+      GemvChunk<W, V>(reinterpret_cast<const W*>(&raw), xb, ldx, nt, c0, acc);
     }
   } else {
     for (uint32_t c0 = lane; c0 < cols; c0 += kWarp) {
-      W wv[1] = {wr[c0]};
-      GemvChunk<W, 1>(wv, xb, ldx, nt, c0, acc);
+      const W wv = wr[c0];
+      GemvChunk<W, 1>(&wv, xb, ldx, nt, c0, acc);
     }
   }
 #pragma unroll

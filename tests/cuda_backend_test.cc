@@ -1,0 +1,194 @@
+// The cuda backend beyond the conformance suite: what it says without a GPU (tested everywhere it
+// is built), and on a GPU the device-pointer runs (session stream and a caller's stream, equal to
+// the host-pointer run), refused host pointers, the device's name, quantised weights and larger
+// layers that take cuBLAS's tensor-core paths. GPU cases are skipped with the reason without one.
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_backend.h"
+#include "gtest/gtest.h"
+#include "session/session.h"
+#include "testing/model_builder.h"
+#include "testing/moe_variants.h"
+#include "testing/testers.h"
+#include "testing/tolerances.h"
+
+namespace fflite {
+namespace {
+
+using testing::FfnTester;
+using testing::MoeTester;
+using testing::Rng;
+
+#define SKIP_WITHOUT_GPU()                                                   \
+  do {                                                                       \
+    std::string why_;                                                        \
+    if (!CudaBackendAvailable(&why_)) GTEST_SKIP() << "no usable GPU: " << why_; \
+  } while (0)
+
+#define ASSERT_STATUS_OK(expr)                \
+  do {                                        \
+    const absl::Status status_ = (expr);      \
+    ASSERT_TRUE(status_.ok()) << status_;     \
+  } while (0)
+
+// A dense SwiGLU layer (pre-RMSNorm, residual) and a Qwen2-MoE-like layer, f32.
+testing::LoadedModel TwoLayerModel(uint32_t d) {
+  Rng rng(5);
+  ModelSpec spec;
+  spec.d_model = d;
+  testing::FfnParams f;
+  f.d_model = d;
+  f.d_ff = 3 * d + 5;
+  f.activation = Activation::SILU;
+  f.gated = true;
+  LayerSpec dense;
+  dense.ffn = testing::RandomFfn(f, rng);
+  dense.norm = testing::RandomNorm(NormKind::RMS_NORM, NormPlacement::PRE, d, rng);
+  dense.residual = true;
+  spec.layers.push_back(std::move(dense));
+  testing::MoeParams p = testing::ParamsFor(testing::Variant::kQwen2Moe);
+  p.expert = f;
+  LayerSpec moe;
+  moe.kind = LayerKind::kMoe;
+  moe.moe = testing::RandomMoe(p, rng);
+  spec.layers.push_back(std::move(moe));
+  auto built = testing::BuildModel(spec);
+  EXPECT_TRUE(built.ok()) << built.status();
+  return std::move(*built);
+}
+
+TEST(CudaBackendTest, WithoutAGpuSessionsAreUnavailableWithTheReason) {
+  std::string why;
+  if (CudaBackendAvailable(&why)) GTEST_SKIP() << "a GPU is here: the GPU cases cover it";
+  EXPECT_FALSE(why.empty());
+  testing::LoadedModel m = TwoLayerModel(16);
+  SessionOptions options;
+  options.backend = "cuda";
+  auto session = Session::Create(*m.model, options);
+  ASSERT_FALSE(session.ok());
+  EXPECT_EQ(session.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(session.status().message().find(why), std::string::npos) << session.status();
+  // auto never picks it.
+  options.backend = "auto";
+  auto fallback = Session::Create(*m.model, options);
+  ASSERT_TRUE(fallback.ok()) << fallback.status();
+  EXPECT_STRNE((*fallback)->backend_name(), "cuda");
+}
+
+TEST(CudaBackendTest, ExpertBudgetIsRefusedWithItsName) {
+  testing::LoadedModel m = TwoLayerModel(16);
+  BackendConfig config;
+  config.max_tokens = 4;
+  config.expert_budget_bytes = 1 << 20;
+  auto backend = CreateCudaBackend(*m.model, config);
+  ASSERT_FALSE(backend.ok());
+  EXPECT_EQ(backend.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(backend.status().message().find("expert_budget_bytes"), std::string::npos);
+}
+
+// --- On a GPU. ---
+
+struct DeviceBuffer {
+  explicit DeviceBuffer(size_t bytes) {
+    auto p = CudaAlloc(bytes);
+    EXPECT_TRUE(p.ok()) << p.status();
+    ptr = p.ok() ? static_cast<float*>(*p) : nullptr;
+  }
+  ~DeviceBuffer() { CudaFree(ptr); }
+  float* ptr;
+};
+
+TEST(CudaBackendTest, DeviceRunsEqualHostRunsOnBothStreams) {
+  SKIP_WITHOUT_GPU();
+  const uint32_t d = 64;
+  const size_t tokens = 37;
+  testing::LoadedModel m = TwoLayerModel(d);
+  SessionOptions options;
+  options.backend = "cuda";
+  options.max_tokens = tokens;
+  auto session = Session::Create(*m.model, options);
+  ASSERT_TRUE(session.ok()) << session.status();
+  EXPECT_NE(std::string((*session)->device()).find("sm_"), std::string::npos)
+      << (*session)->device();
+  Rng rng(9);
+  const std::vector<float> input = rng.Vec(tokens * d, 1.0f);
+  const size_t bytes = input.size() * sizeof(float);
+  DeviceBuffer in(bytes), out(bytes);
+  ASSERT_TRUE(CudaCopy(in.ptr, input.data(), bytes, true).ok());
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  for (size_t layer = 0; layer < 2; ++layer) {
+    for (size_t n : {size_t{1}, size_t{5}, tokens}) {
+      std::vector<float> want(n * d), got(n * d), got_stream(n * d);
+      ASSERT_STATUS_OK((*session)->Run(layer, input.data(), n, want.data()));
+      ASSERT_STATUS_OK((*session)->RunDevice(layer, in.ptr, n, out.ptr, nullptr));
+      ASSERT_TRUE(CudaCopy(got.data(), out.ptr, n * d * sizeof(float), false).ok());
+      EXPECT_EQ(std::memcmp(want.data(), got.data(), n * d * sizeof(float)), 0)
+          << "layer " << layer << ", " << n << " tokens";
+      ASSERT_EQ(cudaMemsetAsync(out.ptr, 0, bytes, stream), cudaSuccess);
+      ASSERT_STATUS_OK((*session)->RunDevice(layer, in.ptr, n, out.ptr, stream));
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      ASSERT_TRUE(CudaCopy(got_stream.data(), out.ptr, n * d * sizeof(float), false).ok());
+      EXPECT_EQ(std::memcmp(want.data(), got_stream.data(), n * d * sizeof(float)), 0)
+          << "caller's stream, layer " << layer << ", " << n << " tokens";
+    }
+  }
+  cudaStreamDestroy(stream);
+  // Host pointers are refused by the device-pointer run.
+  std::vector<float> host_out(d);
+  const absl::Status st = (*session)->RunDevice(0, input.data(), 1, out.ptr, nullptr);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("not device memory"), std::string::npos) << st;
+  EXPECT_EQ((*session)->RunDevice(0, in.ptr, 1, host_out.data(), nullptr).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// i8/i4 weights are dequantised on upload (exactly), so f32 tolerances apply.
+TEST(CudaBackendTest, QuantisedWeightsMatchReference) {
+  SKIP_WITHOUT_GPU();
+  for (DType dtype : {DType::I8, DType::I4}) {
+    for (bool rotate : {false, true}) {
+      for (size_t tokens : {size_t{3}, size_t{40}}) {
+        FfnTester()
+            .d_model(64)
+            .d_ff(160)
+            .tokens(tokens)
+            .activation(Activation::SILU)
+            .gated(true)
+            .dtype(dtype)
+            .rotate(rotate)
+            .tolerance(testing::kF32RelTol)
+            .Test("cuda");
+      }
+    }
+  }
+}
+
+// Layers large enough for cuBLAS's tensor-core kernels (and several GEMV blocks per row).
+TEST(CudaBackendTest, LargerLayersMatchReference) {
+  SKIP_WITHOUT_GPU();
+  for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
+    for (size_t tokens : {size_t{1}, size_t{130}}) {
+      FfnTester()
+          .d_model(512)
+          .d_ff(1376)
+          .tokens(tokens)
+          .activation(Activation::SILU)
+          .gated(true)
+          .dtype(dtype)
+          .norm(NormKind::RMS_NORM, NormPlacement::PRE)
+          .residual(true)
+          .Test("cuda");
+    }
+  }
+  testing::MoeParams p = testing::ParamsFor(testing::Variant::kMixtral);
+  MoeTester().d_model(256).d_ff(704).tokens(300).moe(p).dtype(DType::BF16).Test("cuda");
+}
+
+}  // namespace
+}  // namespace fflite
