@@ -44,7 +44,8 @@
 
 ABSL_FLAG(std::string, model, "", "a .fflite file to run");
 ABSL_FLAG(std::string, synthetic, "",
-          "a built-in shape instead of --model: llama, bert, tiny, tiny-moe, mixtral-mini, qwen-moe");
+          "a built-in shape instead of --model: llama, llama-70b (one 8192/28672 FFN), bert, tiny, "
+          "tiny-moe, mixtral-mini, qwen-moe");
 ABSL_FLAG(std::string, tokens, "1,128", "token counts per call, comma-separated");
 ABSL_FLAG(std::string, threads, "1", "thread counts, comma-separated");
 ABSL_FLAG(std::string, backend, "auto", "auto, or a backend name (xnnpack, reference, cuda: device-pointer I/O against the GPU's "
@@ -346,7 +347,7 @@ int Main() {
   if (model_path.empty() == synthetic.empty()) {
     std::fprintf(stderr,
                  "give exactly one of --model PATH or --synthetic "
-                 "llama|bert|tiny|tiny-moe|mixtral-mini|qwen-moe\n");
+                 "llama|llama-70b|bert|tiny|tiny-moe|mixtral-mini|qwen-moe\n");
     return 2;
   }
   const std::vector<int64_t> token_list = ParseList("tokens", absl::GetFlag(FLAGS_tokens));

@@ -121,6 +121,10 @@ absl::StatusOr<ModelSpec> SyntheticSpec(const std::string& name) {
     return Dense(4096, 11008, Activation::SILU, true, false, NormKind::RMS_NORM,
                  NormPlacement::PRE);
   }
+  if (name == "llama-70b") {  // one Llama-2/3-70B FFN: the cuda backend's decode goal
+    return Dense(8192, 28672, Activation::SILU, true, false, NormKind::RMS_NORM,
+                 NormPlacement::PRE);
+  }
   if (name == "bert") {
     return Dense(768, 3072, Activation::GELU_ERF, false, true, NormKind::LAYER_NORM,
                  NormPlacement::POST);
@@ -132,7 +136,7 @@ absl::StatusOr<ModelSpec> SyntheticSpec(const std::string& name) {
   if (name == "mixtral-mini") return Moe(1024, 3584, 8, 2, true, 0);
   if (name == "qwen-moe") return Moe(2048, 1408, 60, 4, false, 5632);
   return absl::InvalidArgumentError("--synthetic: '" + name +
-                                    "' is not one of llama, bert, tiny, tiny-moe, mixtral-mini, qwen-moe");
+                                    "' is not one of llama, llama-70b, bert, tiny, tiny-moe, mixtral-mini, qwen-moe");
 }
 
 }  // namespace bench
