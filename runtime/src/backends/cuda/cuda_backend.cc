@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_format.h"
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/layer_steps.h"
 #include "base/status_macros.h"
 #include "format/dtype.h"
 #include "moe/expert_counts.h"
@@ -190,14 +191,11 @@ class Arena {
   std::vector<float> staging_;
 };
 
-// A float vector of any float dtype as f32 (null when absent), plus `offset` to each element.
-const float* PlaceVector(Arena* a, const TensorView& t, float offset = 0.0f) {
+// A float vector of any float dtype as f32 (null when absent).
+const float* PlaceVector(Arena* a, const TensorView& t) {
   if (!t.present()) return nullptr;
   const uint64_t n = t.numel();
-  return a->PlaceFloats(n, [&t, n, offset](float* out) {
-    FindDType(t.dtype)->to_f32(t.data, 0, n, out);
-    for (uint64_t i = 0; i < n; ++i) out[i] += offset;
-  });
+  return a->PlaceFloats(n, [&t, n](float* out) { FindDType(t.dtype)->to_f32(t.data, 0, n, out); });
 }
 
 // f32/f16/bf16 matrices as stored; quantised ones dequantised to f32 (exactly: q · scale).
@@ -236,13 +234,16 @@ std::vector<DevLayer> PlaceModel(Arena* a, const Model& model) {
   std::vector<DevLayer> layers;
   for (const LayerView& l : model.layers()) {
     DevLayer d;
-    d.residual = l.residual;
+    const LayerSteps steps = StepsOf(l);
+    d.residual = steps.residual;
     if (l.norm.present) {
       d.norm.present = true;
       d.norm.layer_norm = l.norm.kind == NormKind::LAYER_NORM;
-      d.norm.pre = l.norm.placement == NormPlacement::PRE;
+      d.norm.pre = steps.pre_norm;
       d.norm.eps = l.norm.eps;
-      d.norm.weight = PlaceVector(a, l.norm.weight, l.norm.unit_offset ? 1.0f : 0.0f);
+      const NormView& n = l.norm;
+      d.norm.weight = a->PlaceFloats(n.weight.numel(),
+                                     [&n](float* out) { NormWeightAsApplied(n, out); });
       d.norm.bias = PlaceVector(a, l.norm.bias);
     }
     if (l.kind == LayerKind::kDense) {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/layer_steps.h"
 #include "base/half.h"
 #include "moe/routing.h"
 
@@ -105,8 +106,8 @@ class ReferenceBackend : public Backend {
   // pre-norm:  y = [x +] FFN(Norm(x))      post-norm:  y = Norm([x +] FFN(x))
   void RunToken(size_t layer, const LayerView& l, const RoutingParams& routing) {
     const size_t d = model_.d_model();
-    const bool pre = l.norm.present && l.norm.placement == NormPlacement::PRE;
-    const bool post = l.norm.present && l.norm.placement == NormPlacement::POST;
+    const LayerSteps steps = StepsOf(l);
+    const bool pre = steps.pre_norm, post = steps.post_norm;
     if (pre) {
       Norm(l.norm, x_.data(), h_.data());
     } else {
@@ -118,7 +119,7 @@ class ReferenceBackend : public Backend {
       Moe(l.moe, routing, h_.data(), f_.data());
       counts_.Add(layer, chosen_.data(), l.moe.top_k);
     }
-    for (size_t i = 0; i < d; ++i) f_[i] += l.residual ? x_[i] : 0.0;
+    for (size_t i = 0; i < d; ++i) f_[i] += steps.residual ? x_[i] : 0.0;
     if (post) {
       Norm(l.norm, f_.data(), y_.data());
     } else {

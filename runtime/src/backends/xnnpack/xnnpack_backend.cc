@@ -50,6 +50,7 @@
 #include "absl/strings/str_format.h"
 #include "base/aligned_buffer.h"
 #include "base/status_macros.h"
+#include "backends/layer_steps.h"
 #include "backends/xnnpack/engines.h"
 #include "backends/xnnpack/quant_engine.h"
 #include "base/tsan.h"
@@ -489,14 +490,11 @@ class XnnpackBackend : public Backend {
     const std::string name = absl::StrFormat("layers[%d].norm", index);
     const size_t d = model_.d_model();
     p->norm = l.norm.kind;
-    p->pre_norm = l.norm.placement == NormPlacement::PRE;
+    p->pre_norm = StepsOf(l).pre_norm;
     p->eps = l.norm.eps;
-    std::vector<float> storage;
-    const float* w = AsF32(l.norm.weight, &storage);
     if (!p->norm_weight.Allocate(d)) return absl::ResourceExhaustedError(name + ": weight");
-    for (size_t i = 0; i < d; ++i) {
-      p->norm_weight.data()[i] = w[i] + (l.norm.unit_offset ? 1.0f : 0.0f);
-    }
+    NormWeightAsApplied(l.norm, p->norm_weight.data());
+    std::vector<float> storage;
     if (l.norm.bias.present()) {
       const float* b = AsF32(l.norm.bias, &storage);
       if (!p->norm_bias.Allocate(d)) return absl::ResourceExhaustedError(name + ": bias");
