@@ -80,6 +80,13 @@ TEST(CudaBackendTest, WithoutAGpuSessionsAreUnavailableWithTheReason) {
   EXPECT_STRNE((*fallback)->backend_name(), "cuda");
 }
 
+// cuBLAS is opened on first use: the library this build found, with every entry point the
+// backend calls (a misspelt symbol fails here, GPU or not).
+TEST(CudaBackendTest, CublasOpensWithEveryEntryPoint) {
+  std::string why;
+  EXPECT_TRUE(CublasLoads(&why)) << why;
+}
+
 TEST(CudaBackendTest, ExpertBudgetIsRefusedWithItsName) {
   testing::LoadedModel m = TwoLayerModel(16);
   BackendConfig config;

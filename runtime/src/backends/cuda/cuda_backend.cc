@@ -6,11 +6,13 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -50,12 +52,61 @@ absl::Status CudaStatus(const char* what, cudaError_t e) {
       absl::StrFormat("%s: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e)));
 }
 
+// cuBLAS, opened on first use rather than linked: linking it costs every process that loads
+// libfflite ~0.4 s at start-up (measured: an empty program linked to libcublas.so.13 starts in
+// 0.37 s instead of 0.005 s), GPU or not, and a machine without the CUDA libraries could not load
+// libfflite at all.
+struct CublasApi {
+  std::string error;  // why it could not be opened; empty when every entry point was found
+  decltype(&cublasCreate_v2) create = nullptr;
+  decltype(&cublasDestroy_v2) destroy = nullptr;
+  decltype(&cublasSetStream_v2) set_stream = nullptr;
+  decltype(&cublasSetWorkspace_v2) set_workspace = nullptr;
+  // cublasGemmEx (C++ sees overloads, so the type is spelled out)
+  cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                            const void*, const void*, cudaDataType, int, const void*, cudaDataType,
+                            int, const void*, void*, cudaDataType, int, cublasComputeType_t,
+                            cublasGemmAlgo_t) = nullptr;
+  decltype(&cublasGetStatusName) status_name = nullptr;
+};
+
+const CublasApi& Cublas() {
+  static const CublasApi api = [] {
+    CublasApi a;
+    // The soname, then the toolkit's library folder this fflite was built against.
+    void* lib = dlopen(FFLITE_CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) lib = dlopen(FFLITE_CUBLAS_PATH, RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) {
+      const char* e = dlerror();
+      a.error = absl::StrFormat("cuBLAS (%s) cannot be loaded: %s", FFLITE_CUBLAS_SONAME,
+                                e != nullptr ? e : "dlopen failed");
+      return a;
+    }
+    bool ok = true;
+    auto find = [&](const char* name, auto* fn) {
+      *fn = reinterpret_cast<std::remove_pointer_t<decltype(fn)>>(dlsym(lib, name));
+      if (*fn == nullptr && ok) {
+        ok = false;
+        a.error = absl::StrFormat("cuBLAS (%s) has no %s", FFLITE_CUBLAS_SONAME, name);
+      }
+    };
+    find("cublasCreate_v2", &a.create);
+    find("cublasDestroy_v2", &a.destroy);
+    find("cublasSetStream_v2", &a.set_stream);
+    find("cublasSetWorkspace_v2", &a.set_workspace);
+    find("cublasGemmEx", &a.gemm_ex);
+    find("cublasGetStatusName", &a.status_name);
+    return a;  // the library stays open for the process's life
+  }();
+  return api;
+}
+
 absl::Status CublasStatus(const char* what, cublasStatus_t s) {
   if (s == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
   if (s == CUBLAS_STATUS_ALLOC_FAILED) {
     return absl::ResourceExhaustedError(absl::StrFormat("%s: out of device memory", what));
   }
-  return absl::InternalError(absl::StrFormat("%s: %s", what, cublasGetStatusName(s)));
+  return absl::InternalError(absl::StrFormat("%s: %s", what, Cublas().status_name(s)));
 }
 
 #define FFLITE_CUDA_CHECK(what, expr) FFLITE_RETURN_IF_ERROR(CudaStatus(what, (expr)))
@@ -104,6 +155,10 @@ const Probe& ProbeDevice() {
       p.why = absl::StrFormat(
           "device %d, %s, has compute capability %d.%d; this fflite has kernels for 8.0 and newer",
           kDevice, prop.name, prop.major, prop.minor);
+      return p;
+    }
+    if (!Cublas().error.empty()) {
+      p.why = Cublas().error;
       return p;
     }
     p.ok = true;
@@ -211,7 +266,9 @@ DevMatrix PlaceMatrix(Arena* a, const TensorView& t) {
     });
     return m;
   }
-  m.type = t.dtype == DType::F16 ? WType::kF16 : t.dtype == DType::BF16 ? WType::kBF16 : WType::kF32;
+  m.type = t.dtype == DType::F16    ? WType::kF16
+           : t.dtype == DType::BF16 ? WType::kBF16
+                                    : WType::kF32;
   m.data = a->PlaceRaw(t.data, t.size);
   return m;
 }
@@ -277,7 +334,7 @@ class CudaBackend : public Backend {
 
   ~CudaBackend() override {
     if (done_ != nullptr) cudaEventDestroy(done_);
-    if (handle_ != nullptr) cublasDestroy(handle_);
+    if (handle_ != nullptr) Cublas().destroy(handle_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
     cudaFree(weights_);
     cudaFree(scratch_);
@@ -289,7 +346,7 @@ class CudaBackend : public Backend {
     device_name_ = ProbeDevice().device;
     FFLITE_CUDA_CHECK("cudaStreamCreate", cudaStreamCreateWithFlags(&stream_,
                                                                     cudaStreamNonBlocking));
-    FFLITE_CUBLAS_CHECK("cublasCreate", cublasCreate(&handle_));
+    FFLITE_CUBLAS_CHECK("cublasCreate", Cublas().create(&handle_));
     FFLITE_CUDA_CHECK("cudaEventCreate", cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
 
     // Weights: size, allocate, copy.
@@ -353,7 +410,7 @@ class CudaBackend : public Backend {
     group_tokens_ = reinterpret_cast<uint32_t*>(s + o_gtokens);
     group_weights_ = reinterpret_cast<float*>(s + o_gweights);
     FFLITE_CUBLAS_CHECK("cublasSetWorkspace",
-                        cublasSetWorkspace(handle_, s + o_ws, kCublasWorkspaceBytes));
+                        Cublas().set_workspace(handle_, s + o_ws, kCublasWorkspaceBytes));
 
     // Pinned host buffers for the routing round trip.
     const uint64_t entries = t * max_k;
@@ -435,9 +492,9 @@ class CudaBackend : public Backend {
     const int m = static_cast<int>(w.rows), k = static_cast<int>(w.cols);
     FFLITE_CUBLAS_CHECK(
         "cublasGemmEx",
-        cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, m, static_cast<int>(n), k, &one, w.data,
-                     type, k, b, type, k, &zero, y, CUDA_R_32F, m, CUBLAS_COMPUTE_32F,
-                     CUBLAS_GEMM_DEFAULT));
+        Cublas().gemm_ex(handle_, CUBLAS_OP_T, CUBLAS_OP_N, m, static_cast<int>(n), k, &one,
+                         w.data, type, k, b, type, k, &zero, y, CUDA_R_32F, m,
+                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return absl::OkStatus();
   }
 
@@ -458,7 +515,7 @@ class CudaBackend : public Backend {
   // (they share the scratch): each run waits for the event the previous one recorded.
   absl::Status RunOn(size_t layer, const float* x, size_t n, float* y, cudaStream_t s) {
     FFLITE_CUDA_CHECK("cudaStreamWaitEvent", cudaStreamWaitEvent(s, done_, 0));
-    FFLITE_CUBLAS_CHECK("cublasSetStream", cublasSetStream(handle_, s));
+    FFLITE_CUBLAS_CHECK("cublasSetStream", Cublas().set_stream(handle_, s));
     const absl::Status status = Layer(layer, x, n, y, s);
     FFLITE_CUDA_CHECK("cudaEventRecord", cudaEventRecord(done_, s));
     return status;
@@ -573,6 +630,11 @@ double Median(std::vector<double> v) {
 
 }  // namespace
 
+bool CublasLoads(std::string* why) {
+  if (!Cublas().error.empty() && why != nullptr) *why = Cublas().error;
+  return Cublas().error.empty();
+}
+
 bool CudaBackendAvailable(std::string* why) {
   const Probe& p = ProbeDevice();
   if (!p.ok && why != nullptr) *why = p.why;
@@ -647,9 +709,9 @@ absl::StatusOr<CudaRoofline> MeasureCudaRoofline() {
   // cuBLAS bf16 GEMM 8192³ (A, B bf16 in the 1 GiB buffer, C f32 after them).
   constexpr int kN = 8192;
   cublasHandle_t handle = nullptr;
-  FFLITE_CUBLAS_CHECK("cublasCreate", cublasCreate(&handle));
-  std::unique_ptr<cublasContext, cublasStatus_t (*)(cublasHandle_t)> handle_owner(handle,
-                                                                                  cublasDestroy);
+  FFLITE_CUBLAS_CHECK("cublasCreate", Cublas().create(&handle));
+  std::unique_ptr<cublasContext, decltype(&cublasDestroy_v2)> handle_owner(handle,
+                                                                            Cublas().destroy);
   uint8_t* base = static_cast<uint8_t*>(buf);
   const size_t half_bytes = size_t{kN} * kN * 2;
   void *a = base, *b = base + half_bytes, *c = base + 2 * half_bytes;  // 128+128+256 MiB
@@ -657,9 +719,10 @@ absl::StatusOr<CudaRoofline> MeasureCudaRoofline() {
   FFLITE_ASSIGN_OR_RETURN(
       double gemm_ms, time_ms([&] {
         return CublasStatus("cublasGemmEx",
-                            cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, kN, kN, kN, &one, a,
-                                         CUDA_R_16BF, kN, b, CUDA_R_16BF, kN, &zero, c, CUDA_R_32F,
-                                         kN, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                            Cublas().gemm_ex(handle, CUBLAS_OP_T, CUBLAS_OP_N, kN, kN, kN, &one,
+                                             a, CUDA_R_16BF, kN, b, CUDA_R_16BF, kN, &zero, c,
+                                             CUDA_R_32F, kN, CUBLAS_COMPUTE_32F,
+                                             CUBLAS_GEMM_DEFAULT));
       }, 5));
   r.bf16_gemm_tflops = 2.0 * kN * kN * static_cast<double>(kN) / (gemm_ms * 1e9);
 

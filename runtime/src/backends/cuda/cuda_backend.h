@@ -23,6 +23,10 @@ bool CudaBackendAvailable(std::string* why);
 absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const Model& model,
                                                            const BackendConfig& config);
 
+// Whether cuBLAS (opened on first use, not linked) and every entry point the backend calls were
+// found; `why` says what is missing. Needs no GPU.
+bool CublasLoads(std::string* why);
+
 // For fflite-bench: the device's limits, measured now on device 0.
 struct CudaRoofline {
   std::string device;            // as Backend::device() names it
