@@ -42,8 +42,9 @@ int RunModel(const std::string& path, size_t tokens, fflite_backend backend) {
   }
   const double create_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("\n%s: %d layers, d_model %d, backend %s, session created in %.2f ms\n",
-              path.c_str(), n_layers, d, fflite_session_backend_name(session), create_ms);
+  std::printf("\n%s: %d layers, d_model %d, backend %s on %s, session created in %.2f ms\n",
+              path.c_str(), n_layers, d, fflite_session_backend_name(session),
+              fflite_session_device_name(session), create_ms);
   std::vector<float> x(tokens * d), y(tokens * d);  // [tokens, d_model]
   for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i));
   std::printf("  %-5s %-5s %-40s %12s %12s\n", "layer", "kind", "y[0][0..3]", "1 tok (ms)",

@@ -52,8 +52,21 @@ __global__ void GemvKernel(const W* __restrict__ w, uint32_t rows, uint32_t cols
   const W* wr = w + static_cast<size_t>(row) * cols;
   float acc[kGemvTokens] = {};
   if constexpr (kVec) {
-    constexpr int V = 16 / sizeof(W);
-    for (uint32_t c0 = lane * V; c0 < cols; c0 += kWarp * V) {
+    constexpr uint32_t V = 16 / sizeof(W), kStep = kWarp * V;
+    uint32_t c0 = lane * V;
+    // Four 16-byte loads in flight per lane (decode is a stream of weights), then the tail.
+    for (; c0 + 3 * kStep < cols; c0 += 4 * kStep) {
+      uint4 raw[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        raw[u] = __ldg(reinterpret_cast<const uint4*>(wr + c0 + u * kStep));
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        GemvChunk<W, V>(reinterpret_cast<const W*>(&raw[u]), xb, ldx, nt, c0 + u * kStep, acc);
+      }
+    }
+    for (; c0 < cols; c0 += kStep) {
       const uint4 raw = __ldg(reinterpret_cast<const uint4*>(wr + c0));
       GemvChunk<W, V>(reinterpret_cast<const W*>(&raw), xb, ldx, nt, c0, acc);
     }
