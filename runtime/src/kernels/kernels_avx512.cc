@@ -9,6 +9,7 @@
 
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's intrinsics; see gemv_avx512.cc
+#pragma GCC diagnostic ignored "-Wuninitialized"  // the same at -O1 (the sanitizer builds)
 #endif
 
 #include <immintrin.h>

@@ -8,6 +8,7 @@
 // -Wmaybe-uninitialized flags once inlined (a GCC 12 false positive; see gemv_avx512.cc).
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"  // the same at -O1 (the sanitizer builds)
 #endif
 
 #include <immintrin.h>
