@@ -507,6 +507,74 @@ TEST_F(ConverterTest, Whisper) {
   }
 }
 
+// ---- opt: fc1/fc2 (biases unless enable_bias is false), ReLU, final_layer_norm before the FFN
+// (do_layer_norm_before, the default) or after the residual (opt-350m) ----
+
+class OptTest : public ConverterTest,
+                public ::testing::WithParamInterface<std::tuple<bool, bool>> {};
+
+TEST_P(OptTest, MatchesHfDecoderLayerFfn) {
+  const auto [norm_before, bias] = GetParam();
+  Rng rng(14);
+  CheckpointWriter w;
+  const uint64_t ff = 4 * kD;
+  for (int l = 0; l < 2; ++l) {
+    const std::string p = "model.decoder.layers." + std::to_string(l);
+    w.AddRandom(p + ".self_attn.q_proj.weight", {kD, kD}, rng, 0.5f);  // ignored
+    w.AddRandom(p + ".final_layer_norm.weight", {kD}, rng, 0.2f, "", 1.0f);
+    w.AddRandom(p + ".final_layer_norm.bias", {kD}, rng, 0.2f);
+    w.AddRandom(p + ".fc1.weight", {ff, kD}, rng, 0.5f);
+    w.AddRandom(p + ".fc2.weight", {kD, ff}, rng, 0.3f);
+    if (bias) {
+      w.AddRandom(p + ".fc1.bias", {ff}, rng, 0.5f);
+      w.AddRandom(p + ".fc2.bias", {kD}, rng, 0.5f);
+    }
+  }
+  json config = {{"model_type", "opt"}, {"hidden_size", kD}, {"ffn_dim", ff},
+                 {"num_hidden_layers", 2}, {"activation_function", "relu"},
+                 {"do_layer_norm_before", norm_before}};
+  if (!bias) config["enable_bias"] = false;
+  auto model = Convert(w, config);
+  ASSERT_NE(model, nullptr);
+  ASSERT_EQ(model->layers().size(), 2u);
+  for (size_t l = 0; l < 2; ++l) {
+    const std::string p = "model.decoder.layers." + std::to_string(l);
+    EXPECT_EQ(model->layers()[l].name, p);
+    EXPECT_EQ(model->layers()[l].ffn.activation, Activation::RELU);
+    EXPECT_EQ(model->layers()[l].ffn.up_bias.present(), bias);
+    ExpectLayer(*model, l, [&](const Vec& x) {
+      const std::string ln = p + ".final_layer_norm.";
+      const Vec h = norm_before ? HfLayerNorm(x, w.Get(ln + "weight"), w.Get(ln + "bias"), 1e-5) : x;
+      Vec a = HfLinear(w.Get(p + ".fc1.weight"), bias ? &w.Get(p + ".fc1.bias") : nullptr, h);
+      for (double& v : a) v = HfAct("relu", v);
+      const Vec y =
+          Add(x, HfLinear(w.Get(p + ".fc2.weight"), bias ? &w.Get(p + ".fc2.bias") : nullptr, a));
+      return norm_before ? y : HfLayerNorm(y, w.Get(ln + "weight"), w.Get(ln + "bias"), 1e-5);
+    });
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(NormBeforeAndAfter, OptTest,
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool()));
+
+// A LayerNorm without weight and bias (layer_norm_elementwise_affine false) is refused by name.
+TEST_F(ConverterTest, OptWithoutElementwiseAffineIsRefused) {
+  Rng rng(15);
+  CheckpointWriter w;
+  const std::string p = "decoder.layers.0";
+  w.AddRandom(p + ".fc1.weight", {12, kD}, rng, 0.5f);
+  w.AddRandom(p + ".fc1.bias", {12}, rng, 0.5f);
+  w.AddRandom(p + ".fc2.weight", {kD, 12}, rng, 0.5f);
+  w.AddRandom(p + ".fc2.bias", {kD}, rng, 0.5f);
+  const json config = {{"model_type", "opt"}, {"hidden_size", kD}, {"ffn_dim", 12},
+                       {"num_hidden_layers", 1}, {"layer_norm_elementwise_affine", false}};
+  ASSERT_OK(w.Write(ckpt_, config.dump()));
+  EXPECT_THAT(converter::ConvertCheckpoint(ckpt_, out_dir_ + "/model.fflite", {}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       ::testing::HasSubstr("layer_norm_elementwise_affine")));
+  EXPECT_TRUE(ListDir(out_dir_).empty());
+}
+
 // A norm of the wrong length is named with the architecture's own config key for d_model.
 TEST_F(ConverterTest, NormShapeErrorsNameTheArchitecturesKey) {
   Rng rng(13);

@@ -111,6 +111,7 @@ absl::StatusOr<ArchPlan> ConvertBert(const ArchContext& ctx);
 absl::StatusOr<ArchPlan> ConvertGpt2(const ArchContext& ctx);
 absl::StatusOr<ArchPlan> ConvertT5(const ArchContext& ctx);
 absl::StatusOr<ArchPlan> ConvertWhisper(const ArchContext& ctx);
+absl::StatusOr<ArchPlan> ConvertOpt(const ArchContext& ctx);
 
 }  // namespace converter
 }  // namespace fflite

@@ -27,6 +27,7 @@ constexpr ArchEntry kArchitectures[] = {
     {"gpt2", ConvertGpt2},
     {"t5", ConvertT5},
     {"whisper", ConvertWhisper},
+    {"opt", ConvertOpt},
 };
 
 }  // namespace

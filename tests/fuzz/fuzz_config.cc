@@ -32,7 +32,7 @@ using json = nlohmann::json;
 
 const std::vector<std::string> kModelTypes = {
     "llama", "mistral", "qwen2", "qwen3", "gemma", "phi3", "mixtral", "qwen2_moe", "deepseek_v2",
-    "deepseek_v3", "bert", "gpt2", "t5", "whisper"};
+    "deepseek_v3", "bert", "gpt2", "t5", "whisper", "opt"};
 
 // transformers' ACT2FN names the converter knows, then ones it does not.
 const std::vector<std::string> kActivations = {
@@ -365,6 +365,31 @@ void GenWhisper(Generator& g) {
   for (uint32_t i = 0; i < dec; ++i) layer("decoder", i, dec_ff);
 }
 
+void GenOpt(Generator& g) {
+  const uint32_t d = g.Dim(), ff = g.Dim(), layers = g.Layers();
+  json& c = g.config();
+  c["hidden_size"] = d;
+  c["ffn_dim"] = ff;
+  c["num_hidden_layers"] = layers;
+  g.MaybeSet("activation_function", g.Activation());
+  g.MaybeSet("do_layer_norm_before", g.Bool());
+  bool bias = true;
+  if (g.OneIn(4)) c["enable_bias"] = bias = g.Bool();
+  if (g.OneIn(8)) c["layer_norm_elementwise_affine"] = g.Bool();
+  const std::string prefix = g.Bool() ? "model." : "";
+  for (uint32_t i = 0; i < layers; ++i) {
+    const std::string n = absl::StrFormat("%sdecoder.layers.%d", prefix, i);
+    g.Matrix(n + ".fc1.weight", ff, d);
+    g.Matrix(n + ".fc2.weight", d, ff);
+    if (bias) {
+      g.Vector(n + ".fc1.bias", ff);
+      g.Vector(n + ".fc2.bias", d);
+    }
+    g.Vector(n + ".final_layer_norm.weight", d, 1.0f);
+    g.Vector(n + ".final_layer_norm.bias", d);
+  }
+}
+
 // ---- Edits that make config.json and the tensors disagree ----
 
 json OddValue(ByteReader& in) {
@@ -503,6 +528,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     GenT5(g);
   } else if (type == "whisper") {
     GenWhisper(g);
+  } else if (type == "opt") {
+    GenOpt(g);
   } else {
     GenDecoderMlp(g, type);
   }
