@@ -16,6 +16,7 @@
 #include "backends/backend.h"
 #include "backends/xnnpack/xnnpack_backend.h"
 #include "gtest/gtest.h"
+#include "session/session.h"
 #include "testing/model_builder.h"
 #include "testing/moe_variants.h"
 #include "testing/testers.h"
@@ -24,6 +25,7 @@
 namespace fflite {
 namespace {
 
+using testing::FfnParams;
 using testing::FfnTester;
 using testing::MoeParams;
 using testing::MoeTester;
@@ -359,6 +361,185 @@ std::string BackendName(const ::testing::TestParamInfo<std::string>& info) { ret
 
 INSTANTIATE_TEST_SUITE_P(All, MoeRoutingTest, ::testing::ValuesIn(BackendsUnderTest()),
                          BackendName);
+
+// --- Neuron edits: h_i <- s_i · h_i before the down projection. ---
+
+// Column i of down [d_model, d_ff] (f32) multiplied by scales[i]: the model an edit stands for.
+TensorSource ScaledDownColumns(const TensorSource& down, const std::vector<float>& scales) {
+  const uint64_t rows = down.shape[0], cols = down.shape[1];
+  std::vector<float> v(rows * cols);
+  EXPECT_TRUE(down.fill(reinterpret_cast<uint8_t*>(v.data()), v.size() * sizeof(float)).ok());
+  for (uint64_t r = 0; r < rows; ++r) {
+    for (uint64_t c = 0; c < cols; ++c) v[r * cols + c] *= scales[c];
+  }
+  return TensorFromF32({rows, cols}, std::move(v));
+}
+
+// Scales with zeros (neurons off), negatives, a large one and ones.
+std::vector<float> EditScales(uint32_t d_ff, uint32_t seed) {
+  Rng rng(seed);
+  std::vector<float> s = rng.Vec(d_ff, 2.0f);
+  for (uint32_t i = 0; i < d_ff; i += 3) s[i] = 0.0f;
+  for (uint32_t i = 1; i < d_ff; i += 7) s[i] = 1.0f;
+  s[d_ff / 2] = 40.0f;
+  return s;
+}
+
+class NeuronEditTest : public ::testing::TestWithParam<std::string> {};
+
+// The edited session on the model equals the reference on the model with scaled down columns,
+// through every path of the backend (few tokens, many tokens, split among threads, fused ReLU,
+// f16/bf16); clearing the scales gives the model's own result again.
+TEST_P(NeuronEditTest, DenseEditEqualsScaledDownColumns) {
+  const std::string backend = GetParam();
+  SKIP_UNLESS_AVAILABLE(backend);
+  struct Case {
+    Activation act;
+    bool gated, bias;
+    DType dtype;
+    size_t tokens;
+    int threads;
+  };
+  const Case cases[] = {
+      {Activation::SILU, true, false, DType::F32, 1, 1},
+      {Activation::RELU, false, true, DType::F32, 7, 1},    // ReLU fused into the product
+      {Activation::GELU_ERF, false, true, DType::F32, 130, 2},  // split among threads
+      {Activation::SILU, true, true, DType::BF16, 130, 1},
+      {Activation::GELU_TANH, true, false, DType::F16, 3, 3},
+  };
+  const uint32_t d = 64, ff = 150;
+  uint32_t seed = 1;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(absl::StrFormat("%s %s, %d tokens, %d threads", ActivationName(c.act),
+                                 DTypeName(c.dtype), c.tokens, c.threads));
+    Rng rng(seed++);
+    FfnParams p{d, ff, c.act, c.gated, c.bias};
+    ModelSpec spec;
+    spec.d_model = d;
+    LayerSpec layer;
+    layer.ffn = testing::RandomFfn(p, rng);
+    layer.norm = testing::RandomNorm(NormKind::RMS_NORM, NormPlacement::PRE, d, rng);
+    layer.residual = true;
+    spec.layers.push_back(layer);
+    const std::vector<float> scales = EditScales(ff, seed);
+    ModelSpec edited = spec;
+    edited.layers[0].ffn.down = ScaledDownColumns(spec.layers[0].ffn.down, scales);
+    WriteOptions options;
+    options.dtype = c.dtype;
+    auto model = testing::BuildModel(spec, options);
+    auto want_model = testing::BuildModel(edited, options);
+    ASSERT_TRUE(model.ok() && want_model.ok());
+    const std::vector<float> input = rng.Vec(c.tokens * d, 1.0f);
+    auto want = testing::RunLayer(*want_model->model, "reference", 0, input, c.tokens);
+    auto plain = testing::RunLayer(*model->model, "reference", 0, input, c.tokens);
+    ASSERT_TRUE(want.ok() && plain.ok());
+
+    SessionOptions so;
+    so.backend = backend;
+    so.num_threads = c.threads;
+    so.max_tokens = c.tokens;
+    auto session = Session::Create(*model->model, so);
+    ASSERT_TRUE(session.ok()) << session.status();
+    std::vector<float> got(c.tokens * d);
+    const double tol = testing::BackendRelTol(backend, c.dtype);
+    ASSERT_TRUE((*session)->SetNeuronScales(0, -1, scales.data(), ff).ok());
+    ASSERT_TRUE((*session)->Run(0, input.data(), c.tokens, got.data()).ok());
+    testing::ExpectOutputsNear(*want, got, c.tokens, d, tol, backend + " edited");
+    ASSERT_TRUE((*session)->ClearNeuronScales(0, -1).ok());
+    ASSERT_TRUE((*session)->Run(0, input.data(), c.tokens, got.data()).ok());
+    testing::ExpectOutputsNear(*plain, got, c.tokens, d, tol, backend + " cleared");
+  }
+}
+
+// An MoE layer with two routed experts edited: routing is unchanged (down does not feed it), so
+// the result equals the model whose two experts' down columns are scaled.
+TEST_P(NeuronEditTest, MoeExpertEditEqualsScaledDownColumns) {
+  const std::string backend = GetParam();
+  SKIP_UNLESS_AVAILABLE(backend);
+  const uint32_t d = 48, ff = 40;
+  Rng rng(31);
+  MoeParams p = ParamsFor(Variant::kQwen2Moe);
+  p.expert = FfnParams{d, ff, Activation::SILU, true, false};
+  ModelSpec spec;
+  spec.d_model = d;
+  LayerSpec layer;
+  layer.kind = LayerKind::kMoe;
+  layer.moe = testing::RandomMoe(p, rng);
+  spec.layers.push_back(layer);
+  const std::vector<float> s1 = EditScales(ff, 5), s3 = EditScales(ff, 6);
+  ModelSpec edited = spec;
+  edited.layers[0].moe.experts[1].down = ScaledDownColumns(spec.layers[0].moe.experts[1].down, s1);
+  edited.layers[0].moe.experts[3].down = ScaledDownColumns(spec.layers[0].moe.experts[3].down, s3);
+  auto model = testing::BuildModel(spec);
+  auto want_model = testing::BuildModel(edited);
+  ASSERT_TRUE(model.ok() && want_model.ok());
+  for (size_t tokens : {size_t{1}, size_t{37}}) {
+    const std::vector<float> input = rng.Vec(tokens * d, 1.0f);
+    auto want = testing::RunLayer(*want_model->model, "reference", 0, input, tokens);
+    ASSERT_TRUE(want.ok());
+    SessionOptions so;
+    so.backend = backend;
+    so.max_tokens = tokens;
+    auto session = Session::Create(*model->model, so);
+    ASSERT_TRUE(session.ok()) << session.status();
+    ASSERT_TRUE((*session)->SetNeuronScales(0, 1, s1.data(), ff).ok());
+    ASSERT_TRUE((*session)->SetNeuronScales(0, 3, s3.data(), ff).ok());
+    std::vector<float> got(tokens * d);
+    ASSERT_TRUE((*session)->Run(0, input.data(), tokens, got.data()).ok());
+    testing::ExpectOutputsNear(*want, got, tokens, d, testing::BackendRelTol(backend, DType::F32),
+                               absl::StrFormat("%s, %d tokens", backend, tokens));
+  }
+}
+
+// Bad arguments get a status naming the problem; nothing changes.
+TEST_P(NeuronEditTest, BadArgumentsAreRefused) {
+  const std::string backend = GetParam();
+  SKIP_UNLESS_AVAILABLE(backend);
+  Rng rng(41);
+  ModelSpec spec;
+  spec.d_model = 16;
+  LayerSpec dense;
+  dense.ffn = testing::RandomFfn(FfnParams{16, 24}, rng);
+  spec.layers.push_back(dense);
+  LayerSpec moe;
+  moe.kind = LayerKind::kMoe;
+  MoeParams p;
+  p.expert = FfnParams{16, 24};
+  moe.moe = testing::RandomMoe(p, rng);
+  spec.layers.push_back(moe);
+  auto model = testing::BuildModel(spec);
+  ASSERT_TRUE(model.ok());
+  SessionOptions so;
+  so.backend = backend;
+  auto session = Session::Create(*model->model, so);
+  ASSERT_TRUE(session.ok());
+  Session& s = **session;
+  std::vector<float> ones(24, 1.0f), nan = ones;
+  nan[5] = NAN;
+  auto expect = [](const absl::Status& st, absl::StatusCode code, const std::string& text) {
+    EXPECT_EQ(st.code(), code) << st;
+    EXPECT_NE(st.message().find(text), std::string::npos) << st;
+  };
+  expect(s.SetNeuronScales(0, -1, ones.data(), 23), absl::StatusCode::kInvalidArgument, "d_ff 24");
+  expect(s.SetNeuronScales(0, -1, nan.data(), 24), absl::StatusCode::kInvalidArgument,
+         "scales[5]");
+  expect(s.SetNeuronScales(0, -1, nullptr, 24), absl::StatusCode::kInvalidArgument, "null");
+  expect(s.SetNeuronScales(0, 0, ones.data(), 24), absl::StatusCode::kInvalidArgument, "dense");
+  expect(s.SetNeuronScales(1, -1, ones.data(), 24), absl::StatusCode::kInvalidArgument,
+         "MoE layer");
+  expect(s.SetNeuronScales(1, 8, ones.data(), 24), absl::StatusCode::kOutOfRange, "8 routed");
+  expect(s.SetNeuronScales(2, -1, ones.data(), 24), absl::StatusCode::kOutOfRange, "2 layers");
+  expect(s.ClearNeuronScales(1, 9), absl::StatusCode::kOutOfRange, "expert 9");
+}
+
+// The reference too: its edit against the scaled file is a test of the edit, not of itself.
+std::vector<std::string> EveryBackend() {
+  std::vector<std::string> names;
+  for (const BackendEntry& e : Backends()) names.push_back(e.name);
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, NeuronEditTest, ::testing::ValuesIn(EveryBackend()), BackendName);
 
 // The registry lists what this build has: cuda exactly when it was built with the toolkit.
 TEST(BackendRegistryTest, CudaIsListedExactlyWhenBuilt) {

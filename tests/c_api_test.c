@@ -187,6 +187,30 @@ static void test_run(const fflite_model* model) {
   CHECK_STATUS(fflite_session_run(session, 0, in, 2, in + 16), FFLITE_STATUS_INVALID_ARGUMENT,
                "overlap");
 
+  /* Neuron edits: argument checks through the C API (the results are tested in C++). */
+  {
+    float scales[4096];
+    fflite_layer_info info;
+    int k;
+    for (k = 0; k < 4096; ++k) scales[k] = 0.5f;
+    info.struct_size = sizeof(info);
+    CHECK(fflite_model_layer_info(model, 0, &info) == FFLITE_STATUS_OK);
+    CHECK(info.d_ff > 0 && info.d_ff <= 4096);
+    CHECK_STATUS(fflite_session_set_neuron_scales(NULL, 0, -1, scales, (size_t)info.d_ff),
+                 FFLITE_STATUS_INVALID_ARGUMENT, "session");
+    CHECK_STATUS(fflite_session_set_neuron_scales(session, -1, -1, scales, (size_t)info.d_ff),
+                 FFLITE_STATUS_OUT_OF_RANGE, "layer");
+    CHECK_STATUS(fflite_session_set_neuron_scales(session, 0, -1, scales, (size_t)info.d_ff + 1),
+                 FFLITE_STATUS_INVALID_ARGUMENT, "count");
+    CHECK_STATUS(fflite_session_clear_neuron_scales(NULL, 0, -1), FFLITE_STATUS_INVALID_ARGUMENT,
+                 "session");
+    if (info.kind == FFLITE_LAYER_DENSE) {
+      CHECK(fflite_session_set_neuron_scales(session, 0, -1, scales, (size_t)info.d_ff) ==
+            FFLITE_STATUS_OK);
+      CHECK(fflite_session_clear_neuron_scales(session, 0, -1) == FFLITE_STATUS_OK);
+    }
+  }
+
   /* Device pointers are refused on a CPU backend, after the same argument checks. */
   CHECK(strcmp(fflite_session_device_name(session), "cpu") == 0);
   CHECK(strcmp(fflite_session_device_name(NULL), "") == 0);

@@ -286,6 +286,29 @@ const char* fflite_session_device_name(const fflite_session* session) {
   return session == nullptr ? "" : session->session->device();
 }
 
+fflite_status fflite_session_set_neuron_scales(fflite_session* session, int32_t layer,
+                                               int32_t expert, const float* scales,
+                                               size_t count) {
+  if (session == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "session is null");
+  if (layer < 0) {
+    return Report(absl::OutOfRangeError("layer " + std::to_string(layer) + " is negative"));
+  }
+  return Guard([&] {
+    return session->session->SetNeuronScales(static_cast<size_t>(layer), expert, scales, count);
+  });
+}
+
+fflite_status fflite_session_clear_neuron_scales(fflite_session* session, int32_t layer,
+                                                 int32_t expert) {
+  if (session == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "session is null");
+  if (layer < 0) {
+    return Report(absl::OutOfRangeError("layer " + std::to_string(layer) + " is negative"));
+  }
+  return Guard([&] {
+    return session->session->ClearNeuronScales(static_cast<size_t>(layer), expert);
+  });
+}
+
 fflite_status fflite_session_expert_counts(const fflite_session* session, int32_t layer,
                                           uint64_t* out_counts, size_t capacity,
                                           size_t* out_num_experts) {

@@ -188,6 +188,23 @@ FFLITE_API fflite_status fflite_session_run_device(fflite_session* session, int3
  * session; "" for NULL. */
 FFLITE_API const char* fflite_session_device_name(const fflite_session* session);
 
+/* Neuron edits. An FFN computes y = down(h) with h the hidden activations (after the activation,
+ * and after the gate product for the GLU family), one per neuron i < d_ff. This sets a scale per
+ * neuron, h_i <- scales[i] · h_i before the down projection (0 switches neuron i off), for the
+ * session's later runs, without touching the model: the result equals a model whose down
+ * column i is multiplied by scales[i], on every backend. `expert` is -1 for a dense layer's FFN,
+ * or a routed expert's index (0 .. num_experts - 1) of an MoE layer (shared experts cannot be
+ * edited). count must equal the FFN's d_ff (fflite_layer_info.d_ff); scales are copied and must
+ * be finite. Errors: INVALID_ARGUMENT (null pointers, count, NaN or Inf, expert -1 on an MoE
+ * layer or >= 0 on a dense one), OUT_OF_RANGE (layer, expert). */
+FFLITE_API fflite_status fflite_session_set_neuron_scales(fflite_session* session, int32_t layer,
+                                                          int32_t expert, const float* scales,
+                                                          size_t count);
+
+/* Removes the scales of that FFN (nothing to remove is fine). Errors as above. */
+FFLITE_API fflite_status fflite_session_clear_neuron_scales(fflite_session* session,
+                                                            int32_t layer, int32_t expert);
+
 /* Routing statistics: how many tokens each expert of MoE `layer` received since the session was
  * created or its counts were last reset (a token routed to k experts counts once for each of
  * them). Writes the expert count to *out_num_experts (0 for a dense layer) and, when capacity is

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "format/model.h"
+#include "backends/neuron_scales.h"
 #include "moe/expert_counts.h"
 
 namespace fflite {
@@ -43,6 +44,18 @@ class Backend {
   // Routing statistics: tokens each expert of each MoE layer received since creation or the last
   // reset (every backend counts through the shared ExpertCounts). nullptr: not kept.
   virtual ExpertCounts* expert_counts() { return nullptr; }
+
+  // Neuron edits (Session::SetNeuronScales): every backend applies neuron_scales() to the hidden
+  // activations of each FFN before its down projection. NeuronScalesChanged is called after the
+  // scales of (layer, expert) changed, between runs; backends that keep copies (on a device)
+  // update them.
+  NeuronScales& neuron_scales() { return neuron_scales_; }
+  virtual absl::Status NeuronScalesChanged(size_t /*layer*/, int /*expert*/) {
+    return absl::OkStatus();
+  }
+
+ protected:
+  NeuronScales neuron_scales_;
 };
 
 struct BackendEntry {

@@ -1,7 +1,11 @@
 // Session creation (backend choice, option checks) and argument checks for run().
 #include "session/session.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -50,6 +54,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const Model& model,
   config.max_tokens = options.max_tokens;
   config.expert_budget_bytes = options.expert_budget_bytes;
   FFLITE_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, entry->create(model, config));
+  backend->neuron_scales().Init(model);
   return std::unique_ptr<Session>(
       new Session(model, entry->name, options.max_tokens, std::move(backend)));
 }
@@ -90,6 +95,60 @@ absl::Status Session::RunDevice(size_t layer, const float* input, size_t n_token
         absl::StrFormat("backend '%s': %s", backend_name_, status.message()));
   }
   return status;
+}
+
+absl::StatusOr<const FfnView*> Session::EditedFfn(size_t layer, int expert) const {
+  const size_t num_layers = model_.layers().size();
+  if (layer >= num_layers) {
+    return absl::OutOfRangeError(
+        absl::StrFormat("layer %d is out of range: the model has %d layers", layer, num_layers));
+  }
+  const LayerView& l = model_.layers()[layer];
+  if (l.kind == LayerKind::kDense) {
+    if (expert != -1) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "expert %d: layer %d is dense; pass expert -1 for its FFN", expert, layer));
+    }
+    return &l.ffn;
+  }
+  if (expert < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "expert %d: layer %d is an MoE layer; pass a routed expert's index (0 .. %d)", expert,
+        layer, l.moe.num_experts - 1));
+  }
+  if (static_cast<uint32_t>(expert) >= l.moe.num_experts) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "expert %d is out of range: MoE layer %d has %d routed experts", expert, layer,
+        l.moe.num_experts));
+  }
+  return &l.moe.experts[static_cast<size_t>(expert)];
+}
+
+absl::Status Session::SetNeuronScales(size_t layer, int expert, const float* scales,
+                                      size_t count) {
+  FFLITE_ASSIGN_OR_RETURN(const FfnView* f, EditedFfn(layer, expert));
+  if (scales == nullptr) return absl::InvalidArgumentError("scales is null");
+  if (count != f->d_ff) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "count %d: the FFN of layer %d%s has d_ff %d, one scale per neuron", count, layer,
+        expert < 0 ? "" : absl::StrFormat(" expert %d", expert), f->d_ff));
+  }
+  for (size_t i = 0; i < count; ++i) {
+    if (!std::isfinite(scales[i])) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("scales[%d] is %f: every scale must be finite", i, scales[i]));
+    }
+  }
+  std::vector<float> padded(f->d_ff_padded, 1.0f);
+  std::copy(scales, scales + count, padded.begin());
+  backend_->neuron_scales().Set(layer, expert, std::move(padded));
+  return backend_->NeuronScalesChanged(layer, expert);
+}
+
+absl::Status Session::ClearNeuronScales(size_t layer, int expert) {
+  FFLITE_RETURN_IF_ERROR(EditedFfn(layer, expert).status());
+  backend_->neuron_scales().Set(layer, expert, {});
+  return backend_->NeuronScalesChanged(layer, expert);
 }
 
 absl::StatusOr<absl::Span<const uint64_t>> Session::ExpertCounts(size_t layer) {

@@ -49,6 +49,15 @@ class Session {
   // Sets every count to zero. Errors: Unimplemented as above.
   absl::Status ResetExpertCounts();
 
+  // Neuron edits: h_i <- scales[i] · h_i before the down projection of one FFN (expert -1: a dense
+  // layer's; 0 .. num_experts - 1: a routed expert of an MoE layer), for later runs. count must
+  // be the FFN's d_ff (logical), every value finite; the scales are copied. Errors: OutOfRange
+  // (layer, expert >= num_experts), InvalidArgument (null, count, NaN/Inf, expert -1 on an MoE
+  // layer or >= 0 on a dense one).
+  absl::Status SetNeuronScales(size_t layer, int expert, const float* scales, size_t count);
+  // Back to the model's weights for that FFN (no error if nothing was set). Errors as above.
+  absl::Status ClearNeuronScales(size_t layer, int expert);
+
   const char* backend_name() const { return backend_name_; }
   // What the backend computes on ("cpu", or the GPU's name and properties).
   const char* device() const { return backend_->device(); }
@@ -56,6 +65,8 @@ class Session {
   size_t max_tokens() const { return max_tokens_; }
 
  private:
+  // The FFN (layer, expert) names, or an error naming the bad argument.
+  absl::StatusOr<const FfnView*> EditedFfn(size_t layer, int expert) const;
   absl::Status CheckRun(size_t layer, const float* input, size_t n_tokens,
                         const float* output) const;
   Session(const Model& model, const char* name, size_t max_tokens, std::unique_ptr<Backend> b)

@@ -183,6 +183,7 @@ struct DevFfn {
   uint8_t activation = 0;
   bool gated = false;
   uint32_t ff = 0;  // d_ff_padded
+  float* scale = nullptr;  // neuron edits [ff] in device memory (owned by the backend) or null
 };
 
 struct DevNorm {
@@ -332,7 +333,33 @@ class CudaBackend : public Backend {
   CudaBackend(const Model& model, size_t max_tokens)
       : model_(model), d_(model.d_model()), max_tokens_(max_tokens) {}
 
+  // Copies the session's scales of (layer, expert) to the device, after the runs queued so far.
+  absl::Status NeuronScalesChanged(size_t layer, int expert) override {
+    FFLITE_CUDA_CHECK("cudaSetDevice", cudaSetDevice(kDevice));
+    DevLayer& l = layers_[layer];
+    DevFfn& f = expert < 0 ? l.ffn : l.experts[static_cast<size_t>(expert)];
+    FFLITE_CUDA_CHECK("cudaEventSynchronize", cudaEventSynchronize(done_));
+    const float* host = neuron_scales_.Get(layer, expert);
+    if (host == nullptr) {
+      cudaFree(f.scale);
+      f.scale = nullptr;
+      return absl::OkStatus();
+    }
+    if (f.scale == nullptr) {
+      void* p = nullptr;
+      FFLITE_CUDA_CHECK("cudaMalloc (neuron scales)", cudaMalloc(&p, f.ff * sizeof(float)));
+      f.scale = static_cast<float*>(p);
+    }
+    FFLITE_CUDA_CHECK("cudaMemcpy (neuron scales)",
+                      cudaMemcpy(f.scale, host, f.ff * sizeof(float), cudaMemcpyHostToDevice));
+    return absl::OkStatus();
+  }
+
   ~CudaBackend() override {
+    for (DevLayer& l : layers_) {
+      cudaFree(l.ffn.scale);
+      for (DevFfn& f : l.experts) cudaFree(f.scale);
+    }
     if (done_ != nullptr) cudaEventDestroy(done_);
     if (handle_ != nullptr) Cublas().destroy(handle_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -502,8 +529,9 @@ class CudaBackend : public Backend {
   absl::Status Ffn(const DevFfn& f, const float* x, size_t n, float* out, cudaStream_t s) {
     FFLITE_RETURN_IF_ERROR(Product(f.up, x, n, up_, s));
     if (f.gated) FFLITE_RETURN_IF_ERROR(Product(f.gate, x, n, gate_, s));
-    FFLITE_CUDA_CHECK("activation kernel", cuda::Activate(f.activation, f.gated, up_, gate_,
-                                                          f.up_bias, f.gate_bias, n, f.ff, s));
+    FFLITE_CUDA_CHECK("activation kernel",
+                      cuda::Activate(f.activation, f.gated, up_, gate_, f.up_bias, f.gate_bias,
+                                     f.scale, n, f.ff, s));
     FFLITE_RETURN_IF_ERROR(Product(f.down, up_, n, out, s));
     if (f.down_bias != nullptr) {
       FFLITE_CUDA_CHECK("bias kernel", cuda::AddBias(out, f.down_bias, n, d_, s));

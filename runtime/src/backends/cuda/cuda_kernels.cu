@@ -140,16 +140,15 @@ __device__ __forceinline__ float Act(uint8_t activation, float v) {
 
 __global__ void ActivateKernel(uint8_t activation, bool gated, float* __restrict__ up,
                                const float* __restrict__ gate, const float* __restrict__ up_bias,
-                               const float* __restrict__ gate_bias, size_t count, uint32_t ff) {
+                               const float* __restrict__ gate_bias,
+                               const float* __restrict__ scale, size_t count, uint32_t ff) {
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < count;
        i += size_t{gridDim.x} * blockDim.x) {
     const uint32_t c = static_cast<uint32_t>(i % ff);
     const float u = up[i] + (up_bias ? up_bias[c] : 0.0f);
-    if (gated) {
-      up[i] = Act(activation, gate[i] + (gate_bias ? gate_bias[c] : 0.0f)) * u;
-    } else {
-      up[i] = Act(activation, u);
-    }
+    const float h = gated ? Act(activation, gate[i] + (gate_bias ? gate_bias[c] : 0.0f)) * u
+                          : Act(activation, u);
+    up[i] = scale ? h * scale[c] : h;
   }
 }
 
@@ -296,11 +295,11 @@ cudaError_t ConvertF32(WType type, const float* in, size_t count, void* out, cud
 }
 
 cudaError_t Activate(uint8_t activation, bool gated, float* up, const float* gate,
-                     const float* up_bias, const float* gate_bias, size_t n, uint32_t ff,
-                     cudaStream_t stream) {
+                     const float* up_bias, const float* gate_bias, const float* scale, size_t n,
+                     uint32_t ff, cudaStream_t stream) {
   const size_t count = n * ff;
-  ActivateKernel<<<Blocks(count, kThreads), kThreads, 0, stream>>>(activation, gated, up, gate,
-                                                                   up_bias, gate_bias, count, ff);
+  ActivateKernel<<<Blocks(count, kThreads), kThreads, 0, stream>>>(
+      activation, gated, up, gate, up_bias, gate_bias, scale, count, ff);
   return cudaGetLastError();
 }
 

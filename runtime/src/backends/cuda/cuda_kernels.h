@@ -27,12 +27,12 @@ cudaError_t Gemv(WType type, const void* w, uint32_t rows, uint32_t cols, const 
 cudaError_t ConvertF32(WType type, const float* in, size_t count, void* out, cudaStream_t stream);
 
 // The activation (schema's Activation values) in f32, in place on up [n, ff]:
-//   plain: up = act(up + up_bias)
-//   gated: up = act(gate + gate_bias) · (up + up_bias)
-// Biases may be null.
+//   plain: up = s · act(up + up_bias)
+//   gated: up = s · act(gate + gate_bias) · (up + up_bias)
+// Biases may be null; s: the neuron edits [ff], or 1 where `scale` is null.
 cudaError_t Activate(uint8_t activation, bool gated, float* up, const float* gate,
-                     const float* up_bias, const float* gate_bias, size_t n, uint32_t ff,
-                     cudaStream_t stream);
+                     const float* up_bias, const float* gate_bias, const float* scale, size_t n,
+                     uint32_t ff, cudaStream_t stream);
 
 // LayerNorm (layer_norm) or RMSNorm of each row of in [n, d] into out, statistics in double:
 //   (x - mean) / sqrt(var + eps) · weight + bias        x / sqrt(mean(x²) + eps) · weight

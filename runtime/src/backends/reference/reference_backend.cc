@@ -114,9 +114,9 @@ class ReferenceBackend : public Backend {
       h_ = x_;
     }
     if (l.kind == LayerKind::kDense) {
-      Ffn(l.ffn, h_.data(), f_.data());
+      Ffn(l.ffn, h_.data(), f_.data(), neuron_scales_.Get(layer, -1));
     } else {
-      Moe(l.moe, routing, h_.data(), f_.data());
+      Moe(layer, l.moe, routing, h_.data(), f_.data());
       counts_.Add(layer, chosen_.data(), l.moe.top_k);
     }
     for (size_t i = 0; i < d; ++i) f_[i] += steps.residual ? x_[i] : 0.0;
@@ -146,10 +146,11 @@ class ReferenceBackend : public Backend {
     }
   }
 
-  // plain: out = down( act(up·x + b_up) ) + b_down
-  // gated: out = down( act(gate·x + b_gate) ⊙ (up·x + b_up) ) + b_down
-  //   x:[d] up,gate:[d_ff_padded, d] down:[d, d_ff_padded]
-  void Ffn(const FfnView& f, const double* x, double* out) {
+  // plain: out = down( s ⊙ act(up·x + b_up) ) + b_down
+  // gated: out = down( s ⊙ act(gate·x + b_gate) ⊙ (up·x + b_up) ) + b_down
+  //   x:[d] up,gate:[d_ff_padded, d] down:[d, d_ff_padded]; s: neuron scales [d_ff_padded] or
+  //   nullptr (all 1)
+  void Ffn(const FfnView& f, const double* x, double* out, const float* s) {
     const size_t ff = f.d_ff_padded;
     MatVec(f.up, f.up_bias, x, a_.data(), &row_);
     if (f.gated) {
@@ -158,17 +159,22 @@ class ReferenceBackend : public Backend {
     } else {
       for (size_t i = 0; i < ff; ++i) a_[i] = ReferenceActivation(f.activation, a_[i]);
     }
+    if (s != nullptr) {
+      for (size_t i = 0; i < ff; ++i) a_[i] *= s[i];
+    }
     MatVec(f.down, f.down_bias, a_.data(), out, &row_);
   }
 
   // out = Σ_{e in top-k} w_e · expert_e(x) + [sigmoid(gate·x)] · Σ_s shared_s(x)
-  void Moe(const MoeView& m, const RoutingParams& routing, const double* x, double* out) {
+  void Moe(size_t layer, const MoeView& m, const RoutingParams& routing, const double* x,
+           double* out) {
     const size_t d = model_.d_model();
     MatVec(m.router, m.router_bias, x, logits_.data(), &row_);
     RouteToken(routing, logits_.data(), &scratch_, chosen_.data(), weights_.data());
     for (size_t i = 0; i < d; ++i) out[i] = 0.0;
     for (uint32_t j = 0; j < m.top_k; ++j) {
-      Ffn(m.experts[chosen_[j]], x, expert_out_.data());
+      Ffn(m.experts[chosen_[j]], x, expert_out_.data(),
+          neuron_scales_.Get(layer, static_cast<int>(chosen_[j])));
       for (size_t i = 0; i < d; ++i) out[i] += weights_[j] * expert_out_[i];
     }
     if (m.shared_experts.empty()) return;
@@ -179,7 +185,7 @@ class ReferenceBackend : public Backend {
       gate = 1.0 / (1.0 + std::exp(-g));
     }
     for (const FfnView& s : m.shared_experts) {
-      Ffn(s, x, expert_out_.data());
+      Ffn(s, x, expert_out_.data(), nullptr);
       for (size_t i = 0; i < d; ++i) out[i] += gate * expert_out_[i];
     }
   }

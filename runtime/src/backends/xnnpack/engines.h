@@ -133,21 +133,30 @@ inline size_t GemmScratchUnits(const GemmKernel& kernel, size_t n, size_t in) {
   return kernel.ActivationBytes(n, in) / 4;
 }
 // An element-wise step applied to a product's outputs by the thread that computed them, while
-// they are in cache: y = act(gate) · y (GLU, gate [n, y_stride]) or y = act(y) (gate nullptr).
+// they are in cache: y = act(gate) · y (GLU, gate [n, y_stride]) or y = act(y) (gate nullptr),
+// then the neuron edits y[., c] *= scale[c] (backends/neuron_scales.h) when scale is set.
 struct Epilogue {
   F32ActivationFn activation = nullptr;  // nullptr: none
   const float* gate = nullptr;
+  const float* scale = nullptr;  // [columns of y] or nullptr
 
   // On rows [r0, r1) × columns [c0, c1) of y [.., stride] (gate with the same stride).
   void Apply(float* y, size_t stride, size_t r0, size_t r1, size_t c0, size_t c1) const {
-    if (activation == nullptr || r0 >= r1 || c0 >= c1) return;
-    // Whole rows are contiguous: one call.
-    const size_t rows = c0 == 0 && c1 == stride ? 1 : r1 - r0;
-    const size_t count = rows == 1 ? (r1 - r0 - 1) * stride + (c1 - c0) : c1 - c0;
-    for (size_t i = 0; i < rows; ++i) {
-      float* row = y + (r0 + i) * stride + c0;
-      const float* g = gate != nullptr ? gate + (r0 + i) * stride + c0 : nullptr;
-      activation(count, g != nullptr ? g : row, g != nullptr ? row : nullptr, row);
+    if (r0 >= r1 || c0 >= c1) return;
+    if (activation != nullptr) {
+      // Whole rows are contiguous: one call.
+      const size_t rows = c0 == 0 && c1 == stride ? 1 : r1 - r0;
+      const size_t count = rows == 1 ? (r1 - r0 - 1) * stride + (c1 - c0) : c1 - c0;
+      for (size_t i = 0; i < rows; ++i) {
+        float* row = y + (r0 + i) * stride + c0;
+        const float* g = gate != nullptr ? gate + (r0 + i) * stride + c0 : nullptr;
+        activation(count, g != nullptr ? g : row, g != nullptr ? row : nullptr, row);
+      }
+    }
+    if (scale == nullptr) return;
+    for (size_t r = r0; r < r1; ++r) {
+      float* row = y + r * stride;
+      for (size_t c = c0; c < c1; ++c) row[c] *= scale[c];
     }
   }
 };
@@ -170,6 +179,7 @@ struct GemmFfn {
   const PackedMatrix* up = nullptr;
   const PackedMatrix* down = nullptr;
   F32ActivationFn activation = nullptr;
+  const float* scale = nullptr;  // neuron edits [up->out] or nullptr (Epilogue::scale)
 };
 // When the token split beats splitting each product's panels. Measured on a Zen 5 VM (2 threads,
 // 128 tokens, median call time, panels -> tokens): BERT 768/3072 f32 (18.9 MB packed) 3.85 ->

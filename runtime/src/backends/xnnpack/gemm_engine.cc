@@ -202,7 +202,7 @@ void RunFfnRange(void* context, size_t r) {
   float* h = job.hidden + t0 * ff;
   if (f.gate != nullptr) WholeProduct(*f.gate, tokens, x, job.gate_out + t0 * ff);
   WholeProduct(*f.up, tokens, x, h);
-  const Epilogue act{f.activation, f.gate != nullptr ? job.gate_out : nullptr};
+  const Epilogue act{f.activation, f.gate != nullptr ? job.gate_out : nullptr, f.scale};
   act.Apply(job.hidden, ff, t0, t0 + tokens, 0, ff);
   const GemmKernel& down_kernel = *f.down->gemm;
   GemmPackActivations(down_kernel, tokens, ff, h, ff, 0, down_kernel.Tiles(tokens), x);

@@ -453,8 +453,10 @@ class XnnpackBackend : public Backend {
       const bool last = t0 + n == n_tokens;
       const bool direct = p.direct_small && n <= direct_max_;
       if (!direct && !p.packed) FFLITE_RETURN_IF_ERROR(PackDense(layer, &p));
+      const float* scale = neuron_scales_.Get(layer, -1);
       GemmFfn whole;
       if (!direct && SplitTokens(p.ffn, n, &whole)) {
+        whole.scale = scale;
         // Each thread also norms its tokens before and adds the residual after.
         DenseRows rows{this, &p, x, output + t0 * d};
         RunGemmFfnByTokens(whole, n, in_.data(), gate_.data(), hidden_.data(), out_.data(),
@@ -475,9 +477,9 @@ class XnnpackBackend : public Backend {
           }
           src = gathered_.data();
         }
-        RunFfnDirect(p.file, n, src, stride, out_.data(), last);
+        RunFfnDirect(p.file, n, src, stride, out_.data(), last, scale);
       } else {
-        FFLITE_RETURN_IF_ERROR(RunFfn(p.ffn, n, in_.data(), out_.data(), last));
+        FFLITE_RETURN_IF_ERROR(RunFfn(p.ffn, n, in_.data(), out_.data(), last, scale));
       }
       Finish(p, x, n, output + t0 * d);
     }
@@ -603,17 +605,21 @@ class XnnpackBackend : public Backend {
   // out[n, d] = down( act(in·gateᵀ + b_gate) ⊙ (in·upᵀ + b_up) )  or  down( act(in·upᵀ + b_up) )
   // in: [n, d] + XNN_EXTRA_BYTES; n <= chunk_; hidden_ and gate_ hold [n, d_ff].
   // A quantised matrix goes to the quantised engine (same strides), the others to their operators.
-  absl::Status RunFfn(const PackedFfn& f, size_t n, const float* in, float* out, bool last) {
+  // scale: neuron edits [d_ff_padded] or nullptr.
+  absl::Status RunFfn(const PackedFfn& f, size_t n, const float* in, float* out, bool last,
+                      const float* scale) {
     const FfnView& v = *f.view;
     const size_t d = model_.d_model(), ff = f.d_ff;
     GemmFfn whole;
     if (SplitTokens(f, n, &whole)) {
+      whole.scale = scale;
       RunGemmFfnByTokens(whole, n, in, gate_.data(), hidden_.data(), out, Context(), last);
       return absl::OkStatus();
     }
-    // The activation rides on the up product (gate first when gated): the gemm engine applies it
-    // on each thread's outputs while they are in cache, the other engines after the product.
-    Epilogue act{f.activation, nullptr};
+    // The activation (and the neuron edits) ride on the up product (gate first when gated): the
+    // gemm engine applies them on each thread's outputs while they are in cache, the other
+    // engines after the product.
+    Epilogue act{f.activation, nullptr, scale};
     if (f.gated) {
       FFLITE_RETURN_IF_ERROR(Multiply(v.gate, &f.gate, DirectBias(v.gate_bias, f.gate_bias), n,
                                       in, d, gate_.data(), ff, /*last=*/false, {}));
@@ -708,6 +714,7 @@ class XnnpackBackend : public Backend {
           FFLITE_RETURN_IF_ERROR(Acquire(slot, &f));
         }
         const size_t stride = direct ? DirectStride(d) : d;
+        const float* scale = neuron_scales_.Get(layer, static_cast<int>(e));
         for (size_t r0 = 0; r0 < c; r0 += chunk_) {
           const size_t m = std::min(chunk_, c - r0);
           // A packed expert with every token of the chunk reads them in place, in token order
@@ -722,9 +729,9 @@ class XnnpackBackend : public Backend {
           }
           const bool last = last_chunk && mp.shared.empty() && e == last_expert && r0 + m == c;
           if (direct) {
-            RunFfnDirect(slots_[slot], m, src, stride, expert_out_.data(), last);
+            RunFfnDirect(slots_[slot], m, src, stride, expert_out_.data(), last, scale);
           } else {
-            FFLITE_RETURN_IF_ERROR(RunFfn(*f, m, src, expert_out_.data(), last));
+            FFLITE_RETURN_IF_ERROR(RunFfn(*f, m, src, expert_out_.data(), last, scale));
           }
           for (size_t r = 0; r < m; ++r) {
             Axpy(d, weights[r0 + r], expert_out_.data() + r * d,
@@ -742,7 +749,7 @@ class XnnpackBackend : public Backend {
           const size_t m = std::min(chunk_, n - s0);
           const bool last = last_chunk && s + 1 == mp.shared.size() && s0 + m == n;
           FFLITE_RETURN_IF_ERROR(
-              RunFfn(mp.shared[s], m, in_.data() + s0 * d, expert_out_.data(), last));
+              RunFfn(mp.shared[s], m, in_.data() + s0 * d, expert_out_.data(), last, nullptr));
           for (size_t r = 0; r < m; ++r) {
             float g = 1.0f;
             if (mp.shared_gate) {
@@ -761,10 +768,10 @@ class XnnpackBackend : public Backend {
   // out[c, d] = the expert's FFN of in[c rows of in_stride] through the direct kernel on its file
   // weights (c <= direct_max_; hidden_, gate_ hold [c, DirectStride(d_ff)]).
   void RunFfnDirect(const FileFfn& s, size_t c, const float* in, size_t in_stride, float* out,
-                    bool last) {
+                    bool last, const float* scale) {
     const FfnView& f = *s.view;
     const size_t d = model_.d_model(), ff = f.d_ff_padded, hs = DirectStride(ff);
-    Epilogue act{kernels_.Activation(f.activation), nullptr};
+    Epilogue act{kernels_.Activation(f.activation), nullptr, scale};
     float* hidden = hidden_.data();
     // Status: the direct and quantised engines cannot fail (no packed operator is involved).
     Multiply(f.up, nullptr, DirectBias(f.up_bias, s.up_bias), c, in, in_stride, hidden, hs, false,
