@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "backends/backend.h"
 #include "backends/xnnpack/xnnpack_backend.h"
+#include "base/half.h"
 #include "gtest/gtest.h"
 #include "kernels/quant_kernels.h"
 #include "session/session.h"
@@ -366,10 +367,17 @@ INSTANTIATE_TEST_SUITE_P(All, MoeRoutingTest, ::testing::ValuesIn(BackendsUnderT
 // --- Neuron edits: h_i <- s_i · h_i before the down projection. ---
 
 // Column i of down [d_model, d_ff] (f32) multiplied by scales[i]: the model an edit stands for.
-TensorSource ScaledDownColumns(const TensorSource& down, const std::vector<float>& scales) {
+// The values are first rounded to `stored` (the dtype the edited model keeps down in), and the
+// result is to be written as f32, so that the edit and the file differ by no second rounding.
+TensorSource ScaledDownColumns(const TensorSource& down, const std::vector<float>& scales,
+                               DType stored = DType::F32) {
   const uint64_t rows = down.shape[0], cols = down.shape[1];
   std::vector<float> v(rows * cols);
   EXPECT_TRUE(down.fill(reinterpret_cast<uint8_t*>(v.data()), v.size() * sizeof(float)).ok());
+  for (float& x : v) {
+    if (stored == DType::BF16) x = Bf16ToF32(F32ToBf16(x));
+    if (stored == DType::F16) x = F16ToF32(F32ToF16(x));
+  }
   for (uint64_t r = 0; r < rows; ++r) {
     for (uint64_t c = 0; c < cols; ++c) v[r * cols + c] *= scales[c];
   }
@@ -424,12 +432,17 @@ TEST_P(NeuronEditTest, DenseEditEqualsScaledDownColumns) {
     spec.layers.push_back(layer);
     const std::vector<float> scales = EditScales(ff, seed);
     ModelSpec edited = spec;
-    edited.layers[0].ffn.down = ScaledDownColumns(spec.layers[0].ffn.down, scales);
+    edited.layers[0].ffn.down = ScaledDownColumns(spec.layers[0].ffn.down, scales, c.dtype);
     WriteOptions options;
     options.dtype = c.dtype;
+    WriteOptions want_options = options;  // the scaled down exactly, in f32
+    want_options.matrix_dtype = [](const std::string& path, DType dtype) {
+      return path == "layers[0].ffn.down" ? DType::F32 : dtype;
+    };
     auto model = testing::BuildModel(spec, options);
-    auto want_model = testing::BuildModel(edited, options);
+    auto want_model = testing::BuildModel(edited, want_options);
     ASSERT_TRUE(model.ok() && want_model.ok());
+    ASSERT_EQ(want_model->model->layers()[0].ffn.down.dtype, DType::F32);
     const std::vector<float> input = rng.Vec(c.tokens * d, 1.0f);
     auto want = testing::RunLayer(*want_model->model, "reference", 0, input, c.tokens);
     auto plain = testing::RunLayer(*model->model, "reference", 0, input, c.tokens);
