@@ -27,7 +27,6 @@ class NeuronScales {
     const std::vector<float>& s = slots_[layer][expert < 0 ? 0 : static_cast<size_t>(expert)];
     return s.empty() ? nullptr : s.data();
   }
-  bool any() const { return count_ > 0; }
 
  private:
   std::vector<std::vector<std::vector<float>>> slots_;  // [layer][expert, or 0 for dense]

@@ -59,15 +59,20 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const Model& model,
       new Session(model, entry->name, options.max_tokens, std::move(backend)));
 }
 
-absl::Status Session::CheckRun(size_t layer, const float* input, size_t n_tokens,
-                              const float* output) const {
-  if (input == nullptr) return absl::InvalidArgumentError("input is null");
-  if (output == nullptr) return absl::InvalidArgumentError("output is null");
+absl::Status Session::CheckLayer(size_t layer) const {
   const size_t num_layers = model_.layers().size();
   if (layer >= num_layers) {
     return absl::OutOfRangeError(
         absl::StrFormat("layer %d is out of range: the model has %d layers", layer, num_layers));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Session::CheckRun(size_t layer, const float* input, size_t n_tokens,
+                              const float* output) const {
+  if (input == nullptr) return absl::InvalidArgumentError("input is null");
+  if (output == nullptr) return absl::InvalidArgumentError("output is null");
+  FFLITE_RETURN_IF_ERROR(CheckLayer(layer));
   if (n_tokens == 0 || n_tokens > max_tokens_) {
     return absl::OutOfRangeError(absl::StrFormat(
         "n_tokens %d must be in [1, max_tokens = %d] (max_tokens is a session option)", n_tokens,
@@ -98,11 +103,7 @@ absl::Status Session::RunDevice(size_t layer, const float* input, size_t n_token
 }
 
 absl::StatusOr<const FfnView*> Session::EditedFfn(size_t layer, int expert) const {
-  const size_t num_layers = model_.layers().size();
-  if (layer >= num_layers) {
-    return absl::OutOfRangeError(
-        absl::StrFormat("layer %d is out of range: the model has %d layers", layer, num_layers));
-  }
+  FFLITE_RETURN_IF_ERROR(CheckLayer(layer));
   const LayerView& l = model_.layers()[layer];
   if (l.kind == LayerKind::kDense) {
     if (expert != -1) {
@@ -152,11 +153,7 @@ absl::Status Session::ClearNeuronScales(size_t layer, int expert) {
 }
 
 absl::StatusOr<absl::Span<const uint64_t>> Session::ExpertCounts(size_t layer) {
-  const size_t num_layers = model_.layers().size();
-  if (layer >= num_layers) {
-    return absl::OutOfRangeError(
-        absl::StrFormat("layer %d is out of range: the model has %d layers", layer, num_layers));
-  }
+  FFLITE_RETURN_IF_ERROR(CheckLayer(layer));
   fflite::ExpertCounts* counts = backend_->expert_counts();
   if (counts == nullptr) {
     return absl::UnimplementedError(

@@ -65,6 +65,8 @@ class Session {
   size_t max_tokens() const { return max_tokens_; }
 
  private:
+  // OutOfRange naming the layer count unless layer < it.
+  absl::Status CheckLayer(size_t layer) const;
   // The FFN (layer, expert) names, or an error naming the bad argument.
   absl::StatusOr<const FfnView*> EditedFfn(size_t layer, int expert) const;
   absl::Status CheckRun(size_t layer, const float* input, size_t n_tokens,
