@@ -211,6 +211,40 @@ static void test_run(const fflite_model* model) {
     }
   }
 
+  /* Capture: argument checks, and a dense run fills h for its tokens only. */
+  {
+    static float h[4 * 4096];
+    int32_t experts[4];
+    float weights[4];
+    fflite_layer_info info;
+    int k, written = 0, untouched = 1;
+    info.struct_size = sizeof(info);
+    CHECK(fflite_model_layer_info(model, 0, &info) == FFLITE_STATUS_OK);
+    CHECK(info.d_ff > 0 && info.d_ff <= 4096);
+    CHECK_STATUS(fflite_session_set_capture(NULL, 0, h, 4 * 4096, NULL, NULL, 0),
+                 FFLITE_STATUS_INVALID_ARGUMENT, "session");
+    CHECK_STATUS(fflite_session_set_capture(session, 0, NULL, 0, NULL, NULL, 0),
+                 FFLITE_STATUS_INVALID_ARGUMENT, "nothing to capture");
+    CHECK_STATUS(fflite_session_set_capture(session, -1, h, 4 * 4096, NULL, NULL, 0),
+                 FFLITE_STATUS_OUT_OF_RANGE, "layer");
+    CHECK_STATUS(fflite_session_set_capture(session, 0, h, 4 * (size_t)info.d_ff - 1, NULL, NULL,
+                                            0),
+                 FFLITE_STATUS_INVALID_ARGUMENT, "h_capacity");
+    CHECK_STATUS(fflite_session_clear_capture(NULL, 0), FFLITE_STATUS_INVALID_ARGUMENT, "session");
+    if (info.kind == FFLITE_LAYER_DENSE) {
+      CHECK_STATUS(fflite_session_set_capture(session, 0, h, 4 * 4096, experts, weights, 4),
+                   FFLITE_STATUS_INVALID_ARGUMENT, "dense");
+      for (k = 0; k < 4 * 4096; ++k) h[k] = -7.0f;
+      CHECK(fflite_session_set_capture(session, 0, h, 4 * 4096, NULL, NULL, 0) == FFLITE_STATUS_OK);
+      CHECK(fflite_session_run(session, 0, in, 2, out) == FFLITE_STATUS_OK);
+      for (k = 0; k < 2 * info.d_ff; ++k) written += h[k] != -7.0f;
+      for (k = 2 * info.d_ff; k < 4 * 4096; ++k) untouched &= h[k] == -7.0f;
+      CHECK(written > 0);
+      CHECK(untouched);
+      CHECK(fflite_session_clear_capture(session, 0) == FFLITE_STATUS_OK);
+    }
+  }
+
   /* Device pointers are refused on a CPU backend, after the same argument checks. */
   CHECK(strcmp(fflite_session_device_name(session), "cpu") == 0);
   CHECK(strcmp(fflite_session_device_name(NULL), "") == 0);

@@ -309,6 +309,35 @@ fflite_status fflite_session_clear_neuron_scales(fflite_session* session, int32_
   });
 }
 
+fflite_status fflite_session_set_capture(fflite_session* session, int32_t layer, float* h,
+                                         size_t h_capacity, int32_t* experts, float* weights,
+                                         size_t route_capacity) {
+  if (session == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "session is null");
+  if (layer < 0) {
+    return Report(absl::OutOfRangeError("layer " + std::to_string(layer) + " is negative"));
+  }
+  if (h == nullptr && experts == nullptr && weights == nullptr) {
+    return Fail(FFLITE_STATUS_INVALID_ARGUMENT,
+                "h, experts and weights are all null: nothing to capture "
+                "(fflite_session_clear_capture stops a capture)");
+  }
+  return Guard([&] {
+    return session->session->SetCapture(static_cast<size_t>(layer), h, h_capacity, experts,
+                                         weights, route_capacity);
+  });
+}
+
+fflite_status fflite_session_clear_capture(fflite_session* session, int32_t layer) {
+  if (session == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "session is null");
+  if (layer < 0) {
+    return Report(absl::OutOfRangeError("layer " + std::to_string(layer) + " is negative"));
+  }
+  return Guard([&] {
+    return session->session->SetCapture(static_cast<size_t>(layer), nullptr, 0, nullptr,
+                                         nullptr, 0);
+  });
+}
+
 fflite_status fflite_session_expert_counts(const fflite_session* session, int32_t layer,
                                           uint64_t* out_counts, size_t capacity,
                                           size_t* out_num_experts) {

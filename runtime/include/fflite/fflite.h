@@ -205,6 +205,32 @@ FFLITE_API fflite_status fflite_session_set_neuron_scales(fflite_session* sessio
 FFLITE_API fflite_status fflite_session_clear_neuron_scales(fflite_session* session,
                                                             int32_t layer, int32_t expert);
 
+/* Capture: on every later run of `layer`, until cleared, copy what its FFNs computed into the
+ * caller's buffers (host memory, also for fflite_session_run_device, which then waits for the
+ * copies). For a run of n tokens, rows 0 .. n-1 are written:
+ *   dense layer:  h[n][d_ff]: each token's hidden activations as fed to the down projection
+ *                 (after the activation, the gate product of the GLU family and the neuron
+ *                 edits; logical d_ff, padding left out). experts and weights must be NULL.
+ *   MoE layer:    experts[n][top_k] (int32) and weights[n][top_k]: the routed experts each token
+ *                 chose, in the router's rank order, and the weights their outputs were summed
+ *                 with; h[n][top_k][d_ff]: the hidden activations of those experts for that
+ *                 token, in the same order (shared experts are not captured). h may be NULL to
+ *                 capture the routing only, or experts and weights NULL (both) for h only.
+ * Capacities are in elements and must hold max_tokens rows: h_capacity >= max_tokens · d_ff
+ * (· top_k for MoE), route_capacity >= max_tokens · top_k. The buffers stay the caller's and
+ * must stay valid until cleared or the session is freed; setting again replaces them. A layer
+ * without capture costs nothing. Errors: INVALID_ARGUMENT (null session, no buffer at all,
+ * experts without weights or the reverse, routing buffers on a dense layer, a capacity too
+ * small: the message names the size needed), OUT_OF_RANGE (layer). */
+FFLITE_API fflite_status fflite_session_set_capture(fflite_session* session, int32_t layer,
+                                                    float* h, size_t h_capacity,
+                                                    int32_t* experts, float* weights,
+                                                    size_t route_capacity);
+
+/* Stops capturing `layer` (not capturing is fine). Errors: INVALID_ARGUMENT (null session),
+ * OUT_OF_RANGE (layer). */
+FFLITE_API fflite_status fflite_session_clear_capture(fflite_session* session, int32_t layer);
+
 /* Routing statistics: how many tokens each expert of MoE `layer` received since the session was
  * created or its counts were last reset (a token routed to k experts counts once for each of
  * them). Writes the expert count to *out_num_experts (0 for a dense layer) and, when capacity is

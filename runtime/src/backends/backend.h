@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "format/model.h"
+#include "backends/neuron_capture.h"
 #include "backends/neuron_scales.h"
 #include "moe/expert_counts.h"
 
@@ -54,8 +55,13 @@ class Backend {
     return absl::OkStatus();
   }
 
+  // Neuron capture (Session::SetCapture): every backend copies each run's hidden activations (and
+  // an MoE layer's routing) into neuron_capture().Get(layer)'s buffers when it is set.
+  NeuronCapture& neuron_capture() { return neuron_capture_; }
+
  protected:
   NeuronScales neuron_scales_;
+  NeuronCapture neuron_capture_;
 };
 
 struct BackendEntry {

@@ -55,6 +55,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const Model& model,
   config.expert_budget_bytes = options.expert_budget_bytes;
   FFLITE_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, entry->create(model, config));
   backend->neuron_scales().Init(model);
+  backend->neuron_capture().Init(model.layers().size());
   return std::unique_ptr<Session>(
       new Session(model, entry->name, options.max_tokens, std::move(backend)));
 }
@@ -150,6 +151,51 @@ absl::Status Session::ClearNeuronScales(size_t layer, int expert) {
   FFLITE_RETURN_IF_ERROR(EditedFfn(layer, expert).status());
   backend_->neuron_scales().Set(layer, expert, {});
   return backend_->NeuronScalesChanged(layer, expert);
+}
+
+absl::Status Session::SetCapture(size_t layer, float* h, size_t h_capacity, int32_t* experts,
+                                 float* weights, size_t route_capacity) {
+  FFLITE_RETURN_IF_ERROR(CheckLayer(layer));
+  NeuronCapture& capture = backend_->neuron_capture();
+  if (h == nullptr && experts == nullptr && weights == nullptr) {
+    capture.Set(layer, LayerCapture());
+    return absl::OkStatus();
+  }
+  const LayerView& l = model_.layers()[layer];
+  LayerCapture c;
+  c.h = h;
+  c.experts = experts;
+  c.weights = weights;
+  if (l.kind == LayerKind::kDense) {
+    if (experts != nullptr || weights != nullptr) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "experts, weights: layer %d is dense and has no routing to capture; pass NULL", layer));
+    }
+    c.d_ff = l.ffn.d_ff;
+  } else {
+    if ((experts == nullptr) != (weights == nullptr)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s is null but %s is not: the routing is captured into both or neither",
+          experts == nullptr ? "experts" : "weights", experts == nullptr ? "weights" : "experts"));
+    }
+    c.d_ff = l.moe.experts.front().d_ff;
+    c.top_k = l.moe.top_k;
+    const size_t route_needed = max_tokens_ * c.top_k;
+    if (experts != nullptr && route_capacity < route_needed) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "route_capacity %d is too small: max_tokens %d x top_k %d needs %d entries",
+          route_capacity, max_tokens_, c.top_k, route_needed));
+    }
+  }
+  const size_t h_needed = max_tokens_ * c.top_k * c.d_ff;
+  if (h != nullptr && h_capacity < h_needed) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "h_capacity %d is too small: max_tokens %d x %sd_ff %d needs %d floats", h_capacity,
+        max_tokens_, l.kind == LayerKind::kMoe ? absl::StrFormat("top_k %d x ", c.top_k) : "",
+        c.d_ff, h_needed));
+  }
+  capture.Set(layer, c);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<absl::Span<const uint64_t>> Session::ExpertCounts(size_t layer) {

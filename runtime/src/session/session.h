@@ -58,6 +58,13 @@ class Session {
   // Back to the model's weights for that FFN (no error if nothing was set). Errors as above.
   absl::Status ClearNeuronScales(size_t layer, int expert);
 
+  // Capture (fflite_session_set_capture): the caller's buffers receive each later run's hidden
+  // activations (and an MoE layer's routing) of `layer`; capacities in elements must hold
+  // max_tokens rows. All null clears. Errors: OutOfRange (layer), InvalidArgument (buffers
+  // inconsistent with the layer's kind, capacities).
+  absl::Status SetCapture(size_t layer, float* h, size_t h_capacity, int32_t* experts,
+                          float* weights, size_t route_capacity);
+
   const char* backend_name() const { return backend_name_; }
   // What the backend computes on ("cpu", or the GPU's name and properties).
   const char* device() const { return backend_->device(); }

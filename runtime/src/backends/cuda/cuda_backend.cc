@@ -527,11 +527,34 @@ class CudaBackend : public Backend {
 
   // out[n, d] = FFN(x[n, d]); uses up_ and gate_.
   absl::Status Ffn(const DevFfn& f, const float* x, size_t n, float* out, cudaStream_t s) {
+    FFLITE_RETURN_IF_ERROR(Hidden(f, x, n, s));
+    return Down(f, n, out, s);
+  }
+
+  // The FFN's first half: up_[n, f.ff] = h, the hidden activations (neuron edits applied).
+  absl::Status Hidden(const DevFfn& f, const float* x, size_t n, cudaStream_t s) {
     FFLITE_RETURN_IF_ERROR(Product(f.up, x, n, up_, s));
     if (f.gated) FFLITE_RETURN_IF_ERROR(Product(f.gate, x, n, gate_, s));
     FFLITE_CUDA_CHECK("activation kernel",
                       cuda::Activate(f.activation, f.gated, up_, gate_, f.up_bias, f.gate_bias,
                                      f.scale, n, f.ff, s));
+    return absl::OkStatus();
+  }
+
+  // Copies rows of up_ (h of an FFN of `ff` padded columns) to the capture's host buffer: row r
+  // to dst + r · dst_pitch floats, `count` floats each, one 2-D copy (the caller's pageable
+  // memory: the copy completes before the call returns).
+  absl::Status CopyHidden(size_t first_row, size_t rows, uint32_t ff, float* dst,
+                          size_t dst_pitch, size_t count, cudaStream_t s) {
+    FFLITE_CUDA_CHECK("cudaMemcpy2DAsync (capture)",
+                      cudaMemcpy2DAsync(dst, dst_pitch * sizeof(float), up_ + first_row * ff,
+                                        ff * sizeof(float), count * sizeof(float), rows,
+                                        cudaMemcpyDeviceToHost, s));
+    return absl::OkStatus();
+  }
+
+  // The FFN's second half: out[n, d] = down(up_) + b.
+  absl::Status Down(const DevFfn& f, size_t n, float* out, cudaStream_t s) {
     FFLITE_RETURN_IF_ERROR(Product(f.down, up_, n, out, s));
     if (f.down_bias != nullptr) {
       FFLITE_CUDA_CHECK("bias kernel", cuda::AddBias(out, f.down_bias, n, d_, s));
@@ -558,8 +581,14 @@ class CudaBackend : public Backend {
                                                   l.norm.bias, l.norm.eps, hn_, s));
       src = hn_;
     }
+    const LayerCapture* capture = neuron_capture_.Get(layer);
     if (l.moe) {
-      FFLITE_RETURN_IF_ERROR(Moe(layer, l, src, n, f_, s));
+      FFLITE_RETURN_IF_ERROR(Moe(layer, l, src, n, f_, s, capture));
+    } else if (capture != nullptr) {
+      FFLITE_RETURN_IF_ERROR(Hidden(l.ffn, src, n, s));
+      FFLITE_RETURN_IF_ERROR(CopyHidden(0, n, l.ffn.ff, capture->h, capture->d_ff,
+                                        capture->d_ff, s));
+      FFLITE_RETURN_IF_ERROR(Down(l.ffn, n, f_, s));
     } else {
       FFLITE_RETURN_IF_ERROR(Ffn(l.ffn, src, n, f_, s));
     }
@@ -574,8 +603,9 @@ class CudaBackend : public Backend {
   }
 
   // out = Σ_{e in top-k} w_e · expert_e(x) + [sigmoid(gate·x)] · Σ_s shared_s(x)
+  // capture: the layer's, or nullptr.
   absl::Status Moe(size_t layer, const DevLayer& l, const float* x, size_t n, float* out,
-                   cudaStream_t s) {
+                   cudaStream_t s, const LayerCapture* capture) {
     const uint32_t experts = l.route.num_experts, k = l.route.top_k;
     // The router with f32 activations: rounding them could change which experts win.
     FFLITE_RETURN_IF_ERROR(Product(l.router, x, n, logits_, s, /*exact=*/true));
@@ -593,6 +623,7 @@ class CudaBackend : public Backend {
                                       cudaMemcpyDeviceToHost, s));
     FFLITE_CUDA_CHECK("routing", cudaStreamSynchronize(s));
     for (size_t t = 0; t < n; ++t) counts_.Add(layer, experts_h_ + t * k, k);
+    if (capture != nullptr) capture->Route(0, n, experts_h_, weights_h_);
     GroupByExpert(experts_h_, weights_h_, n, k, experts, &groups_);
     std::memcpy(gtokens_h_, groups_.tokens.data(), n * k * sizeof(uint32_t));
     std::memcpy(gweights_h_, groups_.weights.data(), n * k * sizeof(float));
@@ -608,7 +639,19 @@ class CudaBackend : public Backend {
       if (count == 0) continue;
       const uint32_t* tokens = group_tokens_ + groups_.offsets[e];
       FFLITE_CUDA_CHECK("gather kernel", cuda::Gather(x, tokens, count, d_, xe_, s));
-      FFLITE_RETURN_IF_ERROR(Ffn(l.experts[e], xe_, count, fe_, s));
+      if (capture != nullptr && capture->h != nullptr) {
+        // Each gathered row goes to its token's slot (rank order): a copy per row.
+        FFLITE_RETURN_IF_ERROR(Hidden(l.experts[e], xe_, count, s));
+        const uint32_t* host_tokens = groups_.tokens.data() + groups_.offsets[e];
+        for (uint32_t r = 0; r < count; ++r) {
+          FFLITE_RETURN_IF_ERROR(CopyHidden(r, 1, l.experts[e].ff,
+                                            capture->ExpertRow(0, host_tokens[r], e, experts_h_),
+                                            capture->d_ff, capture->d_ff, s));
+        }
+        FFLITE_RETURN_IF_ERROR(Down(l.experts[e], count, fe_, s));
+      } else {
+        FFLITE_RETURN_IF_ERROR(Ffn(l.experts[e], xe_, count, fe_, s));
+      }
       FFLITE_CUDA_CHECK("scatter kernel",
                         cuda::ScatterAdd(fe_, tokens, group_weights_ + groups_.offsets[e], count,
                                          d_, out, s));

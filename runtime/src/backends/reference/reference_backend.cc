@@ -96,7 +96,7 @@ class ReferenceBackend : public Backend {
     const size_t d = model_.d_model();
     for (size_t t = 0; t < n_tokens; ++t) {
       for (size_t i = 0; i < d; ++i) x_[i] = input[t * d + i];
-      RunToken(layer, l, routing_[layer]);
+      RunToken(layer, l, routing_[layer], t);
       for (size_t i = 0; i < d; ++i) output[t * d + i] = static_cast<float>(y_[i]);
     }
     return absl::OkStatus();
@@ -104,7 +104,9 @@ class ReferenceBackend : public Backend {
 
  private:
   // pre-norm:  y = [x +] FFN(Norm(x))      post-norm:  y = Norm([x +] FFN(x))
-  void RunToken(size_t layer, const LayerView& l, const RoutingParams& routing) {
+  // t: the token's row in the run (for the capture).
+  void RunToken(size_t layer, const LayerView& l, const RoutingParams& routing, size_t t) {
+    const LayerCapture* capture = neuron_capture_.Get(layer);
     const size_t d = model_.d_model();
     const LayerSteps steps = StepsOf(l);
     const bool pre = steps.pre_norm, post = steps.post_norm;
@@ -114,9 +116,10 @@ class ReferenceBackend : public Backend {
       h_ = x_;
     }
     if (l.kind == LayerKind::kDense) {
-      Ffn(l.ffn, h_.data(), f_.data(), neuron_scales_.Get(layer, -1));
+      Ffn(l.ffn, h_.data(), f_.data(), neuron_scales_.Get(layer, -1),
+          capture != nullptr && capture->h != nullptr ? capture->h + t * capture->d_ff : nullptr);
     } else {
-      Moe(layer, l.moe, routing, h_.data(), f_.data());
+      Moe(layer, l.moe, routing, h_.data(), f_.data(), capture, t);
       counts_.Add(layer, chosen_.data(), l.moe.top_k);
     }
     for (size_t i = 0; i < d; ++i) f_[i] += steps.residual ? x_[i] : 0.0;
@@ -149,8 +152,8 @@ class ReferenceBackend : public Backend {
   // plain: out = down( s ⊙ act(up·x + b_up) ) + b_down
   // gated: out = down( s ⊙ act(gate·x + b_gate) ⊙ (up·x + b_up) ) + b_down
   //   x:[d] up,gate:[d_ff_padded, d] down:[d, d_ff_padded]; s: neuron scales [d_ff_padded] or
-  //   nullptr (all 1)
-  void Ffn(const FfnView& f, const double* x, double* out, const float* s) {
+  //   nullptr (all 1); captured: [d_ff] receives the hidden activations, or nullptr
+  void Ffn(const FfnView& f, const double* x, double* out, const float* s, float* captured) {
     const size_t ff = f.d_ff_padded;
     MatVec(f.up, f.up_bias, x, a_.data(), &row_);
     if (f.gated) {
@@ -162,19 +165,27 @@ class ReferenceBackend : public Backend {
     if (s != nullptr) {
       for (size_t i = 0; i < ff; ++i) a_[i] *= s[i];
     }
+    if (captured != nullptr) {
+      for (size_t i = 0; i < f.d_ff; ++i) captured[i] = static_cast<float>(a_[i]);
+    }
     MatVec(f.down, f.down_bias, a_.data(), out, &row_);
   }
 
   // out = Σ_{e in top-k} w_e · expert_e(x) + [sigmoid(gate·x)] · Σ_s shared_s(x)
+  // capture: the layer's, or nullptr; t: the token's row in the run.
   void Moe(size_t layer, const MoeView& m, const RoutingParams& routing, const double* x,
-           double* out) {
+           double* out, const LayerCapture* capture, size_t t) {
     const size_t d = model_.d_model();
     MatVec(m.router, m.router_bias, x, logits_.data(), &row_);
     RouteToken(routing, logits_.data(), &scratch_, chosen_.data(), weights_.data());
+    if (capture != nullptr) capture->Route(t, 1, chosen_.data(), weights_.data());
     for (size_t i = 0; i < d; ++i) out[i] = 0.0;
     for (uint32_t j = 0; j < m.top_k; ++j) {
       Ffn(m.experts[chosen_[j]], x, expert_out_.data(),
-          neuron_scales_.Get(layer, static_cast<int>(chosen_[j])));
+          neuron_scales_.Get(layer, static_cast<int>(chosen_[j])),
+          capture != nullptr && capture->h != nullptr
+              ? capture->h + (t * m.top_k + j) * capture->d_ff
+              : nullptr);
       for (size_t i = 0; i < d; ++i) out[i] += weights_[j] * expert_out_[i];
     }
     if (m.shared_experts.empty()) return;
@@ -185,7 +196,7 @@ class ReferenceBackend : public Backend {
       gate = 1.0 / (1.0 + std::exp(-g));
     }
     for (const FfnView& s : m.shared_experts) {
-      Ffn(s, x, expert_out_.data(), nullptr);
+      Ffn(s, x, expert_out_.data(), nullptr, nullptr);
       for (size_t i = 0; i < d; ++i) out[i] += gate * expert_out_[i];
     }
   }

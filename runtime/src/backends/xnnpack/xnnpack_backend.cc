@@ -454,6 +454,7 @@ class XnnpackBackend : public Backend {
       const bool direct = p.direct_small && n <= direct_max_;
       if (!direct && !p.packed) FFLITE_RETURN_IF_ERROR(PackDense(layer, &p));
       const float* scale = neuron_scales_.Get(layer, -1);
+      const LayerCapture* capture = neuron_capture_.Get(layer);
       GemmFfn whole;
       if (!direct && SplitTokens(p.ffn, n, &whole)) {
         whole.scale = scale;
@@ -462,6 +463,7 @@ class XnnpackBackend : public Backend {
         RunGemmFfnByTokens(whole, n, in_.data(), gate_.data(), hidden_.data(), out_.data(),
                            Context(), last, GemmFfnRows{&DenseRows::Before, &DenseRows::After,
                                                         &rows});
+        if (capture != nullptr) capture->DenseRows(t0, hidden_.data(), p.ffn.d_ff, n);
         continue;
       }
       PreNorm(p, x, n);
@@ -480,6 +482,9 @@ class XnnpackBackend : public Backend {
         RunFfnDirect(p.file, n, src, stride, out_.data(), last, scale);
       } else {
         FFLITE_RETURN_IF_ERROR(RunFfn(p.ffn, n, in_.data(), out_.data(), last, scale));
+      }
+      if (capture != nullptr) {
+        capture->DenseRows(t0, hidden_.data(), HiddenStride(direct, p.file.view->d_ff_padded), n);
       }
       Finish(p, x, n, output + t0 * d);
     }
@@ -688,6 +693,8 @@ class XnnpackBackend : public Backend {
         RouteToken(mp.routing, logits_f64_.data(), &route_scratch_, routed_experts_.data() + t * k,
                    routed_weights_.data() + t * k);
       }
+      const LayerCapture* capture = neuron_capture_.Get(layer);
+      if (capture != nullptr) capture->Route(t0, n, routed_experts_.data(), routed_weights_.data());
       GroupByExpert(routed_experts_.data(), routed_weights_.data(), n, k, num_experts, &groups_);
       counts_.Add(layer, groups_);
       std::memset(out_.data(), 0, n * d * sizeof(float));
@@ -733,6 +740,10 @@ class XnnpackBackend : public Backend {
           } else {
             FFLITE_RETURN_IF_ERROR(RunFfn(*f, m, src, expert_out_.data(), last, scale));
           }
+          if (capture != nullptr) {
+            capture->ExpertRows(t0, e, tokens + r0, m, routed_experts_.data(), hidden_.data(),
+                                HiddenStride(direct, slots_[slot].view->d_ff_padded));
+          }
           for (size_t r = 0; r < m; ++r) {
             Axpy(d, weights[r0 + r], expert_out_.data() + r * d,
                  out_.data() + tokens[r0 + r] * d);
@@ -763,6 +774,11 @@ class XnnpackBackend : public Backend {
       Finish(p, x, n, output + t0 * d);
     }
     return absl::OkStatus();
+  }
+
+  // The row stride of hidden_ after RunFfnDirect (direct) or RunFfn of an FFN of d_ff_padded.
+  static size_t HiddenStride(bool direct, size_t d_ff_padded) {
+    return direct ? DirectStride(d_ff_padded) : d_ff_padded;
   }
 
   // out[c, d] = the expert's FFN of in[c rows of in_stride] through the direct kernel on its file
