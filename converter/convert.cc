@@ -268,6 +268,7 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const std::string& dir, const st
       {"converter.layers", options.layers.empty() ? "all" : options.layers},
       {"converter.page_align_experts", options.page_align_experts ? "true" : "false"},
       {"converter.norm", options.include_norm ? "included" : "omitted (no norm, no residual)"},
+      {"converter.value_rows", options.value_rows ? "relu-family down" : "none"},
   };
   for (auto& kv : plan.metadata) spec.metadata.push_back(kv);
 
@@ -290,6 +291,11 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const std::string& dir, const st
     return absl::InvalidArgumentError("--keep applies only with --dtype i8 or i4");
   }
   write.page_align_experts = options.page_align_experts;
+  if (options.value_rows) {
+    write.down_value_rows = [](const std::string&, const FfnSpec& f) {
+      return f.activation == Activation::RELU;
+    };
+  }
   uint64_t done = 0;
   write.progress = [&](uint64_t bytes, uint64_t total) {
     ++done;

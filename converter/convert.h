@@ -57,6 +57,10 @@ struct ConvertOptions {
   // y = FFN(x): the caller's engine applies its own norm and residual around it. (A residual
   // without the norm would add the normalised input for pre-norm models, which is wrong.)
   bool include_norm = true;
+  // Store the down matrix of ReLU-family FFNs (ReLU, ReGLU: most of their activations are exactly
+  // 0) as value rows (Layout::VALUE_ROWS), so that decode reads only the rows of the neurons that
+  // fire. Float dtypes only (a quantised down keeps its panels). Other FFNs are unaffected.
+  bool value_rows = true;
   std::function<void(const ConvertProgress&)> progress;  // after each tensor written
 };
 

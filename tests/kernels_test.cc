@@ -428,5 +428,88 @@ TEST(KernelsTest, GemvNanInOneTokenStaysInThatToken) {
   }
 }
 
+// ---- value rows: y[t, o] = bias[o] + Σ_j h[t, i_j]·V[i_j, o], V one row per neuron.
+
+// One case: every kernel set against the double reference (GemvTolerance over the listed rows:
+// the same sum of products, in list order), V and h ending at an unreadable page, y checked for
+// writes in its stride padding; and the list of the rows whose h is nonzero for some token gives
+// the bits of the list of every row (a zero h adds exactly 0).
+void CheckValueRows(DType dtype, size_t c, size_t k, size_t cols, double silent, size_t y_pad) {
+  const uint32_t seed = static_cast<uint32_t>(7919 * c + 31 * k + cols);
+  testing::Rng rng(seed);
+  std::vector<float> v = rng.Vec(k * cols, 1.0f);
+  GuardedBuffer v_buf(k * cols * GemvDTypeSize(dtype));
+  EncodeWeights(dtype, v, v_buf.As<void>());
+  const std::vector<float> bias = rng.Vec(cols, 1.0f);
+  const size_t h_stride = k + 3, y_stride = cols + y_pad;
+  const size_t h_size = (c - 1) * h_stride + k, y_size = (c - 1) * y_stride + cols;
+  std::vector<float> h = rng.Vec(h_size, 2.0f);
+  // Silence a fraction of the neurons for every token, and a few more for some tokens only.
+  for (size_t i = 0; i < k; ++i) {
+    const bool off = rng.Uniform(0.0f, 1.0f) < silent;
+    for (size_t t = 0; t < c; ++t) {
+      if (off || rng.Uniform(0.0f, 1.0f) < 0.2f) h[t * h_stride + i] = 0.0f;
+    }
+  }
+  GuardedBuffer h_buf(h_size * sizeof(float));
+  std::memcpy(h_buf.As<float>(), h.data(), h_size * sizeof(float));
+  std::vector<uint32_t> active;
+  for (size_t i = 0; i < k; ++i) {
+    bool fired = false;
+    for (size_t t = 0; t < c; ++t) fired |= h[t * h_stride + i] != 0.0f;
+    if (fired) active.push_back(static_cast<uint32_t>(i));
+  }
+  for (const Kernels* ks : AvailableKernels()) {
+    std::vector<std::vector<float>> outs;
+    for (const bool listed : {false, true}) {
+      GuardedBuffer y_buf(y_size * sizeof(float));
+      float* y = y_buf.As<float>();
+      for (size_t i = 0; i < y_size; ++i) y[i] = kSentinel;
+      ks->value_rows(c, cols, listed ? active.size() : k, listed ? active.data() : nullptr,
+                     v_buf.As<void>(), dtype, cols, bias.data(), h_buf.As<float>(), h_stride, y,
+                     y_stride);
+      for (size_t t = 0; t < c; ++t) {
+        for (size_t o = 0; o < cols; ++o) {
+          double want = bias[o], sum_abs = 0.0;
+          for (size_t i = 0; i < k; ++i) {
+            const double p = static_cast<double>(h[t * h_stride + i]) * v[i * cols + o];
+            want += p;
+            sum_abs += std::fabs(p);
+          }
+          const double got = y[t * y_stride + o];
+          ASSERT_LE(std::fabs(got - want), GemvTolerance(k, sum_abs, bias[o]))
+              << ks->isa << " " << DTypeName(dtype) << " c " << c << " k " << k << " cols "
+              << cols << " listed " << listed << ": y[" << t << ", " << o << "] = " << got
+              << ", want " << want;
+        }
+        for (size_t o = cols; o < y_stride && t + 1 < c; ++o) {
+          ASSERT_EQ(y[t * y_stride + o], kSentinel) << ks->isa << " wrote the stride padding";
+        }
+      }
+      outs.emplace_back(y, y + y_size);
+    }
+    ASSERT_EQ(std::memcmp(outs[0].data(), outs[1].data(), y_size * sizeof(float)), 0)
+        << ks->isa << " " << DTypeName(dtype) << " c " << c << " k " << k << " cols " << cols
+        << ": the list of firing rows differs from every row";
+  }
+}
+
+TEST(KernelsTest, ValueRowsMatchDoubleReferenceAndSkipSilentRowsExactly) {
+  for (DType dtype : kGemvDTypes) {
+    // cols: below one vector, vector multiples, tails on 4, 8 and 16 lanes.
+    for (size_t cols : {3, 16, 37, 200}) {
+      for (size_t c : {1, 2, 5, 17}) {  // 17: two passes of 16 tokens
+        // k: fewer rows than a group of 4, groups with a remainder, many rows.
+        for (size_t k : {1, 6, 133}) {
+          CheckValueRows(dtype, c, k, cols, 0.5, c % 2 == 0 ? 5 : 0);
+        }
+      }
+      CheckValueRows(dtype, 1, 300, cols, 0.0, 0);
+      CheckValueRows(dtype, 1, 300, cols, 0.999, 0);
+      CheckValueRows(dtype, 3, 300, cols, 1.0, 0);  // every neuron silent: y = bias
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fflite

@@ -126,7 +126,7 @@ TEST_F(LoaderTest, NewerMajorVersionIsRefusedWithBothVersions) {
   ASSERT_TRUE(Root()->mutate_version_minor(3));
   EXPECT_THAT(Load(), StatusIs(absl::StatusCode::kUnimplemented,
                                HasSubstr("file format version 2.3 is newer than this fflite "
-                                         "reads (1.1)")));
+                                         "reads (1.2)")));
 }
 
 TEST_F(LoaderTest, NewerMinorVersionIsAccepted) {
@@ -451,6 +451,56 @@ TEST_F(QuantLoaderTest, ExpertsShareTheirLayout) {
   ASSERT_TRUE(Expert(2)->mutable_gate()->mutate_layout(Layout::PANEL16_K4_HADAMARD32));
   EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("gate layout panel16_k4_hadamard32 vs "
                                                     "panel16_k4")));
+}
+
+// --- Value rows (format 1.2): a float down matrix stored transposed, nothing else. ---
+
+TEST_F(LoaderTest, ValueRowsLoadAndReadBackAsTheMatrix) {
+  WriteOptions options;
+  options.down_value_rows = [](const std::string& path, const FfnSpec&) {
+    return path == "layers[0].ffn" || path.find(".experts[") != std::string::npos;
+  };
+  auto bytes = WriteModelBuffer(BaseSpec(), options);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  auto rows = Model::LoadBuffer(bytes->data(), bytes->size());
+  auto plain = Model::LoadBuffer(bytes_.data(), bytes_.size());
+  ASSERT_TRUE(rows.ok() && plain.ok()) << rows.status();
+  const FfnView& f = (*rows)->layers()[0].ffn;
+  EXPECT_EQ(f.down.layout, Layout::VALUE_ROWS);
+  EXPECT_EQ(f.up.layout, Layout::ROW_MAJOR);
+  EXPECT_EQ((*rows)->layers()[1].moe.shared_experts[0].down.layout, Layout::ROW_MAJOR);
+  EXPECT_EQ((*rows)->version_minor(), kFormatVersionMinor);
+  // Same shape and size as row-major; DequantizeRows gives the logical matrix back.
+  const TensorView& a = f.down;
+  const TensorView& b = (*plain)->layers()[0].ffn.down;
+  ASSERT_EQ(a.shape, b.shape);
+  ASSERT_EQ(a.size, b.size);
+  EXPECT_NE(std::memcmp(a.data, b.data, a.size), 0);
+  std::vector<float> ra(a.numel()), rb(b.numel());
+  DequantizeRows(a.dtype, a.layout, a.shape[0], a.shape[1], a.data, 0, a.shape[0], ra.data());
+  DequantizeRows(b.dtype, b.layout, b.shape[0], b.shape[1], b.data, 0, b.shape[0], rb.data());
+  EXPECT_EQ(ra, rb);
+  std::vector<uint8_t> storage;
+  const TensorView back = RowMajorView(a, &storage);
+  EXPECT_EQ(std::memcmp(back.data, b.data, b.size), 0);
+}
+
+TEST_F(LoaderTest, ValueRowsOnlyForFloatDownMatrices) {
+  ASSERT_TRUE(DenseFfn()->mutable_up()->mutate_layout(Layout::VALUE_ROWS));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].ffn.up: layout value_rows is only "
+                                                    "allowed for down matrices")));
+  ASSERT_TRUE(DenseFfn()->mutable_up()->mutate_layout(Layout::ROW_MAJOR));
+  ASSERT_TRUE(Moe()->mutable_router()->mutate_layout(Layout::VALUE_ROWS));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[1].moe.router: layout value_rows")));
+  ASSERT_TRUE(Moe()->mutable_router()->mutate_layout(Layout::ROW_MAJOR));
+  ASSERT_TRUE(Expert(1)->mutable_down()->mutate_layout(Layout::VALUE_ROWS));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("down layout value_rows vs row_major")));
+}
+
+TEST_F(QuantLoaderTest, ValueRowsAreNotALayoutOfQuantisedDtypes) {
+  ASSERT_TRUE(DenseFfn()->mutable_down()->mutate_layout(Layout::VALUE_ROWS));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].ffn.down: layout 4 (value_rows) is "
+                                                    "not a layout of dtype i4")));
 }
 
 TEST_F(LoaderTest, UnknownDtypeIsRefusedByName) {

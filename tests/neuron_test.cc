@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_format.h"
 #include "backends/backend.h"
+#include "backends/xnnpack/xnnpack_backend.h"
 #include "gtest/gtest.h"
 #include "session/session.h"
 #include "testing/model_builder.h"
@@ -320,6 +321,162 @@ TEST_P(NeuronCaptureBackendTest, BadArgumentsAreRefused) {
 
 INSTANTIATE_TEST_SUITE_P(All, NeuronCaptureBackendTest, ::testing::ValuesIn(EveryBackend()),
                          BackendName);
+
+// --- Sparse decode: down stored as value rows, only the rows of firing neurons read. ---
+
+// A ReLU-family FFN (ReLU, or ReGLU when gated) whose neurons are silent for every token with
+// probability `silent`: their pre-activation bias is -100 (the activated one: gate when gated).
+FfnSpec SilencedFfn(uint32_t d, uint32_t ff, bool gated, double silent, Rng& rng) {
+  FfnSpec f = testing::RandomFfn(FfnParams{d, ff, Activation::RELU, gated, true}, rng);
+  std::vector<float> b = rng.Vec(ff, 0.5f);
+  for (uint32_t i = 0; i < ff; ++i) {
+    if (rng.Uniform(0.0f, 1.0f) < silent) b[i] = -100.0f;
+  }
+  (gated ? f.gate_bias : f.up_bias) = TensorFromF32({ff}, std::move(b));
+  return f;
+}
+
+WriteOptions ValueRowsOptions(DType dtype, bool value_rows) {
+  WriteOptions options;
+  options.dtype = dtype;
+  if (value_rows) options.down_value_rows = [](const std::string&, const FfnSpec&) { return true; };
+  return options;
+}
+
+class SparseDecodeTest : public ::testing::TestWithParam<std::string> {};
+
+// The value-row model on `backend` equals the reference on the row-major model (the reference on
+// value rows is the same sums in the same order: equal bits), at sparsities from none to every
+// neuron silent, through the direct path (few tokens) and the packed one (many).
+TEST_P(SparseDecodeTest, ValueRowsEqualRowMajorReference) {
+  const std::string backend = GetParam();
+  SKIP_UNLESS_AVAILABLE(backend);
+  const uint32_t d = 72, ff = 200;
+  uint32_t seed = 70;
+  for (const double silent : {0.0, 0.5, 0.9, 0.999, 1.0}) {
+    for (const bool gated : {false, true}) {
+      for (const DType dtype : {DType::F32, DType::BF16}) {
+        Rng rng(seed++);
+        ModelSpec spec;
+        spec.d_model = d;
+        LayerSpec layer;
+        layer.ffn = SilencedFfn(d, ff, gated, silent, rng);
+        layer.norm = testing::RandomNorm(NormKind::LAYER_NORM, NormPlacement::PRE, d, rng);
+        layer.residual = true;
+        spec.layers.push_back(layer);
+        auto rows_model = testing::BuildModel(spec, ValueRowsOptions(dtype, true));
+        auto plain_model = testing::BuildModel(spec, ValueRowsOptions(dtype, false));
+        ASSERT_TRUE(rows_model.ok() && plain_model.ok()) << rows_model.status();
+        ASSERT_TRUE(rows_model->model->layers()[0].ffn.down.value_rows());
+        for (const size_t tokens : {size_t{1}, size_t{3}, size_t{40}}) {
+          SCOPED_TRACE(absl::StrFormat("silent %g, %s, %s, %d tokens", silent,
+                                       gated ? "ReGLU" : "ReLU", DTypeName(dtype), tokens));
+          const std::vector<float> input = rng.Vec(tokens * d, 1.0f);
+          auto want = testing::RunLayer(*plain_model->model, "reference", 0, input, tokens);
+          ASSERT_TRUE(want.ok());
+          SessionOptions so;
+          so.backend = backend;
+          so.max_tokens = tokens;
+          so.num_threads = tokens == 3 ? 2 : 1;
+          auto session = Session::Create(*rows_model->model, so);
+          ASSERT_TRUE(session.ok()) << session.status();
+          std::vector<float> got(tokens * d);
+          ASSERT_TRUE((*session)->Run(0, input.data(), tokens, got.data()).ok());
+          if (backend == "reference") {
+            ASSERT_EQ(std::memcmp(want->data(), got.data(), got.size() * sizeof(float)), 0);
+          } else {
+            testing::ExpectOutputsNear(*want, got, tokens, d,
+                                       testing::BackendRelTol(backend, dtype), backend);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Routed experts with value rows (ReLU experts): the same against the row-major reference.
+TEST_P(SparseDecodeTest, MoeExpertsWithValueRows) {
+  const std::string backend = GetParam();
+  SKIP_UNLESS_AVAILABLE(backend);
+  const uint32_t d = 48, ff = 64;
+  Rng rng(90);
+  MoeParams p = testing::ParamsFor(testing::Variant::kMixtral);
+  p.expert = FfnParams{d, ff, Activation::RELU, false, true};
+  ModelSpec spec;
+  spec.d_model = d;
+  LayerSpec layer;
+  layer.kind = LayerKind::kMoe;
+  layer.moe = testing::RandomMoe(p, rng);
+  for (FfnSpec& e : layer.moe.experts) e = SilencedFfn(d, ff, false, 0.8, rng);
+  spec.layers.push_back(layer);
+  auto rows_model = testing::BuildModel(spec, ValueRowsOptions(DType::F32, true));
+  auto plain_model = testing::BuildModel(spec, ValueRowsOptions(DType::F32, false));
+  ASSERT_TRUE(rows_model.ok() && plain_model.ok());
+  for (const size_t tokens : {size_t{1}, size_t{37}}) {
+    const std::vector<float> input = rng.Vec(tokens * d, 1.0f);
+    auto want = testing::RunLayer(*plain_model->model, "reference", 0, input, tokens);
+    auto got = testing::RunLayer(*rows_model->model, backend, 0, input, tokens);
+    ASSERT_TRUE(want.ok() && got.ok());
+    testing::ExpectOutputsNear(*want, *got, tokens, d, testing::BackendRelTol(backend, DType::F32),
+                               absl::StrFormat("%s, %d tokens", backend, tokens));
+  }
+}
+
+// xnnpack reads only the rows of the neurons that fire, and the list gives the bits of every row:
+// the backend forced to the list (dense fraction 1) equals it forced to every row (0) bitwise,
+// and counts exactly the firing neurons as read (an all-silent token reads none).
+TEST(SparseDecodeXnnpackTest, ListedRowsEqualEveryRowBitwise) {
+  SKIP_UNLESS_AVAILABLE("xnnpack");
+  const uint32_t d = 96, ff = 320;
+  for (const double silent : {0.0, 0.9, 1.0}) {
+    Rng rng(static_cast<uint32_t>(100 + silent * 10));
+    ModelSpec spec;
+    spec.d_model = d;
+    LayerSpec layer;
+    layer.ffn = SilencedFfn(d, ff, true, silent, rng);
+    spec.layers.push_back(layer);
+    auto model = testing::BuildModel(spec, ValueRowsOptions(DType::BF16, true));
+    ASSERT_TRUE(model.ok());
+    const size_t tokens = 2;
+    const std::vector<float> input = rng.Vec(tokens * d, 1.0f);
+    std::vector<std::vector<float>> outs;
+    std::vector<ValueRowsRead> reads;
+    for (const double fraction : {1.0, 0.0}) {
+      XnnpackBackendOptions options;
+      options.value_rows_dense_fraction = fraction;
+      BackendConfig config;
+      config.max_tokens = tokens;
+      config.num_threads = 2;
+      auto backend = CreateXnnpackBackendWithOptions(*model->model, config, options);
+      ASSERT_TRUE(backend.ok()) << backend.status();
+      outs.emplace_back(tokens * d);
+      ASSERT_TRUE((*backend)->Run(0, input.data(), tokens, outs.back().data()).ok());
+      reads.push_back(XnnpackValueRowsRead(backend->get()));
+    }
+    EXPECT_EQ(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * sizeof(float)), 0)
+        << "silent " << silent;
+    // The firing neurons, from the reference's captured h of the same tokens.
+    SessionOptions so;
+    so.backend = "reference";
+    so.max_tokens = tokens;
+    auto session = Session::Create(*model->model, so);
+    ASSERT_TRUE(session.ok());
+    std::vector<float> h(tokens * ff), out(tokens * d);
+    ASSERT_TRUE((*session)->SetCapture(0, h.data(), h.size(), nullptr, nullptr, 0).ok());
+    ASSERT_TRUE((*session)->Run(0, input.data(), tokens, out.data()).ok());
+    uint64_t firing = 0;
+    for (uint32_t i = 0; i < ff; ++i) firing += h[i] != 0.0f || h[ff + i] != 0.0f;
+    const uint64_t padded = model->model->layers()[0].ffn.d_ff_padded;
+    EXPECT_EQ(reads[0].read, firing) << "silent " << silent;
+    EXPECT_EQ(reads[0].total, padded);
+    EXPECT_EQ(reads[1].read, padded);
+    if (silent == 1.0) {
+      EXPECT_EQ(firing, 0u);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, SparseDecodeTest, ::testing::ValuesIn(EveryBackend()), BackendName);
 
 }  // namespace
 }  // namespace fflite

@@ -42,6 +42,9 @@ ABSL_FLAG(bool, page_align_experts, false, "Start each MoE expert on a 64 KiB bo
 ABSL_FLAG(bool, no_norm, false, "Leave out the norms and the residual add: each layer is the bare "
                                 "FFN/MoE, y = FFN(x), and the caller applies its own norm and "
                                 "residual.");
+ABSL_FLAG(bool, value_rows, true, "Store the down matrix of ReLU-family FFNs (ReLU, ReGLU) as value "
+          "rows, one contiguous row per neuron, so that decode reads only the neurons that fire "
+          "(float dtypes). --novalue_rows keeps the row-major down.");
 ABSL_FLAG(bool, quiet, false, "No progress bar or summary line.");
 
 int main(int argc, char** argv) {
@@ -50,7 +53,7 @@ int main(int argc, char** argv) {
       "converts a Hugging Face checkpoint to an fflite model file.\n"
       "usage: fflite-convert CHECKPOINT_DIR OUTPUT.fflite [--dtype f32|f16|bf16|i8|i4] "
       "[--keep f16:down@0,31] [--rotate] [--quant_report FILE] [--d_ff_alignment N] "
-      "[--layers 0-3,7] [--page_align_experts] [--no_norm]");
+      "[--layers 0-3,7] [--page_align_experts] [--no_norm] [--novalue_rows]");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   std::string output = absl::GetFlag(FLAGS_output);
   if (args.size() == 3 && output.empty()) output = args[2];
@@ -79,6 +82,7 @@ int main(int argc, char** argv) {
   options.layers = absl::GetFlag(FLAGS_layers);
   options.page_align_experts = absl::GetFlag(FLAGS_page_align_experts);
   options.include_norm = !absl::GetFlag(FLAGS_no_norm);
+  options.value_rows = absl::GetFlag(FLAGS_value_rows);
   const bool quiet = absl::GetFlag(FLAGS_quiet);
   fflite::converter::ProgressReporter reporter(stderr, ::isatty(STDERR_FILENO) == 1);
   if (!quiet) {

@@ -151,8 +151,8 @@ int main(int argc, char** argv) {
   int n = 0;
   for (const ModelSpec& spec : SeedSpecs()) {
     // Unpadded d_ff and a compact data section keep the seeds small for the fuzzer.
-    // Float files, and quantised ones (I8, I4; plain and rotated layouts) whose scales and
-    // panels the fuzzer mutates too.
+    // Float files, quantised ones (I8, I4; plain and rotated layouts) whose scales and panels
+    // the fuzzer mutates too, and value rows.
     const std::pair<DType, bool> kinds[] = {{DType::F32, false}, {DType::BF16, false},
                                             {DType::I8, false},  {DType::I8, true},
                                             {DType::I4, false},  {DType::I4, true}};
@@ -175,6 +175,18 @@ int main(int argc, char** argv) {
       }
       if (!WriteFile(loader + "/model" + std::to_string(n++) + ".fflite", *bytes)) return 1;
     }
+    // Every down matrix as value rows (format 1.2), f16: the transposed layout under mutation.
+    WriteOptions options;
+    options.d_ff_alignment = 1;
+    options.data_alignment = 64;
+    options.dtype = DType::F16;
+    options.down_value_rows = [](const std::string&, const FfnSpec&) { return true; };
+    auto bytes = WriteModelBuffer(spec, options);
+    if (!bytes.ok()) {
+      std::fprintf(stderr, "%s\n", bytes.status().ToString().c_str());
+      return 1;
+    }
+    if (!WriteFile(loader + "/model" + std::to_string(n++) + ".fflite", *bytes)) return 1;
   }
   std::printf("wrote %d seeds to %s\n", n, loader.c_str());
   int safetensors_seeds = 0, config_seeds = 0;

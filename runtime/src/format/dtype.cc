@@ -1,6 +1,7 @@
 // The dtype table and what is derived from it.
 #include "format/dtype.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -66,7 +67,7 @@ double DTypeBitsPerWeight(DType dtype) {
 bool LayoutValidFor(DType dtype, Layout layout) {
   const DTypeInfo* info = FindDType(dtype);
   if (info == nullptr) return false;
-  if (!info->quantized) return layout == Layout::ROW_MAJOR;
+  if (!info->quantized) return layout == Layout::ROW_MAJOR || layout == Layout::VALUE_ROWS;
   return layout == Layout::PANEL16_K4 || layout == Layout::PANEL16_K4_HADAMARD32;
 }
 
@@ -75,6 +76,7 @@ const char* LayoutName(Layout layout) {
     case Layout::ROW_MAJOR: return "row_major";
     case Layout::PANEL16_K4: return "panel16_k4";
     case Layout::PANEL16_K4_HADAMARD32: return "panel16_k4_hadamard32";
+    case Layout::VALUE_ROWS: return "value_rows";
     default: return "invalid";
   }
 }
@@ -91,10 +93,32 @@ uint64_t TensorBytes(DType dtype, const std::vector<uint64_t>& shape, Layout lay
   return numel * info->block_bytes;
 }
 
+void TransposeElements(const uint8_t* src, uint64_t rows, uint64_t cols, size_t elem,
+                       uint8_t* dst) {
+  // In tiles, so that both sides stay in cache.
+  constexpr uint64_t kTile = 32;
+  for (uint64_t r0 = 0; r0 < rows; r0 += kTile) {
+    for (uint64_t c0 = 0; c0 < cols; c0 += kTile) {
+      for (uint64_t r = r0; r < std::min(rows, r0 + kTile); ++r) {
+        for (uint64_t c = c0; c < std::min(cols, c0 + kTile); ++c) {
+          std::memcpy(dst + (c * rows + r) * elem, src + (r * cols + c) * elem, elem);
+        }
+      }
+    }
+  }
+}
+
 void DequantizeRows(DType dtype, Layout layout, uint64_t rows, uint64_t k, const uint8_t* data,
                     uint64_t first_row, uint64_t n, float* out) {
   const DTypeInfo* info = FindDType(dtype);
   if (info == nullptr) return;
+  if (!info->quantized && layout == Layout::VALUE_ROWS) {
+    // Stored transposed: logical element (r, c) at c · rows + r.
+    for (uint64_t c = 0; c < k; ++c) {
+      for (uint64_t r = 0; r < n; ++r) info->to_f32(data, c * rows + first_row + r, 1, out + r * k + c);
+    }
+    return;
+  }
   if (!info->quantized) {
     info->to_f32(data, first_row * k, n * k, out);
     return;

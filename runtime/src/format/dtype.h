@@ -38,7 +38,8 @@ const char* DTypeName(DType dtype);
 const char* KnownDTypesString();
 // Bits per weight as stored (scales included): 32, 16, 8.5, 4.5.
 double DTypeBitsPerWeight(DType dtype);
-// Whether `layout` is one a tensor of `dtype` may use.
+// Whether `layout` is one a tensor of `dtype` may use (VALUE_ROWS: float dtypes; the loader allows
+// it on down matrices only).
 bool LayoutValidFor(DType dtype, Layout layout);
 const char* LayoutName(Layout layout);
 
@@ -47,9 +48,14 @@ const char* LayoutName(Layout layout);
 // Float tensors: product(shape) · element size; quantised matrices [rows, k]: see quant_layout.h.
 uint64_t TensorBytes(DType dtype, const std::vector<uint64_t>& shape, Layout layout);
 
+// dst[cols, rows] = the transpose of src[rows, cols], elements of `elem` bytes (1, 2, 4).
+void TransposeElements(const uint8_t* src, uint64_t rows, uint64_t cols, size_t elem,
+                       uint8_t* dst);
+
 // Rows [first_row, first_row + n) of a matrix [rows, k] of any dtype and layout as f32 values
 // out[n, k], exactly (quantised: q · scale; rotated layouts are rotated back in double, so the
-// result is the logical matrix up to f32 rounding). For float tensors of rank 1 pass rows = 1.
+// result is the logical matrix up to f32 rounding; VALUE_ROWS is transposed back). For float
+// tensors of rank 1 pass rows = 1.
 void DequantizeRows(DType dtype, Layout layout, uint64_t rows, uint64_t k, const uint8_t* data,
                     uint64_t first_row, uint64_t n, float* out);
 

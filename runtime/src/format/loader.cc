@@ -76,10 +76,12 @@ class ModelParser {
   absl::Status Parse();
 
  private:
-  // `weight_matrix`: an FFN's up, gate or down matrix, the only tensors that may be quantised.
+  // `weight_matrix`: an FFN's up, gate or down matrix, the only tensors that may be quantised;
+  // `value_rows_ok`: a down matrix, the only tensor that may be stored as VALUE_ROWS.
   absl::Status ParseTensor(const schema::Tensor* t, const std::string& path,
                            const std::vector<uint64_t>& expected_shape, bool required,
-                           TensorView* out, bool weight_matrix = false);
+                           TensorView* out, bool weight_matrix = false,
+                           bool value_rows_ok = false);
   absl::Status ParseFfn(const schema::Ffn* f, const std::string& path, FfnView* out);
   absl::Status ParseMoe(const schema::Moe* m, const std::string& path, MoeView* out);
   absl::Status ParseNorm(const schema::Norm* n, const std::string& path, NormView* out);
@@ -92,7 +94,7 @@ class ModelParser {
 
 absl::Status ModelParser::ParseTensor(const schema::Tensor* t, const std::string& path,
                                       const std::vector<uint64_t>& expected_shape, bool required,
-                                      TensorView* out, bool weight_matrix) {
+                                      TensorView* out, bool weight_matrix, bool value_rows_ok) {
   *out = TensorView();
   if (t == nullptr) {
     if (required) return Bad(absl::StrCat(path, ": required tensor is missing"));
@@ -113,6 +115,9 @@ absl::Status ModelParser::ParseTensor(const schema::Tensor* t, const std::string
   if (!LayoutValidFor(dtype, layout)) {
     return Bad(absl::StrFormat("%s: layout %d (%s) is not a layout of dtype %s", path,
                                static_cast<int>(layout), LayoutName(layout), info->name));
+  }
+  if (layout == Layout::VALUE_ROWS && !value_rows_ok) {
+    return Bad(absl::StrFormat("%s: layout value_rows is only allowed for down matrices", path));
   }
   // The verifier does not check the 8-byte alignment of a vector's elements, so a crafted file
   // can misalign them: copy the bytes out instead of loading them as uint64_t.
@@ -190,7 +195,8 @@ absl::Status ModelParser::ParseFfn(const schema::Ffn* f, const std::string& path
   } else if (f->gate() != nullptr) {
     return Bad(absl::StrCat(path, ".gate: present but the FFN is not gated"));
   }
-  FFLITE_RETURN_IF_ERROR(ParseTensor(f->down(), path + ".down", {d, ff}, true, &out->down, true));
+  FFLITE_RETURN_IF_ERROR(ParseTensor(f->down(), path + ".down", {d, ff}, true, &out->down, true,
+                                     /*value_rows_ok=*/true));
   FFLITE_RETURN_IF_ERROR(ParseTensor(f->up_bias(), path + ".up_bias", {ff}, false, &out->up_bias));
   if (!out->gated && f->gate_bias() != nullptr) {
     return Bad(absl::StrCat(path, ".gate_bias: present but the FFN is not gated"));

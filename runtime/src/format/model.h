@@ -27,8 +27,8 @@ using GroupScoring = schema::GroupScoring;
 
 // Format version this build writes; it reads every file with the same major version.
 inline constexpr uint32_t kFormatVersionMajor = 1;
-// 1.1: quantised dtypes I8/I4 and Tensor.layout.
-inline constexpr uint32_t kFormatVersionMinor = 1;
+// 1.1: quantised dtypes I8/I4 and Tensor.layout. 1.2: Layout::VALUE_ROWS for down matrices.
+inline constexpr uint32_t kFormatVersionMinor = 2;
 // Writers start the data section at a multiple of this (the largest page size in use, 64 KiB on
 // some arm64 kernels), so that its pages can be mapped and released on their own. Readers accept
 // any multiple of kTensorAlignment.
@@ -48,10 +48,13 @@ struct TensorView {
   std::vector<uint64_t> shape;
   uint64_t offset = 0;             // in the data section
   uint64_t size = 0;               // bytes
-  Layout layout = Layout::ROW_MAJOR;  // quantised dtypes: a panel layout (format/quant_layout.h)
+  // Quantised dtypes: a panel layout (format/quant_layout.h); a float down matrix may be
+  // VALUE_ROWS (stored transposed: data holds [shape[1]][shape[0]]).
+  Layout layout = Layout::ROW_MAJOR;
   const uint8_t* data = nullptr;   // nullptr: the optional tensor is absent
   bool present() const { return data != nullptr; }
   bool quantized() const { return dtype == DType::I8 || dtype == DType::I4; }
+  bool value_rows() const { return layout == Layout::VALUE_ROWS; }
   uint64_t numel() const {  // 0 for an absent tensor
     if (!present()) return 0;
     uint64_t n = 1;
@@ -59,6 +62,19 @@ struct TensorView {
     return n;
   }
 };
+
+// The tensor as a row-major view: itself unless it is VALUE_ROWS, else its transpose copied
+// into `storage` (which the view then points into). Float dtypes.
+inline TensorView RowMajorView(const TensorView& t, std::vector<uint8_t>* storage) {
+  if (!t.value_rows()) return t;
+  TensorView v = t;
+  storage->resize(t.size);
+  // Stored [shape[1], shape[0]]: transposed back to [shape[0], shape[1]].
+  TransposeElements(t.data, t.shape[1], t.shape[0], DTypeSize(t.dtype), storage->data());
+  v.data = storage->data();
+  v.layout = Layout::ROW_MAJOR;
+  return v;
+}
 
 // up, gate: [d_ff_padded, d_model]; down: [d_model, d_ff_padded]; biases [d_ff_padded] / [d_model].
 struct FfnView {

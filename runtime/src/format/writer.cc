@@ -86,7 +86,8 @@ class Planner {
   absl::StatusOr<TensorOffset> Tensor(const TensorSource& src, const std::string& path,
                                       const std::vector<uint64_t>& logical,
                                       const std::vector<uint64_t>& stored, bool required,
-                                      bool page_align = false, bool matrix = false);
+                                      bool page_align = false, bool matrix = false,
+                                      bool value_rows = false);
   absl::StatusOr<flatbuffers::Offset<schema::Ffn>> Ffn(const FfnSpec& f, const std::string& path,
                                                        bool page_align);
   absl::StatusOr<flatbuffers::Offset<schema::Moe>> Moe(const MoeSpec& m, const std::string& path);
@@ -105,7 +106,7 @@ absl::StatusOr<Planner::TensorOffset> Planner::Tensor(const TensorSource& src,
                                                       const std::vector<uint64_t>& logical,
                                                       const std::vector<uint64_t>& stored,
                                                       bool required, bool page_align,
-                                                      bool matrix) {
+                                                      bool matrix, bool value_rows) {
   if (!src.present()) {
     if (required) return absl::InvalidArgumentError(absl::StrCat(path, ": required tensor missing"));
     return TensorOffset();
@@ -129,7 +130,8 @@ absl::StatusOr<Planner::TensorOffset> Planner::Tensor(const TensorSource& src,
   if (info == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": invalid stored dtype"));
   }
-  const Layout layout = !info->quantized            ? Layout::ROW_MAJOR
+  const Layout layout = !info->quantized            ? (value_rows ? Layout::VALUE_ROWS
+                                                                 : Layout::ROW_MAJOR)
                         : options_.quantize.rotate ? Layout::PANEL16_K4_HADAMARD32
                                                    : Layout::PANEL16_K4;
   const uint64_t size = TensorBytes(dtype, stored, layout);
@@ -152,8 +154,9 @@ absl::StatusOr<flatbuffers::Offset<schema::Ffn>> Planner::Ffn(const FfnSpec& f,
   if (f.gated) {
     FFLITE_ASSIGN_OR_RETURN(gate, Tensor(f.gate, path + ".gate", {ff, d}, {ffp, d}, true, false, true));
   }
+  const bool value_rows = options_.down_value_rows && options_.down_value_rows(path, f);
   FFLITE_ASSIGN_OR_RETURN(auto down, Tensor(f.down, path + ".down", {d, ff}, {d, ffp}, true, false,
-                                                true));
+                                            true, value_rows));
   FFLITE_ASSIGN_OR_RETURN(auto up_bias, Tensor(f.up_bias, path + ".up_bias", {ff}, {ffp}, false));
   TensorOffset gate_bias;
   if (f.gated) {
@@ -327,7 +330,8 @@ absl::Status Emit(const ModelSpec& spec, const WriteOptions& options, Sink* sink
     FFLITE_RETURN_IF_ERROR(sink->Zeros(t.offset - written));
     written = t.offset;
     const TensorSource& src = *t.source;
-    if (src.dtype == t.dtype && src.shape == t.stored_shape) {
+    const bool value_rows = t.layout == Layout::VALUE_ROWS;
+    if (src.dtype == t.dtype && src.shape == t.stored_shape && !value_rows) {
       // Stored as produced: no second buffer, so peak memory is one tensor.
       stored.resize(t.size);
       FFLITE_RETURN_IF_ERROR(src.fill(stored.data(), stored.size()));
@@ -352,6 +356,17 @@ absl::Status Emit(const ModelSpec& spec, const WriteOptions& options, Sink* sink
     for (uint64_t r = 0; r < rows; ++r) {
       ConvertElements(src.dtype, source.data() + r * cols * in_elem, converted,
                       padded.data() + r * stored_cols * out_elem, cols);
+    }
+    if (value_rows) {
+      // [rows, stored_cols] -> [stored_cols, rows]: element (r, c) to c · rows + r.
+      source.assign(stored.size(), 0);
+      for (uint64_t r = 0; r < rows; ++r) {
+        for (uint64_t c = 0; c < stored_cols; ++c) {
+          std::memcpy(source.data() + (c * rows + r) * out_elem,
+                      stored.data() + (r * stored_cols + c) * out_elem, out_elem);
+        }
+      }
+      stored.swap(source);
     }
     if (quantize) {
       QuantizeOptions qo = options.quantize;

@@ -98,6 +98,11 @@ struct WriteOptions {
   // (routers, norms, biases, the shared-expert gate) keeps a float dtype.
   std::function<DType(const std::string& path, DType stored)> matrix_dtype;
   QuantizeOptions quantize;
+  // Whether the down matrix of the FFN at `ffn_path` ("layers[3].ffn",
+  // "layers[1].moe.experts[5]") is stored as value rows (Layout::VALUE_ROWS: transposed, one
+  // contiguous row per neuron, for sparse decode). Float dtypes only: a down matrix quantised
+  // through matrix_dtype keeps its panel layout. Unset: none.
+  std::function<bool(const std::string& ffn_path, const FfnSpec& ffn)> down_value_rows;
   // Called after each quantised matrix is written, with its path, dtype and error statistics.
   std::function<void(const std::string& path, DType dtype, const QuantStats& stats)> quantized;
 };

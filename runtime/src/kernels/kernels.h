@@ -5,6 +5,7 @@
 #define FFLITE_RUNTIME_SRC_KERNELS_KERNELS_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "format/model.h"
@@ -37,6 +38,19 @@ using F32GemvFn = void (*)(size_t c, size_t k, size_t rows, const void* w, DType
                            const float* bias, const float* x, size_t x_stride, float* y,
                            size_t y_stride);
 
+// The down projection from value rows (Layout::VALUE_ROWS: W [cols, k] stored transposed, one
+// contiguous row of cols elements per neuron), for a few tokens, reading only the rows listed:
+//   y[t·y_stride + o] = (bias ? bias[o] : 0) + Σ_{j<n} h[t·h_stride + i_j] · V[i_j·v_stride + o]
+//   for t < c, o < cols, with i_j = rows[j] (rows == nullptr: i_j = j, every row).
+// V: elements of v_dtype (F32, F16, BF16); bias: [cols] f32 or nullptr; h: [c, h_stride] f32;
+// y: [c, y_stride] f32, not overlapping the others. A caller splits the columns among threads by
+// offsetting v, bias and y. Each output is the bias, then the terms in list order, one
+// multiply-add each: a row whose h is 0 for every token adds exactly 0 (finite weights), so
+// listing only the rows with a nonzero h gives the bits of listing every row (tested).
+using F32ValueRowsFn = void (*)(size_t c, size_t cols, size_t n, const uint32_t* rows,
+                                const void* v, DType v_dtype, size_t v_stride, const float* bias,
+                                const float* h, size_t h_stride, float* y, size_t y_stride);
+
 // One instruction set's kernels. Every pointer is set.
 struct Kernels {
   const char* isa;  // "scalar", "avx2", "avx512", "neon"
@@ -44,6 +58,7 @@ struct Kernels {
   F32LayerNormFn layer_norm;
   F32RmsNormFn rms_norm;
   F32GemvFn gemv;
+  F32ValueRowsFn value_rows;
 
   // The activation kernel for a (validated) activation; relu for an invalid value.
   F32ActivationFn Activation(fflite::Activation activation) const;
@@ -72,6 +87,9 @@ void F32LayerNormScalar(size_t d, const float* x, const float* w, const float* b
 void F32RmsNormScalar(size_t d, const float* x, const float* w, float eps, float* y);
 void F32GemvScalar(size_t c, size_t k, size_t rows, const void* w, DType w_dtype,
                    const float* bias, const float* x, size_t x_stride, float* y, size_t y_stride);
+void F32ValueRowsScalar(size_t c, size_t cols, size_t n, const uint32_t* rows, const void* v,
+                        DType v_dtype, size_t v_stride, const float* bias, const float* h,
+                        size_t h_stride, float* y, size_t y_stride);
 
 #if defined(__x86_64__) || defined(__i386__)
 #define FFLITE_KERNELS_AVX2 1
@@ -98,6 +116,13 @@ void F32GeluErfAvx512(size_t n, const float* x, const float* u, float* y);
 void F32GeluTanhAvx512(size_t n, const float* x, const float* u, float* y);
 void F32SiluAvx512(size_t n, const float* x, const float* u, float* y);
 void F32SigmoidAvx512(size_t n, const float* x, const float* u, float* y);
+// value_rows_x86.cc: the value-row kernel on 8 and 16 lanes.
+void F32ValueRowsAvx2(size_t c, size_t cols, size_t n, const uint32_t* rows, const void* v,
+                      DType v_dtype, size_t v_stride, const float* bias, const float* h,
+                      size_t h_stride, float* y, size_t y_stride);
+void F32ValueRowsAvx512(size_t c, size_t cols, size_t n, const uint32_t* rows, const void* v,
+                        DType v_dtype, size_t v_stride, const float* bias, const float* h,
+                        size_t h_stride, float* y, size_t y_stride);
 #endif
 
 // aarch64 always has NEON. 32-bit ARM builds (Debian armhf targets VFPv3-D16 without NEON)
@@ -117,6 +142,9 @@ void F32RmsNormNeon(size_t d, const float* x, const float* w, float eps, float* 
 // conversion without -mfpu=neon-fp16, so there it calls F32GemvScalar).
 void F32GemvNeon(size_t c, size_t k, size_t rows, const void* w, DType w_dtype, const float* bias,
                  const float* x, size_t x_stride, float* y, size_t y_stride);
+void F32ValueRowsNeon(size_t c, size_t cols, size_t n, const uint32_t* rows, const void* v,
+                      DType v_dtype, size_t v_stride, const float* bias, const float* h,
+                      size_t h_stride, float* y, size_t y_stride);
 #endif
 
 }  // namespace fflite

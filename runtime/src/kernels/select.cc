@@ -18,7 +18,8 @@ F32ActivationFn Kernels::Activation(fflite::Activation activation) const {
 const Kernels& ScalarKernels() {
   static const Kernels kScalar = {"scalar",           F32ReluScalar,    F32GeluErfScalar,
                                   F32GeluTanhScalar,  F32SiluScalar,    F32SigmoidScalar,
-                                  F32LayerNormScalar, F32RmsNormScalar, F32GemvScalar};
+                                  F32LayerNormScalar, F32RmsNormScalar, F32GemvScalar,
+                                  F32ValueRowsScalar};
   return kScalar;
 }
 
@@ -27,17 +28,17 @@ namespace {
 #if defined(FFLITE_KERNELS_AVX2)
 const Kernels kAvx2 = {"avx2",           F32ReluAvx2,      F32GeluErfAvx2, F32GeluTanhAvx2,
                        F32SiluAvx2,      F32SigmoidAvx2,   F32LayerNormAvx2, F32RmsNormAvx2,
-                       F32GemvAvx2};
+                       F32GemvAvx2,      F32ValueRowsAvx2};
 // The AVX2 set with the AVX-512 gemv and activations (the norms gain nothing from 16 lanes at
 // d_model sizes).
 const Kernels kAvx512 = {"avx512",         F32ReluAvx512,    F32GeluErfAvx512, F32GeluTanhAvx512,
                          F32SiluAvx512,    F32SigmoidAvx512, F32LayerNormAvx2, F32RmsNormAvx2,
-                         F32GemvAvx512};
+                         F32GemvAvx512,    F32ValueRowsAvx512};
 #endif
 #if defined(FFLITE_KERNELS_NEON)
 const Kernels kNeon = {"neon",           F32ReluNeon,      F32GeluErfNeon, F32GeluTanhNeon,
                        F32SiluNeon,      F32SigmoidNeon,   F32LayerNormNeon, F32RmsNormNeon,
-                       F32GemvNeon};
+                       F32GemvNeon,      F32ValueRowsNeon};
 #endif
 
 std::vector<const Kernels*> Detect() {

@@ -270,7 +270,9 @@ DevMatrix PlaceMatrix(Arena* a, const TensorView& t) {
   m.type = t.dtype == DType::F16    ? WType::kF16
            : t.dtype == DType::BF16 ? WType::kBF16
                                     : WType::kF32;
-  m.data = a->PlaceRaw(t.data, t.size);
+  std::vector<uint8_t> transposed;  // a VALUE_ROWS down matrix goes up as [rows, cols]
+  const TensorView row_major = RowMajorView(t, &transposed);
+  m.data = a->PlaceRaw(row_major.data, row_major.size);
   return m;
 }
 

@@ -47,7 +47,7 @@ void MatVec(const TensorView& w, const TensorView& b, const double* x, double* y
   const uint64_t rows = w.shape[0], cols = w.shape[1];
   for (uint64_t r = 0; r < rows; ++r) {
     double acc = b.present() ? Load(b, r) : 0.0;
-    if (w.quantized()) {
+    if (w.quantized() || w.value_rows()) {
       DequantizeRows(w.dtype, w.layout, rows, cols, w.data, r, 1, row->data());
       for (uint64_t c = 0; c < cols; ++c) acc += static_cast<double>((*row)[c]) * x[c];
     } else {

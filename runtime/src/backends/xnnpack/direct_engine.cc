@@ -29,7 +29,76 @@ void RunGemvTile(void* context, size_t first, size_t rows) {
   FFLITE_TSAN_RELEASE(&job);
 }
 
+struct ValueRowsJob {
+  F32ValueRowsFn kernel;
+  size_t c, n;
+  const uint32_t* rows;  // nullptr: every row
+  const uint8_t* v;      // [k][cols] of dtype
+  DType dtype;
+  size_t elem, v_stride;
+  const float* bias;  // [cols] or nullptr
+  const float* x;
+  size_t x_stride;
+  float* y;
+  size_t y_stride;
+};
+
+void RunValueRowsTile(void* context, size_t first, size_t cols) {
+  ValueRowsJob& job = *static_cast<ValueRowsJob*>(context);
+  FFLITE_TSAN_ACQUIRE(&job);
+  job.kernel(job.c, cols, job.n, job.rows, job.v + first * job.elem, job.dtype, job.v_stride,
+             job.bias != nullptr ? job.bias + first : nullptr, job.x, job.x_stride, job.y + first,
+             job.y_stride);
+  FFLITE_TSAN_RELEASE(&job);
+}
+
 }  // namespace
+
+size_t ActiveNeurons(const float* x, size_t c, size_t x_stride, size_t k, uint32_t* active) {
+  size_t n = 0;
+  if (c == 1) {
+    // Branch-free: the index is always written, and kept when the neuron fired.
+    for (size_t i = 0; i < k; ++i) {
+      active[n] = static_cast<uint32_t>(i);
+      n += x[i] != 0.0f;  // NaN counts as firing
+    }
+    return n;
+  }
+  for (size_t i = 0; i < k; ++i) {
+    bool fired = false;
+    for (size_t t = 0; t < c; ++t) fired |= x[t * x_stride + i] != 0.0f;
+    active[n] = static_cast<uint32_t>(i);
+    n += fired;
+  }
+  return n;
+}
+
+size_t RunValueRows(const Kernels& kernels, const TensorView& w, const float* bias, size_t c,
+                    const float* x, size_t x_stride, float* y, size_t y_stride,
+                    double dense_fraction, uint32_t* active, const EngineContext& ctx,
+                    bool last) {
+  const size_t cols = static_cast<size_t>(w.shape[0]), k = static_cast<size_t>(w.shape[1]);
+  size_t n = ActiveNeurons(x, c, x_stride, k, active);
+  const uint32_t* rows = active;
+  if (dense_fraction <= 0.0 || static_cast<double>(n) > dense_fraction * static_cast<double>(k)) {
+    rows = nullptr;  // most neurons fired: every row, streamed in order (the same bits)
+    n = k;
+  }
+  const size_t elem = DTypeSize(w.dtype);
+  ValueRowsJob job{kernels.value_rows, c, n, rows, w.data, w.dtype, elem, cols, bias, x,
+                   x_stride, y, y_stride};
+  if (ctx.pool != nullptr && c * n * cols >= kMinParallelMacs) {
+    // About 2 tiles per thread, each a multiple of 64 columns (a few cache lines of a row).
+    const size_t tile = ((cols + 2 * ctx.threads - 1) / (2 * ctx.threads) + 63) / 64 * 64;
+    FFLITE_TSAN_RELEASE(&job);
+    pthreadpool_parallelize_1d_tile_1d(ctx.pool, RunValueRowsTile, &job, cols, tile,
+                                       PoolFlags(ctx, last));
+    FFLITE_TSAN_ACQUIRE(&job);
+  } else {
+    RunValueRowsTile(&job, 0, cols);
+  }
+  return n;
+}
 
 void RunDirect(const Kernels& kernels, const TensorView& w, const float* bias, size_t c,
                const float* x, size_t x_stride, float* y, size_t y_stride,

@@ -218,6 +218,19 @@ void RunDirect(const Kernels& kernels, const TensorView& w, const float* bias, s
                const float* x, size_t x_stride, float* y, size_t y_stride,
                const EngineContext& ctx, bool last);
 
+// --- value rows: the down projection from a VALUE_ROWS matrix, reading only the neurons that fire.
+
+// The neurons (columns of x [c, x_stride], i < k) nonzero for some token, in order, into
+// active [k]; returns their count. NaN counts as nonzero.
+size_t ActiveNeurons(const float* x, size_t c, size_t x_stride, size_t k, uint32_t* active);
+// y[c, y_stride] = x[c, x_stride] · Wᵀ + b for W [rows, k] stored as VALUE_ROWS ([k][rows]),
+// through kernels.value_rows: only the value rows of the neurons that fire for some token are
+// read, unless more than dense_fraction of them fire (then every row: the same bits). Columns
+// are shared among threads. active: scratch [k]. Returns the number of value rows read.
+size_t RunValueRows(const Kernels& kernels, const TensorView& w, const float* bias, size_t c,
+                    const float* x, size_t x_stride, float* y, size_t y_stride,
+                    double dense_fraction, uint32_t* active, const EngineContext& ctx, bool last);
+
 // --- quant: see quant_engine.h. ---
 
 // A tensor's values as f32: the mapped data itself for f32, else converted into `storage`;

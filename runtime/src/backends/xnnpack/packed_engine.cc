@@ -132,9 +132,11 @@ absl::Status PackMatrixF32(const float* weights, const float* bias, size_t out, 
 }
 
 // The same from the model's tensors, for the engine `choice` names.
-absl::Status PackMatrix(const TensorView& w, const TensorView& b, float out_min,
+absl::Status PackMatrix(const TensorView& file_w, const TensorView& b, float out_min,
                         const PackChoice& choice, const EngineContext& ctx,
                         const std::string& what, PackedMatrix* m) {
+  std::vector<uint8_t> transposed;  // a VALUE_ROWS down matrix, back to [out, in] for packing
+  const TensorView w = RowMajorView(file_w, &transposed);
   std::vector<float> w_storage, b_storage;
   const float* bias = AsF32(b, &b_storage);  // [out] or nullptr
   const size_t out = static_cast<size_t>(w.shape[0]), in = static_cast<size_t>(w.shape[1]);

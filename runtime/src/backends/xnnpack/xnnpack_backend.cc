@@ -298,6 +298,7 @@ class XnnpackBackend : public Backend {
     }
     direct_max_ = std::min(direct, chunk_);
     time_routed_ = options.time_routed_experts;
+    value_rows_dense_fraction_ = options.value_rows_dense_fraction;
     size_t max_ff = 0, max_experts = 0, max_k = 0, max_groups = 1, max_router_out = 0;
     bool any_moe = false, any_quantized = false, any_quantized_expert = false;
     bool any_direct_dense = false;
@@ -336,6 +337,9 @@ class XnnpackBackend : public Backend {
           for (const TensorView* t : {&f.up, &f.gate, &f.down}) {
             if (t->present() && !t->quantized() && t->dtype == DType::F32) p.direct_small = false;
           }
+          // Value rows: few-token calls read only the rows of the neurons that fire, which the
+          // packed form cannot do, whatever the dtype.
+          p.direct_small |= f.down.value_rows();
           any_direct_dense |= p.direct_small;
         }
         max_ff = std::max<size_t>(max_ff, f.d_ff_padded);
@@ -371,6 +375,7 @@ class XnnpackBackend : public Backend {
       const size_t direct_rows = any_quantized_expert ? chunk_ : direct_max_;
       const size_t ff_elems = std::max(
           chunk_ * max_ff, any_moe || any_direct_dense ? direct_rows * DirectStride(max_ff) : 0);
+      active_.resize(max_ff);  // value rows: the neurons that fired
       const bool ok = in_.Allocate(rows * d, kXnnTailBytes) &&
                       hidden_.Allocate(ff_elems, kXnnTailBytes) && gate_.Allocate(ff_elems) &&
                       out_.Allocate(rows * d);
@@ -428,6 +433,7 @@ class XnnpackBackend : public Backend {
   ExpertCounts* expert_counts() override { return &counts_; }
   uint64_t resident_expert_bytes() const { return residency_.resident_bytes(); }
   double routed_seconds() const { return routed_seconds_; }
+  ValueRowsRead value_rows_read() const { return value_rows_; }
 
   absl::Status Run(size_t layer, const float* input, size_t n_tokens, float* output) override {
     LayerPlan& p = plans_[layer];
@@ -660,6 +666,10 @@ class XnnpackBackend : public Backend {
     }
     if (w.quantized()) {
       quant_.Run(w, bias, n, x, x_stride, y, y_stride, ctx, last);
+    } else if (w.value_rows()) {
+      value_rows_.read += RunValueRows(kernels_, w, bias, n, x, x_stride, y, y_stride,
+                                       value_rows_dense_fraction_, active_.data(), ctx, last);
+      value_rows_.total += w.shape[1];
     } else {
       RunDirect(kernels_, w, bias, n, x, x_stride, y, y_stride, ctx, last);
     }
@@ -896,6 +906,9 @@ class XnnpackBackend : public Backend {
   size_t direct_max_ = 0;         // experts with at most this many tokens run the direct kernel
   bool time_routed_ = false;
   double routed_seconds_ = 0.0;   // with time_routed_: time in routed experts so far
+  double value_rows_dense_fraction_ = kValueRowsDenseFraction;
+  ValueRowsRead value_rows_;       // value rows read so far, of how many
+  std::vector<uint32_t> active_;   // [max d_ff_padded]: the neurons that fired (value rows)
   // Routed experts of every MoE layer, resident or not; their two forms each, and the LRU list over
   // the resident forms (head: most recently used).
   std::vector<ExpertSlot> slots_;
@@ -956,6 +969,11 @@ uint64_t XnnpackResidentExpertBytes(Backend* backend) {
 double XnnpackRoutedExpertSeconds(Backend* backend) {
   auto* x = dynamic_cast<XnnpackBackend*>(backend);
   return x != nullptr ? x->routed_seconds() : 0.0;
+}
+
+ValueRowsRead XnnpackValueRowsRead(Backend* backend) {
+  auto* x = dynamic_cast<XnnpackBackend*>(backend);
+  return x != nullptr ? x->value_rows_read() : ValueRowsRead();
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateXnnpackBackendWithOptions(

@@ -19,6 +19,10 @@ namespace fflite {
 
 // Tuning knobs, for tests and fflite-bench; the defaults are what the measurements chose (see
 // xnnpack_backend.cc).
+// When more than this fraction of a value-row matrix's neurons fire in a call, it reads every
+// row in order instead of the list of those that fired (XnnpackBackendOptions).
+inline constexpr double kValueRowsDenseFraction = 0.75;
+
 struct XnnpackBackendOptions {
   // Element-wise and norm kernels; nullptr: BestKernels() for this CPU.
   const Kernels* kernels = nullptr;
@@ -59,6 +63,10 @@ struct XnnpackBackendOptions {
   // BF16): activations are rounded to bf16 (relative error up to 2^-9 each, products and sums in
   // f32), at about twice the f32 rate. false: converted to f32 panels, f32 arithmetic.
   bool bf16_arithmetic = true;
+  // Down matrices stored as value rows (Layout::VALUE_ROWS, ReLU-family FFNs): a few-token call
+  // reads only the rows of the neurons that fire for some token, unless more than this fraction
+  // fire; then every row in order (the same bits). 0: always every row; 1: always the list.
+  double value_rows_dense_fraction = kValueRowsDenseFraction;
 };
 
 // What multiplies packed float matrices in a backend made with `options` on this CPU: for f32
@@ -106,6 +114,12 @@ uint64_t XnnpackResidentExpertBytes(Backend* backend);
 // For fflite-bench, with time_routed_experts: seconds spent so far in routed experts (gather, FFN,
 // scatter-add; not the router, routing or shared experts), over every MoE call (0 otherwise).
 double XnnpackRoutedExpertSeconds(Backend* backend);
+// For fflite-bench: value rows read and value rows held by the matrices read so far (the down
+// projections from VALUE_ROWS of every call), since creation; {0, 0} for other backends.
+struct ValueRowsRead {
+  uint64_t read = 0, total = 0;
+};
+ValueRowsRead XnnpackValueRowsRead(Backend* backend);
 
 }  // namespace fflite
 
