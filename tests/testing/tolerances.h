@@ -62,6 +62,23 @@ inline constexpr double kBf16ActRelTol = 1e-2;
 // Few tokens and routers keep f32 activations (kF32RelTol). A wrong index, bias or scale is O(1).
 inline constexpr double kTensorCoreRelTol = kBf16ActRelTol;
 
+// Value norms ‖vᵢ‖ (format/value_norms.h) of stored weights against the same norms of the f32
+// values they were stored from. Storing rounds each weight w to ŵ, and by the triangle inequality
+// |‖v̂‖ − ‖v‖| <= ‖v̂ − v‖, so a bound on each element's rounding bounds the norm's error:
+// - f16 / bf16 round to nearest: |ŵ − w| <= u·|w| with u = 2^-11 / 2^-8 (half an ulp of the
+//   10 / 7 stored mantissa bits), so |‖v̂‖ − ‖v‖| <= u·‖v‖. f16 also has subnormals below 2^-14,
+//   where the error is at most 2^-25 absolute per element: sqrt(d_model)·2^-25 more.
+// - i8 / i4: the quantiser reports the largest |ŵ − w| of each matrix (QuantStats::max_abs_error,
+//   rotated layouts measured after rotating back), so |‖v̂‖ − ‖v‖| <= sqrt(d_model)·max_abs_error.
+// - f32 is stored exactly and both sides sum the same squares in double: 1e-12 relative.
+// The sums of squares in double add ~d_model·2^-53 relative, far below all of these. A wrong
+// column, a padding column or a missed scale is O(1) of a norm (the tests' columns differ in
+// norm by far more than these bounds).
+inline constexpr double kValueNormF32RelTol = 1e-12;
+inline constexpr double kValueNormF16RelTol = 0x1p-11;
+inline constexpr double kValueNormF16SubnormalAbs = 0x1p-25;  // per element
+inline constexpr double kValueNormBf16RelTol = 0x1p-8;
+
 }  // namespace testing
 }  // namespace fflite
 
