@@ -1,5 +1,5 @@
-// For the command-line tools (fflite-bench, fflite-convert, fflite-inspect, fflite-make-example):
-// make `--help` list the tool's own flags.
+// For the command-line tools (fflite-bench, fflite-neurons, fflite-convert, fflite-inspect,
+// fflite-make-example): make `--help` list the tool's own flags.
 #ifndef FFLITE_RUNTIME_SRC_BASE_TOOL_FLAGS_H_
 #define FFLITE_RUNTIME_SRC_BASE_TOOL_FLAGS_H_
 
