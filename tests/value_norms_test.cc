@@ -29,6 +29,7 @@ struct Case {
   const char* name;
   DType dtype;
   bool rotate;  // quantised: the block-rotated layout
+  bool value_rows = false;  // float: down stored transposed (Layout::VALUE_ROWS)
 };
 
 // down [d_model, d_ff] with column i scaled by (0.25 + 2·i/d_ff), so that the norms spread over
@@ -46,7 +47,9 @@ std::vector<float> SpreadDown(Rng& rng) {
 TEST(ValueNormsTest, MatchTheNormsOfTheSourceWeights) {
   const Case cases[] = {{"f32", DType::F32, false},  {"f16", DType::F16, false},
                         {"bf16", DType::BF16, false}, {"i8", DType::I8, false},
-                        {"i8_rotated", DType::I8, true}, {"i4", DType::I4, false}};
+                        {"i8_rotated", DType::I8, true}, {"i4", DType::I4, false},
+                        {"f32_value_rows", DType::F32, false, true},
+                        {"bf16_value_rows", DType::BF16, false, true}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     Rng rng(11);
@@ -62,6 +65,9 @@ TEST(ValueNormsTest, MatchTheNormsOfTheSourceWeights) {
     const DType dtype = c.dtype;
     options.matrix_dtype = [dtype](const std::string&, DType) { return dtype; };
     options.quantize.rotate = c.rotate;
+    if (c.value_rows) {
+      options.down_value_rows = [](const std::string&, const FfnSpec&) { return true; };
+    }
     double max_abs_error = -1.0;  // of down, as the quantiser reports it
     options.quantized = [&max_abs_error](const std::string& path, DType,
                                          const QuantStats& stats) {
@@ -75,6 +81,7 @@ TEST(ValueNormsTest, MatchTheNormsOfTheSourceWeights) {
     if (c.rotate) {
       ASSERT_EQ(f.down.layout, Layout::PANEL16_K4_HADAMARD32);
     }
+    ASSERT_EQ(f.down.value_rows(), c.value_rows);
 
     std::vector<double> norms;
     ASSERT_THAT(ValueNorms(f, &norms), testing::IsOk());
