@@ -96,6 +96,16 @@ ABSL_FLAG(bool, vs_unbudgeted, false,
           "with --baseline and --expert_budget_fraction: compare against the same backend "
           "without a budget instead of plain XNNPACK");
 
+ABSL_FLAG(double, sparsity, -1.0,
+          "with --synthetic llama-reglu, opt or tiny-relu: make this fraction of the neurons "
+          "silent for every token (a pre-activation bias shift; -1: the weights as they are)");
+ABSL_FLAG(bool, value_rows, true,
+          "synthetic models: store the down matrix of ReLU-family layers as value rows, as "
+          "fflite-convert does (--novalue_rows: row-major, the dense layout)");
+ABSL_FLAG(double, value_rows_dense_fraction, -1.0,
+          "xnnpack: read every value row when more than this fraction of neurons fire (0: always "
+          "every row, 1: always only the firing ones; -1: the default)");
+
 namespace fflite {
 namespace bench {
 namespace {
@@ -147,6 +157,7 @@ struct Work {
   bool quantized = false;  // some weight matrix is I8/I4
   bool has_i8 = false, has_i4 = false;
   bool reads_file = false;  // some weights are read from the mapping (quantised, f16/bf16 dense)
+  double value_rows_bytes = 0.0;  // of weight_bytes: dense down matrices stored as value rows
 };
 
 Work CountWork(const Model& model) {
@@ -178,7 +189,11 @@ Work CountWork(const Model& model) {
         if (t->present() && !t->quantized() && t->dtype == DType::F32) half = false;
       }
       ffn(l.ffn, half ? 2.0 : 4.0, &w, 1.0);
-      w.reads_file |= half;
+      w.reads_file |= half || l.ffn.down.value_rows();
+      if (l.ffn.down.value_rows()) {
+        w.value_rows_bytes += static_cast<double>(DTypeSize(l.ffn.down.dtype)) *
+                              l.ffn.d_model * l.ffn.d_ff_padded;
+      }
       w.non_expert_bytes += f32_ffn(l.ffn);
     } else {
       w.moe = true;
@@ -260,6 +275,7 @@ struct Row {
   bool has_base = false;
   double gbs = 0, gflops = 0, roof_pct = 0, peak_pct = 0;
   double routed_gflops = 0, routed_peak_pct = 0;
+  ValueRowsRead value_rows;  // xnnpack, value-row models: rows read in the timed calls
   bool int8 = false;  // peak_pct is of the int8 dot-product peak (quantised, int8 path)
 };
 
@@ -297,6 +313,9 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const Model& model, const s
     if (!bench_options.ok()) return bench_options.status();
     XnnpackBackendOptions options = *bench_options;
     options.time_routed_experts = true;
+    if (absl::GetFlag(FLAGS_value_rows_dense_fraction) >= 0.0) {
+      options.value_rows_dense_fraction = absl::GetFlag(FLAGS_value_rows_dense_fraction);
+    }
     if (absl::GetFlag(FLAGS_expert_slice_kib) >= 0) {
       options.expert_slice_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_expert_slice_kib)) * 1024;
     }
@@ -376,12 +395,28 @@ int Main() {
     }
     const DType matrices = *dtype;
     write.matrix_dtype = [matrices](const std::string&, DType) { return matrices; };
+    if (absl::GetFlag(FLAGS_sparsity) >= 0.0) {
+      const absl::Status sparse = SetSparsity(absl::GetFlag(FLAGS_sparsity), &*spec);
+      if (!sparse.ok()) {
+        std::fprintf(stderr, "%s\n", std::string(sparse.message()).c_str());
+        return 2;
+      }
+    }
+    if (absl::GetFlag(FLAGS_value_rows)) {
+      write.down_value_rows = [](const std::string&, const FfnSpec& f) {
+        return f.activation == Activation::RELU;
+      };
+    }
     write.quantize.rotate = absl::GetFlag(FLAGS_rotate);
     const absl::Status st = WriteModelFile(*spec, write, path);
     if (!st.ok()) {
       std::fprintf(stderr, "writing the synthetic model: %s\n", st.ToString().c_str());
       return 1;
     }
+  }
+  if (synthetic.empty() && absl::GetFlag(FLAGS_sparsity) >= 0.0) {
+    std::fprintf(stderr, "--sparsity applies to --synthetic models only\n");
+    return 2;
   }
   // File read time: one sequential read() of the whole file (from the page cache if it is there).
   double read_s = 0.0;
@@ -582,6 +617,11 @@ int Main() {
       std::vector<std::vector<std::unique_ptr<Backend>>*> sets = {&ours};
       if (with_base) sets.push_back(&base);
       std::vector<Stats> stats;
+      ValueRowsRead rows_before;
+      for (const auto& o : ours) {
+        rows_before.read += XnnpackValueRowsRead(o.get()).read;
+        rows_before.total += XnnpackValueRowsRead(o.get()).total;
+      }
       const absl::Status st = Time(sets, model, row.tokens, absl::GetFlag(FLAGS_warmup),
                                    absl::GetFlag(FLAGS_reps), absl::GetFlag(FLAGS_vary_tokens),
                                    &stats, &row.routed);
@@ -590,6 +630,12 @@ int Main() {
         return 1;
       }
       row.ours = stats[0];
+      for (const auto& o : ours) {
+        row.value_rows.read += XnnpackValueRowsRead(o.get()).read;
+        row.value_rows.total += XnnpackValueRowsRead(o.get()).total;
+      }
+      row.value_rows.read -= rows_before.read;
+      row.value_rows.total -= rows_before.total;
       if (with_base) {
         row.base = stats[1];
         row.has_base = true;
@@ -689,6 +735,11 @@ int Main() {
           r.threads, r.tokens, r.ours.median * 1e3, r.ours.min * 1e3, r.ours.max * 1e3, r.gbs,
           r.gflops, r.roof_pct, r.int8 ? "int8_dot" : "fma", r.peak_pct, r.routed.median * 1e3,
           r.routed_peak_pct);
+      if (r.value_rows.total > 0) {
+        const double frac = static_cast<double>(r.value_rows.read) / r.value_rows.total;
+        std::printf(", \"value_rows_read_pct\": %.3f, \"weight_bytes_read\": %.0f",
+                    100.0 * frac, work.weight_bytes - (1.0 - frac) * work.value_rows_bytes);
+      }
       if (r.has_base) {
         std::printf(
             ", \"baseline_median_ms\": %.4f, \"baseline_min_ms\": %.4f, "
@@ -786,6 +837,15 @@ int Main() {
                   r.base.median / r.ours.median, r.base.min / r.ours.min);
     }
     std::printf("\n");
+  }
+  for (const Row& r : rows) {
+    if (r.value_rows.total == 0) continue;
+    const double frac = static_cast<double>(r.value_rows.read) / r.value_rows.total;
+    const double read = work.weight_bytes - (1.0 - frac) * work.value_rows_bytes;
+    std::printf("value rows, %d thread(s), %zu token(s): down read %.2f%% of its rows; weights "
+                "read %.1f MB per call (of %.1f MB dense), %.2f GB/s of them\n",
+                r.threads, r.tokens, 100.0 * frac, read / 1e6, work.weight_bytes / 1e6,
+                read / r.ours.median / 1e9);
   }
   for (const Row& r : rows) {
     if (r.routed.median <= 0) continue;

@@ -3,6 +3,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
+
+#include "absl/strings/str_format.h"
 
 namespace fflite {
 namespace bench {
@@ -129,6 +132,17 @@ absl::StatusOr<ModelSpec> SyntheticSpec(const std::string& name) {
     return Dense(768, 3072, Activation::GELU_ERF, false, true, NormKind::LAYER_NORM,
                  NormPlacement::POST);
   }
+  if (name == "llama-reglu") {  // a ReLU-fied Llama FFN (ReGLU): sparse decode's shape
+    return Dense(4096, 11008, Activation::RELU, true, false, NormKind::RMS_NORM,
+                 NormPlacement::PRE);
+  }
+  if (name == "opt") {  // an OPT-6.7B FFN: fc1/fc2 with biases, ReLU, pre-LayerNorm
+    return Dense(4096, 16384, Activation::RELU, false, true, NormKind::LAYER_NORM,
+                 NormPlacement::PRE);
+  }
+  if (name == "tiny-relu") {  // for the bench's smoke test of --sparsity
+    return Dense(64, 256, Activation::RELU, true, false, NormKind::RMS_NORM, NormPlacement::PRE);
+  }
   if (name == "tiny") {
     return Dense(64, 256, Activation::SILU, true, false, NormKind::RMS_NORM, NormPlacement::PRE);
   }
@@ -136,7 +150,41 @@ absl::StatusOr<ModelSpec> SyntheticSpec(const std::string& name) {
   if (name == "mixtral-mini") return Moe(1024, 3584, 8, 2, true, 0);
   if (name == "qwen-moe") return Moe(2048, 1408, 60, 4, false, 5632);
   return absl::InvalidArgumentError("--synthetic: '" + name +
-                                    "' is not one of llama, llama-70b, bert, tiny, tiny-moe, mixtral-mini, qwen-moe");
+                                    "' is not one of llama, llama-70b, llama-reglu, opt, bert, "
+                                    "tiny, tiny-relu, tiny-moe, mixtral-mini, qwen-moe");
+}
+
+absl::Status SetSparsity(double fraction, ModelSpec* spec) {
+  if (!(fraction >= 0.0 && fraction <= 1.0)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--sparsity: %g must be in [0, 1]", fraction));
+  }
+  bool any = false;
+  for (LayerSpec& l : spec->layers) {
+    if (l.kind != LayerKind::kDense || l.ffn.activation != Activation::RELU) continue;
+    FfnSpec& f = l.ffn;
+    const uint32_t ff = f.d_ff;
+    // Exactly round(fraction · ff) neurons silent, spread by a multiplicative hash.
+    const uint64_t silent = static_cast<uint64_t>(std::llround(fraction * ff));
+    std::vector<float> bias(ff, 3.0f);
+    for (uint64_t i = 0; i < silent; ++i) bias[(i * 2654435761u) % ff] = -100.0f;
+    // The multiplier is odd and ff need not be a power of two: fill any collisions' shortfall.
+    uint64_t count = 0;
+    for (float b : bias) count += b < 0.0f;
+    for (uint32_t i = 0; i < ff && count < silent; ++i) {
+      if (bias[i] > 0.0f) {
+        bias[i] = -100.0f;
+        ++count;
+      }
+    }
+    (f.gated ? f.gate_bias : f.up_bias) = TensorFromF32({ff}, std::move(bias));
+    any = true;
+  }
+  if (!any) {
+    return absl::InvalidArgumentError(
+        "--sparsity needs ReLU-family layers: --synthetic llama-reglu, opt or tiny-relu");
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace bench

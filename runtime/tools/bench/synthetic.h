@@ -13,6 +13,8 @@ namespace bench {
 
 // llama: d 4096, d_ff 11008, SwiGLU, no bias, pre-RMSNorm + residual, f32 (541 MB).
 // bert:  d 768, d_ff 3072, GELU (erf), biases, post-LayerNorm + residual, f32 (19 MB).
+// llama-reglu: llama with ReGLU (a ReLU-fied Llama); opt: d 4096, d_ff 16384, ReLU, biases,
+//   pre-LayerNorm + residual (an OPT-6.7B FFN); tiny-relu: tiny with ReGLU.
 // tiny:  d 64, d_ff 256, SwiGLU, pre-RMSNorm + residual, f32.
 // mixtral-mini: MoE, d 1024, 8 SwiGLU experts of d_ff 3584, softmax top-2 renormalised,
 //   pre-RMSNorm + residual, f32 (352 MB).
@@ -21,6 +23,12 @@ namespace bench {
 // Weights are pseudo-random, uniform in ±1/sqrt(fan_in); produced while the file is written.
 // Errors: InvalidArgument for an unknown name.
 absl::StatusOr<ModelSpec> SyntheticSpec(const std::string& name);
+
+// For --sparsity: makes exactly round(fraction · d_ff) neurons of every dense ReLU-family FFN
+// silent for every input (pre-activation bias -100: the gate's when gated, else up's) and the
+// others fire for all practical inputs (bias +3, against pre-activations of spread ~0.6 on
+// normalised inputs). InvalidArgument: fraction outside [0, 1], or no ReLU-family layer.
+absl::Status SetSparsity(double fraction, ModelSpec* spec);
 
 }  // namespace bench
 }  // namespace fflite
