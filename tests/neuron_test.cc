@@ -468,6 +468,10 @@ TEST(SparseDecodeXnnpackTest, ListedRowsEqualEveryRowBitwise) {
     for (uint32_t i = 0; i < ff; ++i) firing += h[i] != 0.0f || h[ff + i] != 0.0f;
     const uint64_t padded = model->model->layers()[0].ffn.d_ff_padded;
     EXPECT_EQ(reads[0].read, firing) << "silent " << silent;
+    // ReGLU: up computed for the neurons whose gate fired (those whose h is nonzero here).
+    EXPECT_EQ(reads[0].up_read, firing) << "silent " << silent;
+    EXPECT_EQ(reads[0].up_total, padded);
+    EXPECT_EQ(reads[1].up_total, 0u) << "dense fraction 0 computes up whole";
     EXPECT_EQ(reads[0].total, padded);
     EXPECT_EQ(reads[1].read, padded);
     if (silent == 1.0) {

@@ -102,6 +102,9 @@ ABSL_FLAG(double, sparsity, -1.0,
 ABSL_FLAG(bool, value_rows, true,
           "synthetic models: store the down matrix of ReLU-family layers as value rows, as "
           "fflite-convert does (--novalue_rows: row-major, the dense layout)");
+ABSL_FLAG(bool, vs_dense, false,
+          "with --baseline on a value-row model: compare against the same backend reading every "
+          "value row (the dense path, --value_rows_dense_fraction 0) on the same weights");
 ABSL_FLAG(double, value_rows_dense_fraction, -1.0,
           "xnnpack: read every value row when more than this fraction of neurons fire (0: always "
           "every row, 1: always only the firing ones; -1: the default)");
@@ -158,6 +161,7 @@ struct Work {
   bool has_i8 = false, has_i4 = false;
   bool reads_file = false;  // some weights are read from the mapping (quantised, f16/bf16 dense)
   double value_rows_bytes = 0.0;  // of weight_bytes: dense down matrices stored as value rows
+  double reglu_up_bytes = 0.0;    // of weight_bytes: up matrices of dense ReGLU FFNs (float)
 };
 
 Work CountWork(const Model& model) {
@@ -190,6 +194,10 @@ Work CountWork(const Model& model) {
       }
       ffn(l.ffn, half ? 2.0 : 4.0, &w, 1.0);
       w.reads_file |= half || l.ffn.down.value_rows();
+      if (l.ffn.gated && l.ffn.activation == Activation::RELU && !l.ffn.up.quantized()) {
+        w.reglu_up_bytes += (half || l.ffn.down.value_rows() ? DTypeSize(l.ffn.up.dtype) : 4.0) *
+                            l.ffn.d_model * l.ffn.d_ff_padded;
+      }
       if (l.ffn.down.value_rows()) {
         w.value_rows_bytes += static_cast<double>(DTypeSize(l.ffn.down.dtype)) *
                               l.ffn.d_model * l.ffn.d_ff_padded;
@@ -279,6 +287,22 @@ struct Row {
   bool int8 = false;  // peak_pct is of the int8 dot-product peak (quantised, int8 path)
 };
 
+// Sparse decode: the fraction of down's value rows and of ReGLU up rows read (1 where none were
+// skippable), and the weight bytes read per call with them.
+double DownFraction(const Row& r) {
+  return r.value_rows.total > 0 ? static_cast<double>(r.value_rows.read) / r.value_rows.total
+                                : 1.0;
+}
+double UpFraction(const Row& r) {
+  return r.value_rows.up_total > 0
+             ? static_cast<double>(r.value_rows.up_read) / r.value_rows.up_total
+             : 1.0;
+}
+double BytesRead(const Work& w, const Row& r) {
+  return w.weight_bytes - (1.0 - DownFraction(r)) * w.value_rows_bytes -
+         (1.0 - UpFraction(r)) * w.reglu_up_bytes;
+}
+
 // The xnnpack backend's options from the tuning flags.
 absl::StatusOr<XnnpackBackendOptions> BenchXnnpackOptions() {
   XnnpackBackendOptions options;
@@ -306,8 +330,10 @@ absl::StatusOr<XnnpackBackendOptions> BenchXnnpackOptions() {
 }
 
 // A session's backend, made the way Session::Create makes it (or with the xnnpack tuning flags).
+// dense_fraction >= 0 overrides --value_rows_dense_fraction.
 absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const Model& model, const std::string& name,
-                                                     const BackendConfig& config) {
+                                                     const BackendConfig& config,
+                                                     double dense_fraction = -1.0) {
   if (name == "xnnpack") {
     auto bench_options = BenchXnnpackOptions();
     if (!bench_options.ok()) return bench_options.status();
@@ -316,6 +342,7 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const Model& model, const s
     if (absl::GetFlag(FLAGS_value_rows_dense_fraction) >= 0.0) {
       options.value_rows_dense_fraction = absl::GetFlag(FLAGS_value_rows_dense_fraction);
     }
+    if (dense_fraction >= 0.0) options.value_rows_dense_fraction = dense_fraction;
     if (absl::GetFlag(FLAGS_expert_slice_kib) >= 0) {
       options.expert_slice_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_expert_slice_kib)) * 1024;
     }
@@ -579,6 +606,10 @@ int Main() {
           b = MakeBackend(model, backend, config);
         } else if (absl::GetFlag(FLAGS_vs_unbudgeted)) {
           b = MakeBackend(**second, backend, unbudgeted);
+        } else if (absl::GetFlag(FLAGS_vs_dense)) {
+          // The same copy of the weights as ours[c], every value row read.
+          b = MakeBackend(c == 0 || cold_models.empty() ? model : *cold_models[c - 1], backend,
+                          config, /*dense_fraction=*/0.0);
         } else {
           b = CreateBaseline(model, config);
         }
@@ -619,8 +650,11 @@ int Main() {
       std::vector<Stats> stats;
       ValueRowsRead rows_before;
       for (const auto& o : ours) {
-        rows_before.read += XnnpackValueRowsRead(o.get()).read;
-        rows_before.total += XnnpackValueRowsRead(o.get()).total;
+        const ValueRowsRead v = XnnpackValueRowsRead(o.get());
+        rows_before.read += v.read;
+        rows_before.total += v.total;
+        rows_before.up_read += v.up_read;
+        rows_before.up_total += v.up_total;
       }
       const absl::Status st = Time(sets, model, row.tokens, absl::GetFlag(FLAGS_warmup),
                                    absl::GetFlag(FLAGS_reps), absl::GetFlag(FLAGS_vary_tokens),
@@ -631,11 +665,16 @@ int Main() {
       }
       row.ours = stats[0];
       for (const auto& o : ours) {
-        row.value_rows.read += XnnpackValueRowsRead(o.get()).read;
-        row.value_rows.total += XnnpackValueRowsRead(o.get()).total;
+        const ValueRowsRead v = XnnpackValueRowsRead(o.get());
+        row.value_rows.read += v.read;
+        row.value_rows.total += v.total;
+        row.value_rows.up_read += v.up_read;
+        row.value_rows.up_total += v.up_total;
       }
       row.value_rows.read -= rows_before.read;
       row.value_rows.total -= rows_before.total;
+      row.value_rows.up_read -= rows_before.up_read;
+      row.value_rows.up_total -= rows_before.up_total;
       if (with_base) {
         row.base = stats[1];
         row.has_base = true;
@@ -735,10 +774,10 @@ int Main() {
           r.threads, r.tokens, r.ours.median * 1e3, r.ours.min * 1e3, r.ours.max * 1e3, r.gbs,
           r.gflops, r.roof_pct, r.int8 ? "int8_dot" : "fma", r.peak_pct, r.routed.median * 1e3,
           r.routed_peak_pct);
-      if (r.value_rows.total > 0) {
-        const double frac = static_cast<double>(r.value_rows.read) / r.value_rows.total;
-        std::printf(", \"value_rows_read_pct\": %.3f, \"weight_bytes_read\": %.0f",
-                    100.0 * frac, work.weight_bytes - (1.0 - frac) * work.value_rows_bytes);
+      if (r.value_rows.total > 0 || r.value_rows.up_total > 0) {
+        std::printf(", \"value_rows_read_pct\": %.3f, \"up_rows_read_pct\": %.3f, "
+                    "\"weight_bytes_read\": %.0f",
+                    100.0 * DownFraction(r), 100.0 * UpFraction(r), BytesRead(work, r));
       }
       if (r.has_base) {
         std::printf(
@@ -839,13 +878,13 @@ int Main() {
     std::printf("\n");
   }
   for (const Row& r : rows) {
-    if (r.value_rows.total == 0) continue;
-    const double frac = static_cast<double>(r.value_rows.read) / r.value_rows.total;
-    const double read = work.weight_bytes - (1.0 - frac) * work.value_rows_bytes;
-    std::printf("value rows, %d thread(s), %zu token(s): down read %.2f%% of its rows; weights "
-                "read %.1f MB per call (of %.1f MB dense), %.2f GB/s of them\n",
-                r.threads, r.tokens, 100.0 * frac, read / 1e6, work.weight_bytes / 1e6,
-                read / r.ours.median / 1e9);
+    if (r.value_rows.total == 0 && r.value_rows.up_total == 0) continue;
+    const double read = BytesRead(work, r);
+    std::printf("sparse decode, %d thread(s), %zu token(s): down read %.2f%% of its value rows, "
+                "up %.2f%% of its rows (ReGLU); weights read %.1f MB per call (of %.1f MB "
+                "dense), %.2f GB/s of them\n",
+                r.threads, r.tokens, 100.0 * DownFraction(r), 100.0 * UpFraction(r), read / 1e6,
+                work.weight_bytes / 1e6, read / r.ours.median / 1e9);
   }
   for (const Row& r : rows) {
     if (r.routed.median <= 0) continue;

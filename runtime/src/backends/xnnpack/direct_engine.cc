@@ -52,25 +52,90 @@ void RunValueRowsTile(void* context, size_t first, size_t cols) {
   FFLITE_TSAN_RELEASE(&job);
 }
 
+struct ListedGemvJob {
+  F32GemvFn gemv;
+  const uint8_t* w;  // [rows, k] of dtype
+  DType dtype;
+  size_t row_bytes;
+  const float* bias;
+  size_t c, k;
+  const float* x;
+  size_t x_stride;
+  float* y;
+  size_t y_stride;
+  const uint32_t* rows;  // ascending
+};
+
+// Entries [first, first + count) of the list, as runs of consecutive rows (one kernel call each:
+// the kernel's sums do not depend on how rows are split).
+void RunListedGemvTile(void* context, size_t first, size_t count) {
+  ListedGemvJob& job = *static_cast<ListedGemvJob*>(context);
+  FFLITE_TSAN_ACQUIRE(&job);
+  for (size_t j = first; j < first + count;) {
+    const size_t r0 = job.rows[j];
+    size_t run = 1;
+    while (j + run < first + count && job.rows[j + run] == r0 + run) ++run;
+    job.gemv(job.c, job.k, run, job.w + r0 * job.row_bytes, job.dtype,
+             job.bias != nullptr ? job.bias + r0 : nullptr, job.x, job.x_stride, job.y + r0,
+             job.y_stride);
+    j += run;
+  }
+  FFLITE_TSAN_RELEASE(&job);
+}
+
 }  // namespace
 
-size_t ActiveNeurons(const float* x, size_t c, size_t x_stride, size_t k, uint32_t* active) {
+void RunDirectListed(const Kernels& kernels, const TensorView& w, const float* bias, size_t c,
+                     const float* x, size_t x_stride, float* y, size_t y_stride,
+                     const uint32_t* rows, size_t n, const EngineContext& ctx, bool last) {
+  const size_t k = static_cast<size_t>(w.shape[1]);
+  ListedGemvJob job{kernels.gemv, w.data, w.dtype, DTypeSize(w.dtype) * k, bias, c, k, x,
+                    x_stride, y, y_stride, rows};
+  if (ctx.pool != nullptr && c * n * k >= kMinParallelMacs) {
+    const size_t tile = (n + 4 * ctx.threads - 1) / (4 * ctx.threads);
+    FFLITE_TSAN_RELEASE(&job);
+    pthreadpool_parallelize_1d_tile_1d(ctx.pool, RunListedGemvTile, &job, n, tile,
+                                       PoolFlags(ctx, last));
+    FFLITE_TSAN_ACQUIRE(&job);
+  } else {
+    RunListedGemvTile(&job, 0, n);
+  }
+}
+
+namespace {
+
+// Whether one value fired: nonzero, or above zero before a ReLU; NaN fires either way.
+template <bool kBeforeRelu>
+inline bool Fired(float v) {
+  return kBeforeRelu ? !(v <= 0.0f) : v != 0.0f;
+}
+
+template <bool kBeforeRelu>
+size_t ListFired(const float* x, size_t c, size_t x_stride, size_t k, uint32_t* active) {
   size_t n = 0;
   if (c == 1) {
     // Branch-free: the index is always written, and kept when the neuron fired.
     for (size_t i = 0; i < k; ++i) {
       active[n] = static_cast<uint32_t>(i);
-      n += x[i] != 0.0f;  // NaN counts as firing
+      n += Fired<kBeforeRelu>(x[i]);
     }
     return n;
   }
   for (size_t i = 0; i < k; ++i) {
     bool fired = false;
-    for (size_t t = 0; t < c; ++t) fired |= x[t * x_stride + i] != 0.0f;
+    for (size_t t = 0; t < c; ++t) fired |= Fired<kBeforeRelu>(x[t * x_stride + i]);
     active[n] = static_cast<uint32_t>(i);
     n += fired;
   }
   return n;
+}
+
+}  // namespace
+
+size_t ActiveNeurons(const float* x, size_t c, size_t x_stride, size_t k, uint32_t* active,
+                     bool before_relu) {
+  return before_relu ? ListFired<true>(x, c, x_stride, k, active)
+                     : ListFired<false>(x, c, x_stride, k, active);
 }
 
 size_t RunValueRows(const Kernels& kernels, const TensorView& w, const float* bias, size_t c,
@@ -78,7 +143,7 @@ size_t RunValueRows(const Kernels& kernels, const TensorView& w, const float* bi
                     double dense_fraction, uint32_t* active, const EngineContext& ctx,
                     bool last) {
   const size_t cols = static_cast<size_t>(w.shape[0]), k = static_cast<size_t>(w.shape[1]);
-  size_t n = ActiveNeurons(x, c, x_stride, k, active);
+  size_t n = ActiveNeurons(x, c, x_stride, k, active, /*before_relu=*/false);
   const uint32_t* rows = active;
   if (dense_fraction <= 0.0 || static_cast<double>(n) > dense_fraction * static_cast<double>(k)) {
     rows = nullptr;  // most neurons fired: every row, streamed in order (the same bits)

@@ -218,11 +218,19 @@ void RunDirect(const Kernels& kernels, const TensorView& w, const float* bias, s
                const float* x, size_t x_stride, float* y, size_t y_stride,
                const EngineContext& ctx, bool last);
 
+// RunDirect for the listed rows only (ascending, n of them): y[t, r] for r in rows; the other
+// columns of y are not written. The same bits as RunDirect for those rows.
+void RunDirectListed(const Kernels& kernels, const TensorView& w, const float* bias, size_t c,
+                     const float* x, size_t x_stride, float* y, size_t y_stride,
+                     const uint32_t* rows, size_t n, const EngineContext& ctx, bool last);
+
 // --- value rows: the down projection from a VALUE_ROWS matrix, reading only the neurons that fire.
 
-// The neurons (columns of x [c, x_stride], i < k) nonzero for some token, in order, into
-// active [k]; returns their count. NaN counts as nonzero.
-size_t ActiveNeurons(const float* x, size_t c, size_t x_stride, size_t k, uint32_t* active);
+// The neurons (columns of x [c, x_stride], i < k) that fire for some token, in order, into
+// active [k]; returns their count. Fire: x != 0, or with before_relu (x a ReLU's input) x > 0;
+// NaN fires either way (it must reach the output as the dense product would carry it).
+size_t ActiveNeurons(const float* x, size_t c, size_t x_stride, size_t k, uint32_t* active,
+                     bool before_relu);
 // y[c, y_stride] = x[c, x_stride] · Wᵀ + b for W [rows, k] stored as VALUE_ROWS ([k][rows]),
 // through kernels.value_rows: only the value rows of the neurons that fire for some token are
 // read, unless more than dense_fraction of them fire (then every row: the same bits). Columns

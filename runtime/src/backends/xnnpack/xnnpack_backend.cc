@@ -799,6 +799,55 @@ class XnnpackBackend : public Backend {
     const size_t d = model_.d_model(), ff = f.d_ff_padded, hs = DirectStride(ff);
     Epilogue act{kernels_.Activation(f.activation), nullptr, scale};
     float* hidden = hidden_.data();
+    if (f.gated && f.activation == Activation::RELU && !f.up.quantized() &&
+        !f.gate.quantized() && value_rows_dense_fraction_ > 0.0) {
+      // ReGLU: h = relu(gate·x + b) ⊙ (up·x + b) is 0 wherever the gate is silent, so up is
+      // computed only for the neurons whose gate fired for some token (up's rows are contiguous
+      // per neuron) when few enough did: the same bits as the whole product for those, exact 0
+      // for the others (the whole product gives 0 · u there: the same unless u is infinite or
+      // NaN while the gate is not, i.e. for an infinite input).
+      float* gate = gate_.data();
+      Multiply(f.gate, nullptr, DirectBias(f.gate_bias, s.gate_bias), c, in, in_stride, gate, hs,
+               false, {})
+          .IgnoreError();
+      const size_t n = ActiveNeurons(gate, c, hs, ff, active_.data(), /*before_relu=*/true);
+      if (static_cast<double>(n) <= value_rows_dense_fraction_ * static_cast<double>(ff)) {
+        const uint32_t* rows = active_.data();
+        RunDirectListed(kernels_, f.up, DirectBias(f.up_bias, s.up_bias), c, in, in_stride,
+                        hidden, hs, rows, n, Context(), false);
+        value_rows_.up_read += n;
+        for (size_t t = 0; t < c; ++t) {
+          float* h = hidden + t * hs;
+          const float* g = gate + t * hs;
+          // relu(g) · u on the listed neurons (in place, then the rest set to 0).
+          for (size_t j = 0; j < n; ++j) {
+            const uint32_t i = rows[j];
+            h[i] = (g[i] > 0.0f ? g[i] : 0.0f) * h[i];  // the reference's relu
+          }
+          size_t j = 0;
+          for (size_t i = 0; i < ff; ++i) {
+            if (j < n && rows[j] == i) {
+              ++j;
+            } else {
+              h[i] = 0.0f;
+            }
+          }
+        }
+      } else {
+        Multiply(f.up, nullptr, DirectBias(f.up_bias, s.up_bias), c, in, in_stride, hidden, hs,
+                 false, {})
+            .IgnoreError();
+        value_rows_.up_read += ff;
+        act.gate = gate;
+        act.Apply(hidden, hs, 0, c, 0, ff);
+      }
+      value_rows_.up_total += ff;
+      if (act.gate == nullptr) Epilogue{nullptr, nullptr, scale}.Apply(hidden, hs, 0, c, 0, ff);
+      Multiply(f.down, nullptr, DirectBias(f.down_bias, s.down_bias), c, hidden, hs, out, d, last,
+               {})
+          .IgnoreError();
+      return;
+    }
     // Status: the direct and quantised engines cannot fail (no packed operator is involved).
     Multiply(f.up, nullptr, DirectBias(f.up_bias, s.up_bias), c, in, in_stride, hidden, hs, false,
              {})

@@ -66,6 +66,8 @@ struct XnnpackBackendOptions {
   // Down matrices stored as value rows (Layout::VALUE_ROWS, ReLU-family FFNs): a few-token call
   // reads only the rows of the neurons that fire for some token, unless more than this fraction
   // fire; then every row in order (the same bits). 0: always every row; 1: always the list.
+  // The same limit applies to ReGLU's up rows on the direct path (whatever down's layout): up is
+  // computed only for the neurons whose gate fired.
   double value_rows_dense_fraction = kValueRowsDenseFraction;
 };
 
@@ -115,9 +117,12 @@ uint64_t XnnpackResidentExpertBytes(Backend* backend);
 // scatter-add; not the router, routing or shared experts), over every MoE call (0 otherwise).
 double XnnpackRoutedExpertSeconds(Backend* backend);
 // For fflite-bench: value rows read and value rows held by the matrices read so far (the down
-// projections from VALUE_ROWS of every call), since creation; {0, 0} for other backends.
+// projections from VALUE_ROWS of every call), and the same for the up rows of ReGLU FFNs on the
+// direct path (computed only for the neurons whose gate fired), since creation; zeros for other
+// backends.
 struct ValueRowsRead {
   uint64_t read = 0, total = 0;
+  uint64_t up_read = 0, up_total = 0;
 };
 ValueRowsRead XnnpackValueRowsRead(Backend* backend);
 
