@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <list>
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
@@ -105,6 +106,10 @@ ABSL_FLAG(bool, value_rows, true,
 ABSL_FLAG(bool, vs_dense, false,
           "with --baseline on a value-row model: compare against the same backend reading every "
           "value row (the dense path, --value_rows_dense_fraction 0) on the same weights");
+ABSL_FLAG(bool, capture, false,
+          "capture every layer's hidden activations (and MoE routing) in the measured sessions, "
+          "as fflite_session_set_capture does; with --baseline --aa the baseline does not: the "
+          "cost of capture in one run");
 ABSL_FLAG(double, value_rows_dense_fraction, -1.0,
           "xnnpack: read every value row when more than this fraction of neurons fire (0: always "
           "every row, 1: always only the firing ones; -1: the default)");
@@ -585,6 +590,9 @@ int Main() {
     BackendConfig unbudgeted = config;
     unbudgeted.expert_budget_bytes = 0;
     std::vector<std::unique_ptr<Backend>> ours, base;
+    // --capture: the buffers of every copy of ours (a list: pointers into it stay valid).
+    std::list<std::vector<float>> capture_h, capture_weights;
+    std::list<std::vector<int32_t>> capture_experts;
     // Copies of ours and of the baseline are created in turn, so that neither gets all the
     // memory allocated first (an A/A run on this VM showed the set created first ~15% slower at
     // cold decode).
@@ -599,6 +607,27 @@ int Main() {
       if (c == 0 && threads == thread_list.front()) {
         create_s = Now() - t;
         rss_one = RssMb();
+      }
+      if (absl::GetFlag(FLAGS_capture)) {
+        // Buffers for max_tokens rows of every layer (kept for the run), as the session sets them.
+        NeuronCapture& nc = (*b)->neuron_capture();
+        nc.Init(model.layers().size());
+        for (size_t l = 0; l < model.layers().size(); ++l) {
+          const LayerView& lv = model.layers()[l];
+          LayerCapture lc;
+          const bool moe = lv.kind == LayerKind::kMoe;
+          lc.d_ff = moe ? lv.moe.experts.front().d_ff : lv.ffn.d_ff;
+          lc.top_k = moe ? lv.moe.top_k : 1;
+          capture_h.emplace_back(config.max_tokens * lc.top_k * lc.d_ff);
+          lc.h = capture_h.back().data();
+          if (moe) {
+            capture_experts.emplace_back(config.max_tokens * lc.top_k);
+            capture_weights.emplace_back(config.max_tokens * lc.top_k);
+            lc.experts = capture_experts.back().data();
+            lc.weights = capture_weights.back().data();
+          }
+          nc.Set(l, lc);
+        }
       }
       ours.push_back(std::move(*b));
       if (with_base) {
@@ -880,10 +909,13 @@ int Main() {
   for (const Row& r : rows) {
     if (r.value_rows.total == 0 && r.value_rows.up_total == 0) continue;
     const double read = BytesRead(work, r);
-    std::printf("sparse decode, %d thread(s), %zu token(s): down read %.2f%% of its value rows, "
-                "up %.2f%% of its rows (ReGLU); weights read %.1f MB per call (of %.1f MB "
-                "dense), %.2f GB/s of them\n",
-                r.threads, r.tokens, 100.0 * DownFraction(r), 100.0 * UpFraction(r), read / 1e6,
+    const std::string up =
+        r.value_rows.up_total > 0
+            ? absl::StrFormat(", up %.2f%% of its rows (ReGLU)", 100.0 * UpFraction(r))
+            : "";
+    std::printf("sparse decode, %d thread(s), %zu token(s): down read %.2f%% of its value "
+                "rows%s; weights read %.1f MB per call (of %.1f MB dense), %.2f GB/s of them\n",
+                r.threads, r.tokens, 100.0 * DownFraction(r), up.c_str(), read / 1e6,
                 work.weight_bytes / 1e6, read / r.ours.median / 1e9);
   }
   for (const Row& r : rows) {
