@@ -120,6 +120,7 @@ ModelSummary Summarize(const Model& model, const std::string& path) {
     if (main->AnyQuantized()) {
       ls.dtype += absl::StrFormat(" (%.2f bpw)", main->BitsPerWeight());
     }
+    if (main->down.value_rows()) ls.dtype += " (down: value rows)";
     ls.parameters += norm_params;
     ls.bytes += norm_bytes;
     ls.bytes_per_token += norm_bytes;

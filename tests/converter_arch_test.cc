@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_format.h"
 #include "converter_test_util.h"
+#include "testing/testers.h"
+#include "testing/tolerances.h"
 
 namespace fflite {
 namespace testing {
@@ -556,6 +558,38 @@ TEST_P(OptTest, MatchesHfDecoderLayerFfn) {
 
 INSTANTIATE_TEST_SUITE_P(NormBeforeAndAfter, OptTest,
                          ::testing::Combine(::testing::Bool(), ::testing::Bool()));
+
+// ReLU FFNs are stored with value rows by default (sparse decode), row-major with value_rows
+// off; SwiGLU ones never. Both files give the same outputs on xnnpack (and the reference's bits).
+TEST_F(ConverterTest, ReluDownIsStoredAsValueRowsByDefault) {
+  Rng rng(15);
+  CheckpointWriter w;
+  const uint64_t ff = 4 * kD;
+  const std::string p = "model.decoder.layers.0";
+  w.AddRandom(p + ".final_layer_norm.weight", {kD}, rng, 0.2f, "", 1.0f);
+  w.AddRandom(p + ".final_layer_norm.bias", {kD}, rng, 0.2f);
+  w.AddRandom(p + ".fc1.weight", {ff, kD}, rng, 0.5f);
+  w.AddRandom(p + ".fc1.bias", {ff}, rng, 0.5f);
+  w.AddRandom(p + ".fc2.weight", {kD, ff}, rng, 0.3f);
+  w.AddRandom(p + ".fc2.bias", {kD}, rng, 0.5f);
+  const json config = {{"model_type", "opt"}, {"hidden_size", kD}, {"ffn_dim", ff},
+                       {"num_hidden_layers", 1}, {"activation_function", "relu"}};
+  auto rows = Convert(w, config, {}, 1, "rows.fflite");
+  converter::ConvertOptions off;
+  off.value_rows = false;
+  auto plain = Convert(w, config, off, 1, "plain.fflite");
+  ASSERT_NE(rows, nullptr);
+  ASSERT_NE(plain, nullptr);
+  EXPECT_TRUE(rows->layers()[0].ffn.down.value_rows());
+  EXPECT_FALSE(plain->layers()[0].ffn.down.value_rows());
+  EXPECT_EQ(rows->version_minor(), kFormatVersionMinor);
+  const std::vector<float> input = Rng(16).Vec(3 * kD, 1.0f);
+  ASSERT_OK_AND_ASSIGN(auto want, RunLayer(*plain, "reference", 0, input, 3));
+  ASSERT_OK_AND_ASSIGN(auto ref_rows, RunLayer(*rows, "reference", 0, input, 3));
+  EXPECT_EQ(want, ref_rows);
+  ASSERT_OK_AND_ASSIGN(auto got, RunLayer(*rows, "xnnpack", 0, input, 3));
+  testing::ExpectOutputsNear(want, got, 3, kD, testing::kF32RelTol, "xnnpack on value rows");
+}
 
 // A LayerNorm without weight and bias (layer_norm_elementwise_affine false) is refused by name.
 TEST_F(ConverterTest, OptWithoutElementwiseAffineIsRefused) {
