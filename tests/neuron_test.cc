@@ -190,6 +190,8 @@ TEST_P(NeuronCaptureBackendTest, DenseCaptureMatchesReference) {
       {Activation::GELU_TANH, true, DType::F16, 5, 3},
       {Activation::RELU, true, DType::F32, 130, 2},  // many tokens split among threads
       {Activation::GELU_ERF, false, DType::BF16, 70, 1},
+      {Activation::SIGMOID, true, DType::F32, 2, 1},
+      {Activation::RELU, true, DType::BF16, 3, 2},  // ReGLU on the direct path: up listed
   };
   const uint32_t d = 64, ff = 150;
   uint32_t seed = 10;
