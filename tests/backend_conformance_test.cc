@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "kernels/quant_kernels.h"
 #include "session/session.h"
+#include "testing/backends.h"
 #include "testing/model_builder.h"
 #include "testing/moe_variants.h"
 #include "testing/testers.h"
@@ -27,6 +28,9 @@
 namespace fflite {
 namespace {
 
+using testing::BackendName;
+using testing::BackendsUnderTest;
+using testing::EveryBackend;
 using testing::FfnParams;
 using testing::FfnTester;
 using testing::MoeParams;
@@ -34,24 +38,6 @@ using testing::MoeTester;
 using testing::ParamsFor;
 using testing::Rng;
 using testing::Variant;
-
-// Every backend in the registry but the reference.
-std::vector<std::string> BackendsUnderTest() {
-  std::vector<std::string> names;
-  for (const BackendEntry& e : Backends()) {
-    if (std::string(e.name) != "reference") names.push_back(e.name);
-  }
-  return names;
-}
-
-// Skips the calling test when `backend` cannot run here, naming the reason.
-#define SKIP_UNLESS_AVAILABLE(backend)                                              \
-  do {                                                                              \
-    std::string why_;                                                               \
-    if (!FindBackend(backend)->available(&why_)) {                                  \
-      GTEST_SKIP() << "backend '" << (backend) << "' cannot run here: " << why_;    \
-    }                                                                               \
-  } while (0)
 
 // Whether the backend takes an expert budget (others refuse a nonzero one).
 bool TakesBudget(const std::string& backend) { return backend == "xnnpack"; }
@@ -359,8 +345,6 @@ TEST_P(MoeRoutingTest, NanInputStaysInItsToken) {
   EXPECT_TRUE(any_nan);
 }
 
-std::string BackendName(const ::testing::TestParamInfo<std::string>& info) { return info.param; }
-
 INSTANTIATE_TEST_SUITE_P(All, MoeRoutingTest, ::testing::ValuesIn(BackendsUnderTest()),
                          BackendName);
 
@@ -594,12 +578,6 @@ TEST_P(NeuronEditTest, BadArgumentsAreRefused) {
 }
 
 // The reference too: its edit against the scaled file is a test of the edit, not of itself.
-std::vector<std::string> EveryBackend() {
-  std::vector<std::string> names;
-  for (const BackendEntry& e : Backends()) names.push_back(e.name);
-  return names;
-}
-
 INSTANTIATE_TEST_SUITE_P(All, NeuronEditTest, ::testing::ValuesIn(EveryBackend()), BackendName);
 
 // The registry lists what this build has: cuda exactly when it was built with the toolkit.

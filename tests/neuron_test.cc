@@ -16,6 +16,7 @@
 #include "backends/xnnpack/xnnpack_backend.h"
 #include "gtest/gtest.h"
 #include "session/session.h"
+#include "testing/backends.h"
 #include "testing/model_builder.h"
 #include "testing/moe_variants.h"
 #include "testing/testers.h"
@@ -24,25 +25,11 @@
 namespace fflite {
 namespace {
 
+using testing::BackendName;
+using testing::EveryBackend;
 using testing::FfnParams;
 using testing::MoeParams;
 using testing::Rng;
-
-#define SKIP_UNLESS_AVAILABLE(backend)                                              \
-  do {                                                                              \
-    std::string why_;                                                               \
-    if (!FindBackend(backend)->available(&why_)) {                                  \
-      GTEST_SKIP() << "backend '" << (backend) << "' cannot run here: " << why_;    \
-    }                                                                               \
-  } while (0)
-
-std::vector<std::string> EveryBackend() {
-  std::vector<std::string> names;
-  for (const BackendEntry& e : Backends()) names.push_back(e.name);
-  return names;
-}
-
-std::string BackendName(const ::testing::TestParamInfo<std::string>& info) { return info.param; }
 
 // A TensorSource's f32 values (the builder's tensors are f32).
 std::vector<float> Values(const TensorSource& t) {

@@ -1,0 +1,48 @@
+// The registered backends as test parameters, and skipping a backend that cannot run here (cuda
+// without a GPU) with the reason in the log.
+#ifndef FFLITE_TESTS_TESTING_BACKENDS_H_
+#define FFLITE_TESTS_TESTING_BACKENDS_H_
+
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "gtest/gtest.h"
+
+namespace fflite {
+namespace testing {
+
+// Every backend in the registry, the reference included.
+inline std::vector<std::string> EveryBackend() {
+  std::vector<std::string> names;
+  for (const BackendEntry& e : Backends()) names.push_back(e.name);
+  return names;
+}
+
+// Every backend in the registry but the reference (the oracle).
+inline std::vector<std::string> BackendsUnderTest() {
+  std::vector<std::string> names;
+  for (const BackendEntry& e : Backends()) {
+    if (std::string(e.name) != "reference") names.push_back(e.name);
+  }
+  return names;
+}
+
+// A test name suffix: the backend's name.
+inline std::string BackendName(const ::testing::TestParamInfo<std::string>& info) {
+  return info.param;
+}
+
+}  // namespace testing
+}  // namespace fflite
+
+// Skips the calling test when `backend` cannot run here, naming the reason.
+#define SKIP_UNLESS_AVAILABLE(backend)                                            \
+  do {                                                                            \
+    std::string why_;                                                             \
+    if (!::fflite::FindBackend(backend)->available(&why_)) {                      \
+      GTEST_SKIP() << "backend '" << (backend) << "' cannot run here: " << why_;  \
+    }                                                                             \
+  } while (0)
+
+#endif  // FFLITE_TESTS_TESTING_BACKENDS_H_
