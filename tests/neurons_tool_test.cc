@@ -32,6 +32,9 @@
 #ifndef FFLITE_NEURONS_BIN
 #error "FFLITE_NEURONS_BIN must name the fflite-neurons binary"
 #endif
+#ifndef FFLITE_TOOL_EMULATOR
+#error "FFLITE_TOOL_EMULATOR must be the emulator's command line ('' for a native build)"
+#endif
 #ifndef FFLITE_TEST_MODEL
 #error "FFLITE_TEST_MODEL must name the test model file (the make_test_model fixture)"
 #endif
@@ -55,7 +58,15 @@ struct RunResult {
 // Runs fflite-neurons with `args`, stdout and stderr into files of `dir` (a folder of its own, so
 // that the inputs' folder can be checked for anything the tool writes).
 RunResult RunTool(const std::string& dir, const std::vector<std::string>& args) {
-  std::vector<std::string> argv_s = {FFLITE_NEURONS_BIN};
+  std::vector<std::string> argv_s;
+  // Cross builds: the emulator's command line first (FFLITE_TOOL_EMULATOR, '|'-separated).
+  const std::string emulator = FFLITE_TOOL_EMULATOR;
+  for (size_t start = 0; start < emulator.size();) {
+    const size_t bar = std::min(emulator.find('|', start), emulator.size());
+    argv_s.push_back(emulator.substr(start, bar - start));
+    start = bar + 1;
+  }
+  argv_s.push_back(FFLITE_NEURONS_BIN);
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (std::string& a : argv_s) argv.push_back(a.data());
