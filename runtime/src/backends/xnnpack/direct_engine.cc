@@ -145,7 +145,7 @@ size_t RunValueRows(const Kernels& kernels, const TensorView& w, const float* bi
   const size_t cols = static_cast<size_t>(w.shape[0]), k = static_cast<size_t>(w.shape[1]);
   size_t n = ActiveNeurons(x, c, x_stride, k, active, /*before_relu=*/false);
   const uint32_t* rows = active;
-  if (dense_fraction <= 0.0 || static_cast<double>(n) > dense_fraction * static_cast<double>(k)) {
+  if (!ReadListed(n, k, dense_fraction)) {
     rows = nullptr;  // most neurons fired: every row, streamed in order (the same bits)
     n = k;
   }

@@ -231,6 +231,11 @@ void RunDirectListed(const Kernels& kernels, const TensorView& w, const float* b
 // NaN fires either way (it must reach the output as the dense product would carry it).
 size_t ActiveNeurons(const float* x, size_t c, size_t x_stride, size_t k, uint32_t* active,
                      bool before_relu);
+// Whether a call with n of k neurons firing reads only theirs (the list) rather than every row:
+// n at most dense_fraction of k, and dense_fraction above 0 (0: always every row).
+inline bool ReadListed(size_t n, size_t k, double dense_fraction) {
+  return dense_fraction > 0.0 && static_cast<double>(n) <= dense_fraction * static_cast<double>(k);
+}
 // y[c, y_stride] = x[c, x_stride] · Wᵀ + b for W [rows, k] stored as VALUE_ROWS ([k][rows]),
 // through kernels.value_rows: only the value rows of the neurons that fire for some token are
 // read, unless more than dense_fraction of them fire (then every row: the same bits). Columns

@@ -811,7 +811,7 @@ class XnnpackBackend : public Backend {
                false, {})
           .IgnoreError();
       const size_t n = ActiveNeurons(gate, c, hs, ff, active_.data(), /*before_relu=*/true);
-      if (static_cast<double>(n) <= value_rows_dense_fraction_ * static_cast<double>(ff)) {
+      if (ReadListed(n, ff, value_rows_dense_fraction_)) {
         const uint32_t* rows = active_.data();
         RunDirectListed(kernels_, f.up, DirectBias(f.up_bias, s.up_bias), c, in, in_stride,
                         hidden, hs, rows, n, Context(), false);
@@ -819,18 +819,11 @@ class XnnpackBackend : public Backend {
         for (size_t t = 0; t < c; ++t) {
           float* h = hidden + t * hs;
           const float* g = gate + t * hs;
-          // relu(g) · u on the listed neurons (in place, then the rest set to 0).
-          for (size_t j = 0; j < n; ++j) {
-            const uint32_t i = rows[j];
-            h[i] = (g[i] > 0.0f ? g[i] : 0.0f) * h[i];  // the reference's relu
-          }
-          size_t j = 0;
-          for (size_t i = 0; i < ff; ++i) {
-            if (j < n && rows[j] == i) {
-              ++j;
-            } else {
-              h[i] = 0.0f;
-            }
+          // relu(g) · u on the listed neurons (the reference's relu), 0 on the others: one pass.
+          for (size_t i = 0, j = 0; i < ff; ++i) {
+            const bool listed = j < n && rows[j] == i;
+            h[i] = listed ? (g[i] > 0.0f ? g[i] : 0.0f) * h[i] : 0.0f;
+            j += listed;
           }
         }
       } else {
