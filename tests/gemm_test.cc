@@ -8,6 +8,7 @@
 #include <iterator>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "base/aligned_buffer.h"
@@ -76,6 +77,26 @@ struct Product {
   }
 };
 
+// The kernels this CPU runs, and for bf16 the AMX kernel's software model too (its layout, tile
+// source and driver, checked here where the CPU has no AMX), with its AVX-512 packing where the
+// CPU has that.
+std::vector<GemmKernel> KernelsUnderTest(DType dtype) {
+  std::vector<GemmKernel> kernels;
+  for (const GemmKernel* g : AvailableGemmKernels(dtype)) kernels.push_back(*g);
+  if (dtype == DType::BF16) {
+    kernels.push_back(GemmAmxModelKernel());
+#if defined(FFLITE_GEMM_X86)
+    for (const GemmKernel* g : AvailableGemmKernels(DType::F32)) {
+      if (std::string(g->isa) != "avx512") continue;
+      GemmKernel packed = GemmAmxModelKernel();
+      packed.pack_tile = GemmPackTileAmxBf16;
+      kernels.push_back(packed);
+    }
+#endif
+  }
+  return kernels;
+}
+
 TEST(GemmTest, ScalarIsFirstAndBestIsLast) {
   for (DType dtype : {DType::F32, DType::BF16}) {
     const std::vector<const GemmKernel*> kernels = AvailableGemmKernels(dtype);
@@ -98,7 +119,8 @@ TEST(GemmTest, ScalarIsFirstAndBestIsLast) {
 // in the reference too, so the same bound holds for them.
 TEST(GemmTest, EveryKernelMatchesTheDoubleProduct) {
   for (DType dtype : {DType::F32, DType::BF16}) {
-    for (const GemmKernel* g : AvailableGemmKernels(dtype)) {
+    for (const GemmKernel& kernel : KernelsUnderTest(dtype)) {
+      const GemmKernel* g = &kernel;
       std::mt19937 gen(7);
       for (const Shape& s : kShapes) {
         for (int variant = 0; variant < 2; ++variant) {
@@ -138,7 +160,8 @@ TEST(GemmTest, EveryKernelMatchesTheDoubleProduct) {
 // bits of one call: each output's order of summation depends only on k.
 TEST(GemmTest, SplitsGiveTheSameBits) {
   for (DType dtype : {DType::F32, DType::BF16}) {
-    for (const GemmKernel* g : AvailableGemmKernels(dtype)) {
+    for (const GemmKernel& kernel : KernelsUnderTest(dtype)) {
+      const GemmKernel* g = &kernel;
       std::mt19937 gen(11);
       const Shape s{37, 700, 150};
       Product p(*g, s, gen);
@@ -200,7 +223,8 @@ TEST(GemmTest, VectorPackingMatchesThePortableLoop) {
   std::uniform_real_distribution<float> dist(-4.0f, 4.0f);
   size_t vector_kernels = 0;
   for (DType dtype : {DType::F32, DType::BF16}) {
-    for (const GemmKernel* g : AvailableGemmKernels(dtype)) {
+    for (const GemmKernel& kernel : KernelsUnderTest(dtype)) {
+      const GemmKernel* g = &kernel;
       if (g->pack_tile == nullptr) continue;
       ++vector_kernels;
       GemmKernel portable = *g;
@@ -225,6 +249,41 @@ TEST(GemmTest, VectorPackingMatchesThePortableLoop) {
     }
   }
   if (vector_kernels == 0) GTEST_SKIP() << "no vector packing on this CPU";
+}
+
+// Units past k (unit_align) are zero in both packings, and a product whose k is not a multiple of
+// the kernel's 16-unit steps reads none of the panel's or tile's neighbours: checked through
+// kShapes above; here the packed sizes follow the alignment.
+TEST(GemmTest, AlignedUnitsPadTheLayout) {
+  const GemmKernel& g = GemmAmxModelKernel();
+  EXPECT_EQ(g.Units(1), 16u);
+  EXPECT_EQ(g.Units(32), 16u);
+  EXPECT_EQ(g.Units(33), 32u);
+  EXPECT_EQ(g.ValueUnits(33), 17u);
+  EXPECT_EQ(g.WeightBytes(33, 33), 2 * 32 * 32 * 4u);
+  EXPECT_EQ(g.ActivationBytes(33, 33), 2 * 32 * 32 * 4u);
+  std::vector<float> x(3 * 33, 1.0f);
+  std::vector<uint32_t> packed(g.ActivationBytes(3, 33) / 4, 0xdeadbeefu);
+  GemmPackActivations(g, 3, 33, x.data(), 33, 0, 1, packed.data());
+  const uint32_t one = F32ToBf16(1.0f);
+  for (size_t u = 0; u < 32; ++u) {
+    for (size_t i = 0; i < 32; ++i) {
+      // Token i's unit u at chunk u / 16, row i (x_rows).
+      const uint32_t got = packed[(u / 16) * 16 * 32 + i * 16 + u % 16];
+      const uint32_t want = i >= 3 || u > 16 ? 0u : u < 16 ? one | one << 16 : one;
+      ASSERT_EQ(got, want) << "unit " << u << " token " << i;
+    }
+  }
+}
+
+// Where the CPU has AMX-BF16 and the OS grants the tiles, the real kernel passed its check against
+// the double product and is the best bf16 kernel; a failed check is a failure here, not a silent
+// fallback.
+TEST(GemmTest, AmxIsListedWhereTheCpuRunsIt) {
+  const std::string status = GemmAmxStatus();
+  EXPECT_EQ(status.rfind("self-check failed", 0), std::string::npos) << status;
+  if (status != "listed") GTEST_SKIP() << "amx-bf16: " << status;
+  EXPECT_EQ(std::string(BestGemmKernel(DType::BF16).isa), "amx-bf16");
 }
 
 }  // namespace

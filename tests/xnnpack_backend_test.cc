@@ -202,6 +202,8 @@ TEST(XnnpackOptionsTest, EveryPackedEngineMatchesReference) {
   for (const GemmKernel* g : AvailableGemmKernels(DType::BF16)) {
     settings.push_back({Engine::kGemm, nullptr, g, true, std::string("gemm ") + g->isa});
   }
+  // The AMX kernel's layout and tile source on its software model (gemm.h).
+  settings.push_back({Engine::kGemm, nullptr, &GemmAmxModelKernel(), true, "gemm amx-bf16-model"});
   for (const Setting& setting : settings) {
     for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
       for (bool gated : {false, true}) {
@@ -246,6 +248,7 @@ TEST(XnnpackOptionsTest, GemmTokenSplitMatchesReferenceAndOneThread) {
   std::vector<std::pair<const GemmKernel*, bool>> kernels;  // kernel, bf16 arithmetic
   for (const GemmKernel* g : AvailableGemmKernels(DType::F32)) kernels.push_back({g, false});
   for (const GemmKernel* g : AvailableGemmKernels(DType::BF16)) kernels.push_back({g, true});
+  kernels.push_back({&GemmAmxModelKernel(), true});
   for (const auto& [kernel, bf16] : kernels) {
     for (bool gated : {false, true}) {
       Rng rng(12);

@@ -74,7 +74,7 @@ ABSL_FLAG(std::string, engine, "auto",
           "xnnpack: the engine of packed float matrices (auto, gemm: fflite's own, xnnpack)");
 ABSL_FLAG(std::string, gemm_isa, "",
           "xnnpack with the gemm engine: a kernel by name (scalar, avx2, avx512, neon; for bf16 "
-          "weights scalar-bf16, avx512bf16; empty: the best for this CPU)");
+          "weights scalar-bf16, avx512bf16, amx-bf16; empty: the best for this CPU)");
 ABSL_FLAG(bool, bf16_arithmetic, true,
           "xnnpack with the gemm engine: multiply bf16 weights in bf16 where the CPU can (false: "
           "f32 panels)");
@@ -824,6 +824,9 @@ int Main() {
               fflite::BestKernels().isa);
   if (backend == "xnnpack") {
     std::printf("packed float matrices: %s\n", PackedEngineName().c_str());
+#if defined(__x86_64__)
+    std::printf("amx-bf16 gemm kernel: %s\n", GemmAmxStatus());
+#endif
   }
   std::printf("model: %s, %zu layer(s), d_model %u; backend %s%s (%zu cop%s)\n", what.c_str(),
               model.layers().size(), model.d_model(), backend.c_str(), cold ? ", cold" : "", copies,

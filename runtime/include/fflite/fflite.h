@@ -271,8 +271,9 @@ typedef struct fflite_platform_info {
   char quant_gemv_kernels[16];
   char quant_gemm_kernels[16];
   /* Appended in 0.2 too: what multiplies packed float weights at prefill (many tokens): "avx512",
-   * "avx2" (fflite's own GEMM) or "xnnpack" for f32/f16 weights; for bf16 weights "avx512bf16"
-   * when they are multiplied in bf16 (activations rounded to bf16), else the same as for f32. */
+   * "avx2" (fflite's own GEMM) or "xnnpack" for f32/f16 weights; for bf16 weights "amx-bf16"
+   * (AMX tiles) or "avx512bf16" when they are multiplied in bf16 (activations rounded to bf16),
+   * else the same as for f32. */
   char gemm_kernels[16];
   char bf16_gemm_kernels[16];
 } fflite_platform_info;

@@ -33,7 +33,7 @@ constexpr size_t kWholeKTiles = 3;
 
 void GemmPackWeights(const GemmKernel& kernel, size_t rows, size_t k, const void* w,
                      DType w_dtype, size_t first, size_t last, uint32_t* packed) {
-  const size_t nr = kernel.nr, units = kernel.Units(k);
+  const size_t nr = kernel.nr, units = kernel.Units(k), values = kernel.ValueUnits(k);
   for (size_t p = first; p < last; ++p) {
     uint32_t* panel = packed + p * units * nr;
     // In spans of 16 units: a span's writes (16 · nr units) stay in L1 while the rows are read.
@@ -42,23 +42,22 @@ void GemmPackWeights(const GemmKernel& kernel, size_t rows, size_t k, const void
       const size_t u1 = std::min(units, u0 + kSpan);
       for (size_t j = 0; j < nr; ++j) {
         const size_t r = p * nr + j;
-        if (r >= rows) {
-          for (size_t u = u0; u < u1; ++u) panel[u * nr + j] = 0;
-          continue;
-        }
+        // Units past k's values (unit_align) are zero like channels past rows.
+        const size_t v1 = r >= rows ? u0 : std::max(u0, std::min(u1, values));
+        for (size_t u = v1; u < u1; ++u) panel[u * nr + j] = 0;
         if (kernel.dtype == DType::BF16) {
           // Pairs of the file's bf16 values as they are (the caller passes BF16 weights only).
           const uint16_t* row = static_cast<const uint16_t*>(w) + r * k;
-          for (size_t u = u0; u < u1; ++u) {
+          for (size_t u = u0; u < v1; ++u) {
             const uint32_t lo = row[2 * u];
             const uint32_t hi = 2 * u + 1 < k ? row[2 * u + 1] : 0;
             panel[u * nr + j] = lo | (hi << 16);
           }
         } else if (w_dtype == DType::F32) {
           const float* row = static_cast<const float*>(w) + r * k;
-          for (size_t u = u0; u < u1; ++u) panel[u * nr + j] = FloatBits(row[u]);
+          for (size_t u = u0; u < v1; ++u) panel[u * nr + j] = FloatBits(row[u]);
         } else {
-          for (size_t u = u0; u < u1; ++u) {
+          for (size_t u = u0; u < v1; ++u) {
             panel[u * nr + j] = FloatBits(WeightAt(w, w_dtype, r * k + u));
           }
         }
@@ -69,7 +68,7 @@ void GemmPackWeights(const GemmKernel& kernel, size_t rows, size_t k, const void
 
 void GemmPackActivations(const GemmKernel& kernel, size_t n, size_t k, const float* x,
                          size_t x_stride, size_t first, size_t last, uint32_t* packed) {
-  const size_t mr = kernel.mr, units = kernel.Units(k);
+  const size_t mr = kernel.mr, units = kernel.Units(k), values = kernel.ValueUnits(k);
   for (size_t t = first; t < last; ++t) {
     uint32_t* tile = packed + t * units * mr;
     const size_t m = std::min(mr, n - t * mr);
@@ -78,20 +77,22 @@ void GemmPackActivations(const GemmKernel& kernel, size_t n, size_t k, const flo
       kernel.pack_tile(m, k, rows, x_stride, tile);
       continue;
     }
+    // Where unit u of token i goes: see GemmKernel::x_rows.
+    auto at = [&](size_t u, size_t i) -> uint32_t& {
+      return kernel.x_rows ? tile[(u / 16) * 16 * mr + i * 16 + u % 16] : tile[u * mr + i];
+    };
     for (size_t i = 0; i < mr; ++i) {
-      if (i >= m) {
-        for (size_t u = 0; u < units; ++u) tile[u * mr + i] = 0;
-        continue;
-      }
+      const size_t v = i < m ? values : 0;  // tokens past m and units past k: zero
+      for (size_t u = v; u < units; ++u) at(u, i) = 0;
       const float* row = rows + i * x_stride;
       if (kernel.dtype == DType::BF16) {
-        for (size_t u = 0; u < units; ++u) {
+        for (size_t u = 0; u < v; ++u) {
           const uint32_t lo = F32ToBf16(row[2 * u]);
           const uint32_t hi = 2 * u + 1 < k ? F32ToBf16(row[2 * u + 1]) : 0;
-          tile[u * mr + i] = lo | (hi << 16);
+          at(u, i) = lo | (hi << 16);
         }
       } else {
-        for (size_t u = 0; u < units; ++u) tile[u * mr + i] = FloatBits(row[u]);
+        for (size_t u = 0; u < v; ++u) at(u, i) = FloatBits(row[u]);
       }
     }
   }
@@ -114,6 +115,7 @@ void GemmBlock(const GemmKernel& kernel, size_t n, size_t k, size_t rows,
   const size_t blocks = std::max<size_t>(1, (units + block - 1) / block);
   const size_t group = std::max<size_t>(1, kGroupBytes / (nr * block * 4));
   const bool clamp = out_min != -std::numeric_limits<float>::infinity();
+  if (kernel.enter != nullptr) kernel.enter();
   for (size_t pg = p0; pg < p1; pg += group) {
     const size_t pe = std::min(p1, pg + group);
     for (size_t b = 0; b < blocks; ++b) {
@@ -132,6 +134,7 @@ void GemmBlock(const GemmKernel& kernel, size_t n, size_t k, size_t rows,
       }
     }
   }
+  if (kernel.leave != nullptr) kernel.leave();
 }
 
 // --- Scalar twins: 4 tokens × 8 channels, units in order. ---
@@ -217,6 +220,9 @@ std::vector<const GemmKernel*> Detect(DType dtype) {
       if (dtype == DType::BF16 && cpuinfo_has_x86_avx512bf16()) list.push_back(&kAvx512Bf16);
     }
   }
+#endif
+#if defined(FFLITE_GEMM_AMX)
+  if (dtype == DType::BF16 && GemmAmxUsable()) list.push_back(&GemmAmxKernel());
 #endif
 #if defined(FFLITE_GEMM_NEON)
   if (dtype == DType::F32) list.push_back(&kNeon);  // part of the ARMv8-A baseline

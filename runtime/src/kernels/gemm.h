@@ -1,16 +1,18 @@
 // fflite's own matrix product for many tokens over float weights (the "gemm" engine):
 //   y[t·y_stride + o] = max(out_min, (bias ? bias[o] : 0) + Σ_{j<k} W[o, j] · x[t·x_stride + j])
 // with W packed once into panels and x packed per call, computed by a register-blocked
-// microkernel per instruction set (AVX-512, AVX-512 BF16, AVX2, NEON, NEON BF16) with a portable
-// scalar twin.
+// microkernel per instruction set (AVX-512, AVX-512 BF16, AMX-BF16, AVX2, NEON, NEON BF16) with a
+// portable scalar twin.
 //
 // Layout. Everything is counted in 32-bit units along k: a unit is one f32 value (f32 kernels) or
 // a pair of bf16 values k = 2u, 2u + 1 (bf16 kernels: vdpbf16ps multiplies pairs). units(k) =
-// ceil(k / kr), kr = 1 or 2.
+// ceil(k / kr), kr = 1 or 2, rounded up to a multiple of the kernel's unit_align (16 for AMX).
 //  - packed weights: panels of `nr` output channels, panel p at p · units(k) · nr units, within it
-//    unit u of channel j at u · nr + j. Channels past `rows` are zero.
+//    unit u of channel j at u · nr + j. Channels past `rows` are zero. (16 units of a 16-channel
+//    half panel are an AMX tile in its pairs layout, rows nr · 4 bytes apart.)
 //  - packed activations: tiles of `mr` tokens, tile t at t · units(k) · mr units, within it unit u
-//    of token i at u · mr + i. Tokens past the call's count and k values past k are zero.
+//    of token i at u · mr + i (or by rows of 16 units, GemmKernel::x_rows). Tokens past the call's
+//    count and k values past k are zero.
 // The microkernel multiplies one tile by one panel over a block of units, keeping mr × nr sums in
 // registers; the driver (GemmBlock) walks the blocks so that a block of panels stays in L2 while
 // every tile passes over it, and a tile's units stay in L1 while it passes over the panels.
@@ -47,7 +49,7 @@ using GemmPackTileFn = void (*)(size_t m, size_t k, const float* x, size_t x_str
                                 uint32_t* tile);
 
 struct GemmKernel {
-  // "scalar", "avx2", "avx512", "neon"; "scalar-bf16", "avx512bf16", "neon-bf16"
+  // "scalar", "avx2", "avx512", "neon"; "scalar-bf16", "avx512bf16", "amx-bf16", "neon-bf16"
   const char* isa;
   DType dtype;      // the packed element type: F32 (kr 1) or BF16 (kr 2)
   size_t mr, nr;    // tokens per tile, output channels per panel
@@ -55,9 +57,25 @@ struct GemmKernel {
   // A vector packing of the activations for this kernel's mr and dtype, or nullptr: the portable
   // loop. Both write the same bits.
   GemmPackTileFn pack_tile = nullptr;
+  // Units of k are counted in multiples of this (zero past k, in weights and activations alike):
+  // 16 for AMX, whose tiles take 16 units of k per row.
+  size_t unit_align = 1;
+  // The layout of a tile of activations: false, unit u of token i at u · mr + i (a unit of every
+  // token, broadcast one by one); true (AMX), in chunks of 16 units, chunk c at c · 16 · mr, within
+  // it token i's 16 units at i · 16 (the rows of a tile of tokens). Both put unit u0 of the tile at
+  // u0 · mr for u0 a multiple of 16, where the driver's blocks start.
+  bool x_rows = false;
+  // Run by GemmBlock on its thread before its first microkernel call and after its last, or
+  // nullptr: AMX loads its tile configuration and releases the tiles.
+  void (*enter)() = nullptr;
+  void (*leave)() = nullptr;
 
   size_t kr() const { return dtype == DType::BF16 ? 2 : 1; }
-  size_t Units(size_t k) const { return (k + kr() - 1) / kr(); }
+  // Units holding k's values, and units as packed (rounded up to unit_align).
+  size_t ValueUnits(size_t k) const { return (k + kr() - 1) / kr(); }
+  size_t Units(size_t k) const {
+    return (ValueUnits(k) + unit_align - 1) / unit_align * unit_align;
+  }
   size_t Panels(size_t rows) const { return (rows + nr - 1) / nr; }
   size_t Tiles(size_t tokens) const { return (tokens + mr - 1) / mr; }
   // Bytes of the packed weights of a [rows, k] matrix, and of n tokens' packed activations.
@@ -90,9 +108,21 @@ void GemmBlock(const GemmKernel& kernel, size_t n, size_t k, size_t rows,
 
 // The kernels this CPU can run for packed `dtype` (F32 or BF16), scalar first; the best one (the
 // last of the list). The BF16 list has the scalar twin everywhere, "avx512bf16" on CPUs with
-// AVX-512 BF16 and "neon-bf16" on aarch64 CPUs with FEAT_BF16.
+// AVX-512 BF16, "amx-bf16" on x86-64 Linux CPUs with AMX-BF16 whose kernel grants the tile state
+// and whose tiles pass a check against the scalar twin when first listed (GemmAmxStatus), and
+// "neon-bf16" on aarch64 CPUs with FEAT_BF16.
 std::vector<const GemmKernel*> AvailableGemmKernels(DType dtype);
 const GemmKernel& BestGemmKernel(DType dtype);
+
+// Why "amx-bf16" is or is not listed, in a few words: "listed", "no AMX-BF16 on this CPU", "the
+// OS refused the AMX tile state", "self-check failed: ...", "not built for this target".
+const char* GemmAmxStatus();
+
+// The AMX kernel's arithmetic on a software model of the tiles (tileloadd, tdpbf16ps with bf16
+// subnormals read as zero, tilestored on 8 tiles of 16 rows × 64 bytes), with the real kernel's
+// layout, tile source and driver: what the tests check on CPUs without AMX. It runs anywhere and
+// slowly; never chosen. isa "amx-bf16-model".
+const GemmKernel& GemmAmxModelKernel();
 
 // The microkernels by name (for the selection and the tests).
 void GemmMicrokernelScalar(size_t m, size_t n, size_t units, const uint32_t* x, const uint32_t* w,
@@ -119,6 +149,22 @@ void GemmMicrokernelAvx512Bf16(size_t m, size_t n, size_t units, const uint32_t*
 void GemmPackTileAvx512(size_t m, size_t k, const float* x, size_t x_stride, uint32_t* tile);
 void GemmPackTileAvx512Bf16(size_t m, size_t k, const float* x, size_t x_stride,
                             uint32_t* tile);
+// AVX-512 F packing of the AMX kernel's 32-token tiles (x_rows, 16-unit chunks), bf16 pairs
+// rounded as F32ToBf16 does.
+void GemmPackTileAmxBf16(size_t m, size_t k, const float* x, size_t x_stride, uint32_t* tile);
+#endif
+#if defined(__x86_64__) && defined(__linux__) && !defined(__ANDROID__)
+#define FFLITE_GEMM_AMX 1
+// AMX-BF16 (tdpbf16ps): 32 tokens × 32 channels in four 16 × 16 tiles of sums, 16 units of k
+// per step. Call only through GemmBlock (its enter loads the tile configuration) on a CPU where
+// GemmAmxStatus() is "listed".
+void GemmMicrokernelAmxBf16(size_t m, size_t n, size_t units, const uint32_t* x,
+                            const uint32_t* w, const float* bias, bool accumulate, bool clamp,
+                            float out_min, float* y, size_t y_stride);
+// The AMX kernel, and whether this CPU and OS run it correctly (detected and checked once; for
+// AvailableGemmKernels).
+const GemmKernel& GemmAmxKernel();
+bool GemmAmxUsable();
 #endif
 #if defined(__aarch64__)
 #define FFLITE_GEMM_NEON 1

@@ -138,6 +138,21 @@ FFLITE_PACK_TARGET void PackTile(size_t m, size_t k, const float* x, size_t x_st
     }
   }
 }
+// The AMX kernel's tiles of 32 tokens (GemmKernel::x_rows): chunk c of 16 units holds each
+// token's 16 units as one 64-byte row, the rows of an AMX tile; no transpose.
+FFLITE_PACK_TARGET void PackTileRows(size_t m, size_t k, const float* x, size_t x_stride,
+                                     uint32_t* tile) {
+  constexpr size_t kRowsMr = 32;
+  const size_t values = (k + 1) / 2, units = (values + 15) / 16 * 16;
+  for (size_t u0 = 0; u0 < units; u0 += 16) {
+    uint32_t* chunk = tile + u0 * kRowsMr;
+    for (size_t i = 0; i < kRowsMr; ++i) {
+      const __m512i r = i < m && u0 < values ? LoadUnits<true>(x + i * x_stride, k, u0)
+                                             : _mm512_setzero_si512();
+      _mm512_storeu_si512(chunk + i * 16, r);
+    }
+  }
+}
 #undef FFLITE_PACK_TARGET
 }  // namespace
 }  // namespace gemm_avx512_pack
@@ -151,6 +166,11 @@ __attribute__((target("avx512f"))) void GemmPackTileAvx512Bf16(size_t m, size_t 
                                                                const float* x, size_t x_stride,
                                                                uint32_t* tile) {
   gemm_avx512_pack::PackTile<true>(m, k, x, x_stride, tile);
+}
+
+__attribute__((target("avx512f"))) void GemmPackTileAmxBf16(size_t m, size_t k, const float* x,
+                                                            size_t x_stride, uint32_t* tile) {
+  gemm_avx512_pack::PackTileRows(m, k, x, x_stride, tile);
 }
 
 }  // namespace fflite
