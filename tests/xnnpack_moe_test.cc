@@ -22,6 +22,7 @@
 
 #include "absl/strings/str_format.h"
 #include "backends/xnnpack/xnnpack_backend.h"
+#include "kernels/gemm.h"
 #include "converter_test_util.h"
 #include "fflite/fflite.h"
 #include "gtest/gtest.h"
@@ -383,6 +384,47 @@ TEST(XnnpackMoeDirectTest, DirectAndPackedPathsMatchReference) {
               absl::StrFormat("%s, %s, %d tokens, direct_max_tokens %d", VariantName(variant),
                               DTypeName(dtype), tokens, direct));
         }
+      }
+    }
+  }
+}
+
+// Packed bf16 experts multiplied in bf16 by every bf16 gemm kernel this CPU runs and by the AMX
+// kernel's software model (32-token tiles: an expert's batch is a partial tile, of up to 16 tokens
+// or more): routed and shared experts, 1 and 3 threads, against the reference with bf16
+// activations' tolerance (tolerances.h).
+TEST(XnnpackMoeGemmTest, EveryBf16KernelOnPackedExperts) {
+  std::vector<const GemmKernel*> kernels = AvailableGemmKernels(DType::BF16);
+  kernels.push_back(&GemmAmxModelKernel());
+  Rng rng(91);
+  MoeParams p = ParamsFor(Variant::kQwen2Moe);
+  p.expert.d_model = 45;
+  p.expert.d_ff = 70;
+  WriteOptions write;
+  write.dtype = DType::BF16;
+  auto built = testing::BuildModel(OneMoeLayer(p, /*norm=*/true, rng), write);
+  ASSERT_TRUE(built.ok()) << built.status();
+  for (size_t tokens : {size_t{7}, size_t{50}}) {
+    const std::vector<float> x = rng.Vec(tokens * p.expert.d_model, 2.0f);
+    auto want = testing::RunLayer(*built->model, "reference", 0, x, tokens);
+    ASSERT_TRUE(want.ok()) << want.status();
+    for (const GemmKernel* kernel : kernels) {
+      for (int threads : {1, 3}) {
+        XnnpackBackendOptions options;
+        options.packed_engine = XnnpackBackendOptions::PackedEngine::kGemm;
+        options.gemm_bf16 = kernel;
+        options.bf16_arithmetic = true;
+        options.direct_max_tokens = 0;
+        BackendConfig config;
+        config.max_tokens = 64;
+        config.num_threads = threads;
+        auto backend = CreateXnnpackBackendWithOptions(*built->model, config, options);
+        ASSERT_TRUE(backend.ok()) << backend.status();
+        std::vector<float> got(tokens * p.expert.d_model);
+        ASSERT_TRUE((*backend)->Run(0, x.data(), tokens, got.data()).ok());
+        testing::ExpectOutputsNear(*want, got, tokens, p.expert.d_model, testing::kBf16ActRelTol,
+                                   absl::StrFormat("%s, %d tokens, %d threads", kernel->isa,
+                                                   tokens, threads));
       }
     }
   }
