@@ -114,8 +114,9 @@ void GemmBlock(const GemmKernel& kernel, size_t n, size_t k, size_t rows,
 std::vector<const GemmKernel*> AvailableGemmKernels(DType dtype);
 const GemmKernel& BestGemmKernel(DType dtype);
 
-// Why "amx-bf16" is or is not listed, in a few words: "listed", "no AMX-BF16 on this CPU", "the
-// OS refused the AMX tile state", "self-check failed: ...", "not built for this target".
+// Why "amx-bf16" is or is not listed, in a few words: "listed", "no AMX-BF16 on this CPU", "not
+// requested (FFLITE_NO_AMX is set)", "the OS refused the AMX tile state", "self-check failed:
+// ...", "not built for this target".
 const char* GemmAmxStatus();
 
 // The AMX kernel's arithmetic on a software model of the tiles (tileloadd, tdpbf16ps with bf16

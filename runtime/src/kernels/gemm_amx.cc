@@ -12,11 +12,14 @@
 // Before "amx-bf16" is listed, the CPU must report AMX-TILE and AMX-BF16, the OS must enable the
 // tile state in XCR0 and grant it to the process (arch_prctl ARCH_REQ_XCOMP_PERM, Linux 5.16+),
 // and a product through the real tiles must match the double product within the tests' bound
-// (GemmAmxStatus says which of these failed).
+// (GemmAmxStatus says which of these failed). Asking Linux for the tile state enlarges the
+// process's signal frames by about 8 KiB (a later sigaltstack smaller than that is refused): an
+// embedder that cannot have that sets FFLITE_NO_AMX=1, and nothing is asked.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -272,8 +275,11 @@ const GemmKernel& GemmAmxKernel() { return gemm_amx_tiles::Kernel(); }
 bool GemmAmxUsable() {
   using namespace gemm_amx_tiles;
   // Called once, from AvailableGemmKernels' first use (thread-safe static initialisation).
+  const char* off = std::getenv("FFLITE_NO_AMX");
   if (!CpuHasAmxBf16()) {
     g_status = "no AMX-BF16 on this CPU";
+  } else if (off != nullptr && off[0] != '\0' && std::strcmp(off, "0") != 0) {
+    g_status = "not requested (FFLITE_NO_AMX is set)";
   } else if (!OsEnablesTiles() || !OsGrantsTiles()) {
     g_status = "the OS refused the AMX tile state";
   } else if (!SelfCheck()) {
