@@ -30,6 +30,7 @@
 
 #if defined(FFLITE_GEMM_AMX)
 #include <cpuid.h>
+#include <cpuinfo.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -99,13 +100,7 @@ struct Tiles {
 #undef FFLITE_AMX_ZERO
 #undef FFLITE_AMX_DP
 
-void ModelMicrokernel(size_t m, size_t n, size_t units, const uint32_t* x, const uint32_t* w,
-                      const float* bias, bool accumulate, bool clamp, float out_min, float* y,
-                      size_t y_stride) {
-  Microkernel(m, n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride);
-}
-
-const GemmKernel kModel = {"amx-bf16-model", DType::BF16, kMr, kNr, ModelMicrokernel,
+const GemmKernel kModel = {"amx-bf16-model", DType::BF16, kMr, kNr, Microkernel,
                            /*pack_tile=*/nullptr, /*unit_align=*/16, /*x_rows=*/true};
 
 }  // namespace
@@ -191,29 +186,15 @@ bool OsGrantsTiles() {
   return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
 }
 
-void AmxMicrokernel(size_t m, size_t n, size_t units, const uint32_t* x, const uint32_t* w,
-                    const float* bias, bool accumulate, bool clamp, float out_min, float* y,
-                    size_t y_stride) {
-  Microkernel(m, n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride);
-}
-
-const GemmKernel kAmx = {"amx-bf16", DType::BF16, kMr, kNr, AmxMicrokernel,
+const GemmKernel kAmx = {"amx-bf16", DType::BF16, kMr, kNr, GemmMicrokernelAmxBf16,
                          /*pack_tile=*/nullptr, /*unit_align=*/16, /*x_rows=*/true, Enter, Leave};
 // With the AVX-512 packing of its tiles, where the CPU has AVX-512 F (every AMX CPU so far).
-const GemmKernel kAmxAvx512 = {"amx-bf16", DType::BF16, kMr, kNr, AmxMicrokernel,
+const GemmKernel kAmxAvx512 = {"amx-bf16", DType::BF16, kMr, kNr, GemmMicrokernelAmxBf16,
                                GemmPackTileAmxBf16, 16, true, Enter, Leave};
 
-bool CpuHasAvx512f() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (__get_cpuid_max(0, nullptr) < 7) return false;
-  __cpuid_count(7, 0, a, b, c, d);
-  if ((b >> 16 & 1) == 0 || !__get_cpuid(1, &a, &b, &c, &d) || (c >> 27 & 1) == 0) return false;
-  uint32_t lo = 0, hi = 0;
-  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  return (lo & 0xe6) == 0xe6;  // SSE, AVX, opmask, ZMM state
+const GemmKernel& Kernel() {
+  return cpuinfo_initialize() && cpuinfo_has_x86_avx512f() ? kAmxAvx512 : kAmx;
 }
-
-const GemmKernel& Kernel() { return CpuHasAvx512f() ? kAmxAvx512 : kAmx; }
 
 // A product through the tiles against the double product, with GemmTest's bound: 4 tiles (3 of
 // 32 tokens, one of 4), 2 panels (32 channels, 8), k 1100 (units padded, three blocks of k: y
@@ -266,9 +247,9 @@ const char* g_status = "not checked yet";
 void GemmMicrokernelAmxBf16(size_t m, size_t n, size_t units, const uint32_t* x,
                             const uint32_t* w, const float* bias, bool accumulate, bool clamp,
                             float out_min, float* y, size_t y_stride) {
-  gemm_amx_tiles::AmxMicrokernel(m, n, units, x, w, bias, accumulate, clamp, out_min, y,
-                                 y_stride);
+  gemm_amx_tiles::Microkernel(m, n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride);
 }
+
 
 const GemmKernel& GemmAmxKernel() { return gemm_amx_tiles::Kernel(); }
 
