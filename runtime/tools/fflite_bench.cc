@@ -56,6 +56,9 @@ ABSL_FLAG(int, reps, 10, "timed runs (median, min, max are reported)");
 ABSL_FLAG(bool, cold, false,
           "rotate through enough sessions (each its own packed weights, > 4x the last-level "
           "cache in total) that every run reads its weights from memory");
+ABSL_FLAG(int, cold_copies, 0,
+          "with --cold: this many sessions instead (0: enough for > 4x the last-level cache); "
+          "fewer copies leave some weights in the caches (the smoke tests use 3)");
 ABSL_FLAG(
     bool, baseline, false,
     "also run plain XNNPACK (one operator per matrix, scalar activations) and print the ratio");
@@ -542,11 +545,18 @@ int Main() {
   // Cold mode: enough copies of the packed weights that the caches hold none of them by the time
   // a copy is used again (> 4x LLC), bounded by half of the available memory.
   const bool cold = absl::GetFlag(FLAGS_cold);
+  if (absl::GetFlag(FLAGS_cold_copies) < 0) {
+    std::fprintf(stderr, "--cold_copies must be 0 (automatic) or more\n");
+    return 1;
+  }
   bool with_base = absl::GetFlag(FLAGS_baseline);
   const double llc = cpuinfo_initialize() ? cpuinfo_get_max_cache_size() : (32u << 20);
   size_t copies = 1;
   if (cold) {
     copies = std::max<size_t>(2, static_cast<size_t>(std::ceil(4.0 * llc / work.weight_bytes)));
+    if (absl::GetFlag(FLAGS_cold_copies) > 0) {
+      copies = static_cast<size_t>(absl::GetFlag(FLAGS_cold_copies));
+    }
     const double avail = ProcKb("/proc/meminfo", "MemAvailable") * 1024.0;
     const size_t fit = static_cast<size_t>(avail / 2 / (packed_bytes * (with_base ? 2 : 1)));
     copies = std::max<size_t>(1, std::min(copies, fit));

@@ -121,6 +121,14 @@ float (*SumBufferForCpu())(const Vec16*, size_t) {
 }
 
 constexpr long kFmaIterations = 50000000;  // x 12 chains: ~0.1-0.3 s per run
+// A probe runs its iterations in chunks and stops early once it has run kProbeSeconds: natively
+// the iterations end first (0.1-0.3 s); under qemu a whole FMA probe took 10 s or more, and the
+// bench's smoke tests measured the roofline for minutes.
+constexpr long kChunk = long{1} << 20;
+constexpr double kProbeSeconds = 0.5;
+inline bool More(long done, long total, double t0) {
+  return done < total && Now() - t0 < kProbeSeconds;
+}
 constexpr int kChains = 12;                // >= FMA latency (4) x FMA pipes (2), with margin
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -129,9 +137,13 @@ __attribute__((target("avx512f"))) double FmaLoopAvx512() {
   for (int i = 0; i < kChains; ++i) a[i] = _mm512_set1_ps(0.001f * static_cast<float>(i));
   const __m512 m = _mm512_set1_ps(0.9999f), c = _mm512_set1_ps(1e-6f);
   const double t = Now();
-  for (long it = 0; it < kFmaIterations; ++it) {
-    for (int i = 0; i < kChains; ++i) a[i] = _mm512_fmadd_ps(a[i], m, c);
-  }
+  long done = 0;
+  do {
+    for (long it = 0; it < kChunk; ++it) {
+      for (int i = 0; i < kChains; ++i) a[i] = _mm512_fmadd_ps(a[i], m, c);
+    }
+    done += kChunk;
+  } while (More(done, kFmaIterations, t));
   const double elapsed = Now() - t;
   __m512 s = a[0];
   for (int i = 1; i < kChains; ++i) s = _mm512_add_ps(s, a[i]);
@@ -140,7 +152,7 @@ __attribute__((target("avx512f"))) double FmaLoopAvx512() {
   _mm512_storeu_ps(out, s);
   volatile float sink = out[0];
   (void)sink;
-  return 2.0 * 16 * kChains * static_cast<double>(kFmaIterations) / elapsed / 1e9;
+  return 2.0 * 16 * kChains * static_cast<double>(done) / elapsed / 1e9;
 }
 
 __attribute__((target("avx2,fma"))) double FmaLoopAvx2() {
@@ -148,9 +160,13 @@ __attribute__((target("avx2,fma"))) double FmaLoopAvx2() {
   for (int i = 0; i < kChains; ++i) a[i] = _mm256_set1_ps(0.001f * static_cast<float>(i));
   const __m256 m = _mm256_set1_ps(0.9999f), c = _mm256_set1_ps(1e-6f);
   const double t = Now();
-  for (long it = 0; it < kFmaIterations; ++it) {
-    for (int i = 0; i < kChains; ++i) a[i] = _mm256_fmadd_ps(a[i], m, c);
-  }
+  long done = 0;
+  do {
+    for (long it = 0; it < kChunk; ++it) {
+      for (int i = 0; i < kChains; ++i) a[i] = _mm256_fmadd_ps(a[i], m, c);
+    }
+    done += kChunk;
+  } while (More(done, kFmaIterations, t));
   const double elapsed = Now() - t;
   __m256 s = a[0];
   for (int i = 1; i < kChains; ++i) s = _mm256_add_ps(s, a[i]);
@@ -158,7 +174,7 @@ __attribute__((target("avx2,fma"))) double FmaLoopAvx2() {
   _mm256_storeu_ps(out, s);
   volatile float sink = out[0];
   (void)sink;
-  return 2.0 * 8 * kChains * static_cast<double>(kFmaIterations) / elapsed / 1e9;
+  return 2.0 * 8 * kChains * static_cast<double>(done) / elapsed / 1e9;
 }
 #endif
 
@@ -168,21 +184,25 @@ double FmaLoopNeon() {
   for (int i = 0; i < kChains; ++i) a[i] = vdupq_n_f32(0.001f * static_cast<float>(i));
   const float32x4_t m = vdupq_n_f32(0.9999f), c = vdupq_n_f32(1e-6f);
   const double t = Now();
-  for (long it = 0; it < kFmaIterations; ++it) {
-    for (int i = 0; i < kChains; ++i) {
+  long done = 0;
+  do {
+    for (long it = 0; it < kChunk; ++it) {
+      for (int i = 0; i < kChains; ++i) {
 #if defined(__aarch64__) || defined(__ARM_FEATURE_FMA)
-      a[i] = vfmaq_f32(c, a[i], m);
+        a[i] = vfmaq_f32(c, a[i], m);
 #else
-      a[i] = vmlaq_f32(c, a[i], m);
+        a[i] = vmlaq_f32(c, a[i], m);
 #endif
+      }
     }
-  }
+    done += kChunk;
+  } while (More(done, kFmaIterations, t));
   const double elapsed = Now() - t;
   float32x4_t s = a[0];
   for (int i = 1; i < kChains; ++i) s = vaddq_f32(s, a[i]);
   volatile float sink = vgetq_lane_f32(s, 0);
   (void)sink;
-  return 2.0 * 4 * kChains * static_cast<double>(kFmaIterations) / elapsed / 1e9;
+  return 2.0 * 4 * kChains * static_cast<double>(done) / elapsed / 1e9;
 }
 #endif
 
@@ -190,15 +210,19 @@ double FmaLoopScalar() {
   float a[kChains];
   for (int i = 0; i < kChains; ++i) a[i] = 0.001f * static_cast<float>(i);
   const double t = Now();
-  for (long it = 0; it < kFmaIterations / 8; ++it) {
-    for (int i = 0; i < kChains; ++i) a[i] = std::fma(a[i], 0.9999f, 1e-6f);
-  }
+  long done = 0;
+  do {
+    for (long it = 0; it < kChunk; ++it) {
+      for (int i = 0; i < kChains; ++i) a[i] = std::fma(a[i], 0.9999f, 1e-6f);
+    }
+    done += kChunk;
+  } while (More(done, kFmaIterations / 8, t));
   const double elapsed = Now() - t;
   float s = 0.0f;
   for (float v : a) s += v;
   volatile float sink = s;
   (void)sink;
-  return 2.0 * kChains * static_cast<double>(kFmaIterations / 8) / elapsed / 1e9;
+  return 2.0 * kChains * static_cast<double>(done) / elapsed / 1e9;
 }
 
 // Int8 dot products: the instruction the quantised prefill kernels use, in 12 independent chains
@@ -217,13 +241,17 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) double DotLoopAvx512Vnni(
 #undef FFLITE_INIT
   const __m512i u = _mm512_set1_epi8(3), v = _mm512_set1_epi8(-2);
   const double t = Now();
-  for (long it = 0; it < kDotIterations; ++it) {
+  long done = 0;
+  do {
+    for (long it = 0; it < kChunk; ++it) {
 #define FFLITE_STEP(acc) acc = _mm512_dpbusd_epi32(acc, u, v);
-    FFLITE_DOT_CHAINS(FFLITE_STEP)
+      FFLITE_DOT_CHAINS(FFLITE_STEP)
 #undef FFLITE_STEP
-    __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));
-    __asm__ volatile("" : "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));
-  }
+      __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));
+      __asm__ volatile("" : "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));
+    }
+    done += kChunk;
+  } while (More(done, kDotIterations, t));
   const double elapsed = Now() - t;
   __m512i s = a0;
 #define FFLITE_SUM(acc) s = _mm512_add_epi32(s, acc);
@@ -233,7 +261,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) double DotLoopAvx512Vnni(
   _mm512_storeu_si512(out, s);
   volatile int32_t sink = out[0];
   (void)sink;
-  return 2.0 * 64 * 12 * static_cast<double>(kDotIterations) / elapsed / 1e9;
+  return 2.0 * 64 * 12 * static_cast<double>(done) / elapsed / 1e9;
 }
 __attribute__((target("avx2,avxvnni"))) double DotLoopAvxVnni() {
 #define FFLITE_INIT(acc) __m256i acc = _mm256_set1_epi32(__LINE__ + __COUNTER__);
@@ -241,13 +269,17 @@ __attribute__((target("avx2,avxvnni"))) double DotLoopAvxVnni() {
 #undef FFLITE_INIT
   const __m256i u = _mm256_set1_epi8(3), v = _mm256_set1_epi8(-2);
   const double t = Now();
-  for (long it = 0; it < kDotIterations; ++it) {
+  long done = 0;
+  do {
+    for (long it = 0; it < kChunk; ++it) {
 #define FFLITE_STEP(acc) acc = _mm256_dpbusd_avx_epi32(acc, u, v);
-    FFLITE_DOT_CHAINS(FFLITE_STEP)
+      FFLITE_DOT_CHAINS(FFLITE_STEP)
 #undef FFLITE_STEP
-    __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5));
-    __asm__ volatile("" : "+x"(a6), "+x"(a7), "+x"(a8), "+x"(a9), "+x"(a10), "+x"(a11));
-  }
+      __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5));
+      __asm__ volatile("" : "+x"(a6), "+x"(a7), "+x"(a8), "+x"(a9), "+x"(a10), "+x"(a11));
+    }
+    done += kChunk;
+  } while (More(done, kDotIterations, t));
   const double elapsed = Now() - t;
   __m256i s = a0;
 #define FFLITE_SUM(acc) s = _mm256_add_epi32(s, acc);
@@ -257,7 +289,7 @@ __attribute__((target("avx2,avxvnni"))) double DotLoopAvxVnni() {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), s);
   volatile int32_t sink = out[0];
   (void)sink;
-  return 2.0 * 32 * 12 * static_cast<double>(kDotIterations) / elapsed / 1e9;
+  return 2.0 * 32 * 12 * static_cast<double>(done) / elapsed / 1e9;
 }
 // AVX2 without VNNI: maddubs (u8·s8 pairs to s16) + madd (s16 pairs to s32) + add, the
 // three-instruction dot product the AVX2 kernels use.
@@ -267,14 +299,18 @@ __attribute__((target("avx2"))) double DotLoopAvx2() {
 #undef FFLITE_INIT
   const __m256i u = _mm256_set1_epi8(3), v = _mm256_set1_epi8(-2), ones = _mm256_set1_epi16(1);
   const double t = Now();
-  for (long it = 0; it < kDotIterations; ++it) {
+  long done = 0;
+  do {
+    for (long it = 0; it < kChunk; ++it) {
 #define FFLITE_STEP(acc) \
-  acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, v), ones));
-    FFLITE_DOT_CHAINS(FFLITE_STEP)
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, v), ones));
+      FFLITE_DOT_CHAINS(FFLITE_STEP)
 #undef FFLITE_STEP
-    __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5));
-    __asm__ volatile("" : "+x"(a6), "+x"(a7), "+x"(a8), "+x"(a9), "+x"(a10), "+x"(a11));
-  }
+      __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5));
+      __asm__ volatile("" : "+x"(a6), "+x"(a7), "+x"(a8), "+x"(a9), "+x"(a10), "+x"(a11));
+    }
+    done += kChunk;
+  } while (More(done, kDotIterations, t));
   const double elapsed = Now() - t;
   __m256i s = a0;
 #define FFLITE_SUM(acc) s = _mm256_add_epi32(s, acc);
@@ -284,7 +320,7 @@ __attribute__((target("avx2"))) double DotLoopAvx2() {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), s);
   volatile int32_t sink = out[0];
   (void)sink;
-  return 2.0 * 32 * 12 * static_cast<double>(kDotIterations) / elapsed / 1e9;
+  return 2.0 * 32 * 12 * static_cast<double>(done) / elapsed / 1e9;
 }
 #endif
 #if defined(__aarch64__)
@@ -295,13 +331,17 @@ __attribute__((target("arch=armv8.2-a+dotprod"))) double DotLoopNeonDot() {
 #undef FFLITE_INIT
   const int8x16_t u = vdupq_n_s8(3), v = vdupq_n_s8(-2);
   const double t = Now();
-  for (long it = 0; it < kDotIterations; ++it) {
+  long done = 0;
+  do {
+    for (long it = 0; it < kChunk; ++it) {
 #define FFLITE_STEP(acc) acc = vdotq_s32(acc, u, v);
-    FFLITE_DOT_CHAINS(FFLITE_STEP)
+      FFLITE_DOT_CHAINS(FFLITE_STEP)
 #undef FFLITE_STEP
-    __asm__ volatile("" : "+w"(a0), "+w"(a1), "+w"(a2), "+w"(a3), "+w"(a4), "+w"(a5));
-    __asm__ volatile("" : "+w"(a6), "+w"(a7), "+w"(a8), "+w"(a9), "+w"(a10), "+w"(a11));
-  }
+      __asm__ volatile("" : "+w"(a0), "+w"(a1), "+w"(a2), "+w"(a3), "+w"(a4), "+w"(a5));
+      __asm__ volatile("" : "+w"(a6), "+w"(a7), "+w"(a8), "+w"(a9), "+w"(a10), "+w"(a11));
+    }
+    done += kChunk;
+  } while (More(done, kDotIterations, t));
   const double elapsed = Now() - t;
   int32x4_t s = a0;
 #define FFLITE_SUM(acc) s = vaddq_s32(s, acc);
@@ -309,7 +349,7 @@ __attribute__((target("arch=armv8.2-a+dotprod"))) double DotLoopNeonDot() {
 #undef FFLITE_SUM
   volatile int32_t sink = vgetq_lane_s32(s, 0);
   (void)sink;
-  return 2.0 * 16 * 12 * static_cast<double>(kDotIterations) / elapsed / 1e9;
+  return 2.0 * 16 * 12 * static_cast<double>(done) / elapsed / 1e9;
 }
 #endif
 #if defined(__ARM_NEON)
@@ -320,13 +360,17 @@ double DotLoopNeon() {
 #undef FFLITE_INIT
   const int8x8_t u = vdup_n_s8(3), v = vdup_n_s8(-2);
   const double t = Now();
-  for (long it = 0; it < kDotIterations; ++it) {
+  long done = 0;
+  do {
+    for (long it = 0; it < kChunk; ++it) {
 #define FFLITE_STEP(acc) acc = vpadalq_s16(acc, vmull_s8(u, v));
-    FFLITE_DOT_CHAINS(FFLITE_STEP)
+      FFLITE_DOT_CHAINS(FFLITE_STEP)
 #undef FFLITE_STEP
-    __asm__ volatile("" : "+w"(a0), "+w"(a1), "+w"(a2), "+w"(a3), "+w"(a4), "+w"(a5));
-    __asm__ volatile("" : "+w"(a6), "+w"(a7), "+w"(a8), "+w"(a9), "+w"(a10), "+w"(a11));
-  }
+      __asm__ volatile("" : "+w"(a0), "+w"(a1), "+w"(a2), "+w"(a3), "+w"(a4), "+w"(a5));
+      __asm__ volatile("" : "+w"(a6), "+w"(a7), "+w"(a8), "+w"(a9), "+w"(a10), "+w"(a11));
+    }
+    done += kChunk;
+  } while (More(done, kDotIterations, t));
   const double elapsed = Now() - t;
   int32x4_t s = a0;
 #define FFLITE_SUM(acc) s = vaddq_s32(s, acc);
@@ -334,7 +378,7 @@ double DotLoopNeon() {
 #undef FFLITE_SUM
   volatile int32_t sink = vgetq_lane_s32(s, 0);
   (void)sink;
-  return 2.0 * 8 * 12 * static_cast<double>(kDotIterations) / elapsed / 1e9;
+  return 2.0 * 8 * 12 * static_cast<double>(done) / elapsed / 1e9;
 }
 #endif
 double DotLoopScalar() {
@@ -343,15 +387,19 @@ double DotLoopScalar() {
   volatile int8_t u = 3, v = -2;
   const int32_t p = u * v;
   const double t = Now();
-  for (long it = 0; it < kDotIterations / 8; ++it) {
-    for (int i = 0; i < kChains; ++i) a[i] = a[i] * 3 + p;
-  }
+  long done = 0;
+  do {
+    for (long it = 0; it < kChunk; ++it) {
+      for (int i = 0; i < kChains; ++i) a[i] = a[i] * 3 + p;
+    }
+    done += kChunk;
+  } while (More(done, kDotIterations / 8, t));
   const double elapsed = Now() - t;
   int32_t s = 0;
   for (int32_t x : a) s += x;
   volatile int32_t sink = s;
   (void)sink;
-  return 2.0 * kChains * static_cast<double>(kDotIterations / 8) / elapsed / 1e9;
+  return 2.0 * kChains * static_cast<double>(done) / elapsed / 1e9;
 }
 
 }  // namespace
