@@ -26,10 +26,11 @@ struct Shape {
   size_t n, k, rows;
 };
 
-// Partial tiles and panels, one unit, several blocks of k (kGemmBlockUnits = 256), odd k.
+// Partial tiles and panels, one unit, several blocks of k (GemmKernel::BlockUnits: 256 to 1536
+// units; k = 3100 over 100 tokens is 2 to 7 blocks of every kernel, AMX included), odd k.
 const Shape kShapes[] = {{1, 1, 1},     {3, 7, 5},      {12, 64, 32},   {13, 300, 33},
                          {25, 257, 70}, {7, 513, 97},   {40, 1000, 16}, {128, 96, 130},
-                         {2, 2049, 31}, {33, 600, 257}};
+                         {2, 2049, 31}, {33, 600, 257}, {100, 3100, 20}};
 
 // Everything the product of one kernel needs, packed.
 struct Product {

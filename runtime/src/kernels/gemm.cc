@@ -111,7 +111,7 @@ void GemmBlock(const GemmKernel& kernel, size_t n, size_t k, size_t rows,
   // 59-67% / 55-60% of the FMA peak, up to 3 tiles 67-76% / 63-67%.
   const size_t tiles = t1 - t0;
   const bool whole_k = tiles == 1 || (tiles <= kWholeKTiles && units * nr * 4 <= kGroupBytes);
-  const size_t block = whole_k ? std::max<size_t>(units, 1) : kGemmBlockUnits;
+  const size_t block = whole_k ? std::max<size_t>(units, 1) : kernel.BlockUnits();
   const size_t blocks = std::max<size_t>(1, (units + block - 1) / block);
   const size_t group = std::max<size_t>(1, kGroupBytes / (nr * block * 4));
   const bool clamp = out_min != -std::numeric_limits<float>::infinity();

@@ -4,7 +4,7 @@
 // Why our own. XNNPACK 2022's f32 GEMM (7 tokens × 16 channels on AVX-512, one operator per slice
 // of output channels) reached 54-60% of the FMA peak on Zen 5 and 33-38% on a Xeon at 128 tokens
 // of Llama. The gemm microkernel keeps 12 tokens × 32 channels in registers (24 FMAs per 2 panel
-// loads and 12 broadcasts), the driver blocks k by kGemmBlockUnits and walks groups of panels
+// loads and 12 broadcasts), the driver blocks k (GemmKernel::BlockUnits) and walks groups of panels
 // that stay in L2 while every tile of tokens passes over them. With AVX-512 BF16, bf16 weights
 // stay bf16 (half the bytes) and vdpbf16ps does two multiply-adds per lane.
 //
