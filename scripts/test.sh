@@ -18,7 +18,7 @@ status=0
 
 # run_suite NAME BUILD_DIR [cmake args...]: configure, build, ctest; adds to the totals.
 run_suite() {
-  local name=$1 dir=$2
+  local name=$1 dir=$2 t0=$SECONDS
   shift 2
   echo "== [$name] configure + build ($dir) =="
   if ! cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DFFLITE_WERROR=ON "$@" >"$dir.configure.log" 2>&1; then
@@ -44,6 +44,7 @@ run_suite() {
   total_skipped=$((total_skipped + skipped))
   total_failed=$((total_failed + failed))
   if [ "$rc" -ne 0 ] || [ "$failed" -ne 0 ]; then status=1; echo "[$name] FAILED"; else echo "[$name] OK: $passed passed, $skipped skipped"; fi
+  echo "[$name] took $((SECONDS - t0)) s (build and tests)"
 }
 
 run_suite native build
@@ -51,9 +52,11 @@ run_suite sanitizers build-asan -DFFLITE_SANITIZE=ON
 run_suite threads build-tsan -DFFLITE_TSAN=ON -DFFLITE_BUILD_TOOLS=OFF
 
 # 4. Every libFuzzer target for 60 s with its generated seeds and saved crash inputs.
+t0=$SECONDS
 scripts/fuzz.sh 60 2>&1 | tee build-fuzz.log; [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 read -r p f < <(sed -nE 's/^fuzz: ([0-9]+) passed, ([0-9]+) failed.*/\1 \2/p' build-fuzz.log)
 total_passed=$((total_passed + ${p:-0})); total_failed=$((total_failed + ${f:-1}))
+echo "[fuzz] took $((SECONDS - t0)) s (build and runs)"
 
 # 5. Cross-built for aarch64 and armhf, the whole suite under qemu-user with two CPU models each.
 scripts/test_arm.sh 2>&1 | tee build-arm.log; [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
@@ -61,5 +64,5 @@ read -r p f s < <(sed -nE 's/^arm: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) sk
 total_passed=$((total_passed + ${p:-0})); total_failed=$((total_failed + ${f:-1})); total_skipped=$((total_skipped + ${s:-0}))
 
 echo
-echo "total: $total_passed passed, $total_failed failed, $total_skipped skipped"
+echo "total: $total_passed passed, $total_failed failed, $total_skipped skipped, in $((SECONDS / 60)) min (CI's budget for this command: 45)"
 exit $status
