@@ -197,7 +197,7 @@ const GemmKernel kScalar = {"scalar", DType::F32, kScalarMr, kScalarNr, GemmMicr
 const GemmKernel kScalarBf16 = {"scalar-bf16", DType::BF16, kScalarMr, kScalarNr,
                                 GemmMicrokernelScalarBf16};
 #if defined(FFLITE_GEMM_X86)
-const GemmKernel kAvx2 = {"avx2", DType::F32, 6, 16, GemmMicrokernelAvx2};
+const GemmKernel kAvx2 = {"avx2", DType::F32, 6, 16, GemmMicrokernelAvx2, GemmPackTileAvx2};
 const GemmKernel kAvx512 = {"avx512", DType::F32, 12, 32, GemmMicrokernelAvx512,
                             GemmPackTileAvx512};
 const GemmKernel kAvx512Bf16 = {"avx512bf16", DType::BF16, 12, 32, GemmMicrokernelAvx512Bf16,

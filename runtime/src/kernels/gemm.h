@@ -147,6 +147,8 @@ void GemmMicrokernelScalarBf16(size_t m, size_t n, size_t units, const uint32_t*
 void GemmMicrokernelAvx2(size_t m, size_t n, size_t units, const uint32_t* x, const uint32_t* w,
                          const float* bias, bool accumulate, bool clamp, float out_min, float* y,
                          size_t y_stride);
+// AVX2 packing of 6-token tiles (f32 units).
+void GemmPackTileAvx2(size_t m, size_t k, const float* x, size_t x_stride, uint32_t* tile);
 // AVX-512 F: 12 tokens × 32 channels.
 void GemmMicrokernelAvx512(size_t m, size_t n, size_t units, const uint32_t* x,
                            const uint32_t* w, const float* bias, bool accumulate, bool clamp,

@@ -1,5 +1,6 @@
 // The gemm engine's AVX2 microkernel (gemm.h): 6 tokens × 16 channels, 12 ymm accumulators, two
-// panel loads and 6 broadcasts per unit (vfmadd231ps), in the 16 ymm registers.
+// panel loads and 6 broadcasts per unit (vfmadd231ps), in the 16 ymm registers; and its packing
+// of a tile of activations (8 units at a time through an 8 × 8 transpose).
 #include "kernels/gemm.h"
 
 #if defined(FFLITE_GEMM_X86)
@@ -100,7 +101,53 @@ FFLITE_AVX2 inline void Dispatch(size_t m, size_t n, size_t units, const uint32_
   }
 }
 
+// r[j] = lane j of each of r[0..7] (an 8 × 8 transpose; bits kept as they are).
+FFLITE_AVX2 inline void Transpose8(__m256* r) {
+  __m256 t[8], s[8];
+  for (size_t i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (size_t i = 0; i < 8; i += 4) {
+    s[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    s[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+    s[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    s[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+  }
+  for (size_t i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x20);
+    r[i + 4] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x31);
+  }
+}
+
 }  // namespace
+
+FFLITE_AVX2 void GemmPackTileAvx2(size_t m, size_t k, const float* x, size_t x_stride,
+                                  uint32_t* tile) {
+  float* out = reinterpret_cast<float*>(tile);
+  for (size_t u0 = 0; u0 < k; u0 += 8) {
+    const size_t count = k - u0 < 8 ? k - u0 : 8;
+    const __m256i mask = FirstLanes(count);
+    __m256 r[8];
+    for (size_t i = 0; i < 8; ++i) {
+      const float* row = x + i * x_stride + u0;
+      r[i] = i >= m || i >= kMr ? _mm256_setzero_ps()
+             : count == 8       ? _mm256_loadu_ps(row)
+                                : _mm256_maskload_ps(row, mask);
+    }
+    Transpose8(r);
+    for (size_t j = 0; j < count; ++j) {
+      float* dst = out + (u0 + j) * kMr;
+      if (u0 + j + 1 < k) {
+        // 8 lanes: the 2 past the tile's 6 tokens land on the next unit, stored next.
+        _mm256_storeu_ps(dst, r[j]);
+      } else {
+        _mm_storeu_ps(dst, _mm256_castps256_ps128(r[j]));
+        _mm_storel_pi(reinterpret_cast<__m64*>(dst + 4), _mm256_extractf128_ps(r[j], 1));
+      }
+    }
+  }
+}
 
 FFLITE_AVX2 void GemmMicrokernelAvx2(size_t m, size_t n, size_t units, const uint32_t* x,
                                      const uint32_t* w, const float* bias, bool accumulate,
