@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer target for a fixed budget with its generated seed corpus and saved crash
-# inputs; fails on any finding (the input is kept in build-fuzz/findings/ — add it to
-# tests/fuzz/regressions/<target>/ once fixed). Usage: scripts/fuzz.sh [seconds-per-target]
+# inputs, as many targets at once as there are cores; fails on any finding (the input is kept in
+# build-fuzz/findings/ — add it to tests/fuzz/regressions/<target>/ once fixed).
+# Usage: scripts/fuzz.sh [seconds-per-target]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
@@ -17,20 +18,45 @@ rm -rf "$seeds" build-fuzz/corpus build-fuzz/findings
 mkdir -p build-fuzz/corpus build-fuzz/findings
 build-fuzz/tests/fuzz/make_fuzz_seeds "$seeds" >/dev/null
 
-status=0
-passed=0
-failed=0
-while read -r target; do
-  [ -n "$target" ] || continue
-  corpus=build-fuzz/corpus/$target
+# One target: its budget, its corpus, its log; writes "ok <executions>" or "finding" to its result.
+run_target() {
+  local target=$1 corpus=build-fuzz/corpus/$1 log=build-fuzz/$1.log
   mkdir -p "$corpus"
-  log=build-fuzz/$target.log
-  echo "== fuzz $target for ${seconds}s =="
   if build-fuzz/tests/fuzz/"$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
       -malloc_limit_mb=1024 -print_final_stats=1 -artifact_prefix=build-fuzz/findings/"$target"- \
       "$corpus" "$seeds/$target" tests/fuzz/regressions/"$target" >"$log" 2>&1; then
-    runs=$(grep -E '^stat::number_of_executed_units' "$log" | awk '{print $2}')
-    echo "   $target: $runs executions, no findings"
+    echo "ok $(grep -E '^stat::number_of_executed_units' "$log" | awk '{print $2}')" >"$log.result"
+  else
+    echo "finding" >"$log.result"
+  fi
+}
+
+# The targets run side by side, one per core (each is one process with its own time budget).
+targets=()
+while read -r target; do
+  [ -n "$target" ] && targets+=("$target")
+done < build-fuzz/tests/fuzz/targets.txt
+running=0
+for target in "${targets[@]}"; do
+  echo "== fuzz $target for ${seconds}s =="
+  rm -f build-fuzz/"$target".log.result
+  run_target "$target" &
+  running=$((running + 1))
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || true
+    running=$((running - 1))
+  fi
+done
+wait
+
+status=0
+passed=0
+failed=0
+for target in "${targets[@]}"; do
+  log=build-fuzz/$target.log
+  result=$(cat "$log.result" 2>/dev/null || echo "finding")
+  if [ "${result%% *}" = ok ]; then
+    echo "   $target: ${result#ok } executions, no findings"
     passed=$((passed + 1))
   else
     tail -40 "$log"
@@ -38,6 +64,6 @@ while read -r target; do
     status=1
     failed=$((failed + 1))
   fi
-done < build-fuzz/tests/fuzz/targets.txt
+done
 echo "fuzz: $passed passed, $failed failed"
 exit $status
