@@ -553,10 +553,10 @@ int Main() {
   const double llc = cpuinfo_initialize() ? cpuinfo_get_max_cache_size() : (32u << 20);
   size_t copies = 1;
   if (cold) {
-    copies = std::max<size_t>(2, static_cast<size_t>(std::ceil(4.0 * llc / work.weight_bytes)));
-    if (absl::GetFlag(FLAGS_cold_copies) > 0) {
-      copies = static_cast<size_t>(absl::GetFlag(FLAGS_cold_copies));
-    }
+    const int asked = absl::GetFlag(FLAGS_cold_copies);
+    const size_t automatic =
+        std::max<size_t>(2, static_cast<size_t>(std::ceil(4.0 * llc / work.weight_bytes)));
+    copies = asked > 0 ? static_cast<size_t>(asked) : automatic;
     const double avail = ProcKb("/proc/meminfo", "MemAvailable") * 1024.0;
     const size_t fit = static_cast<size_t>(avail / 2 / (packed_bytes * (with_base ? 2 : 1)));
     copies = std::max<size_t>(1, std::min(copies, fit));

@@ -95,7 +95,6 @@ struct GemmKernel {
   size_t ActivationBytes(size_t n, size_t k) const { return Tiles(n) * mr * Units(k) * 4; }
 };
 
-
 // Packs panels [first, last) of W: [rows, k] row-major, elements of w_dtype (F32, F16, BF16; a
 // BF16 kernel takes BF16 only: its values are not rounded). packed: the whole matrix's buffer
 // (WeightBytes), 4-byte aligned; the panels given are written whole, padding included.

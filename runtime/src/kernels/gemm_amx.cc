@@ -250,7 +250,6 @@ void GemmMicrokernelAmxBf16(size_t m, size_t n, size_t units, const uint32_t* x,
   gemm_amx_tiles::Microkernel(m, n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride);
 }
 
-
 const GemmKernel& GemmAmxKernel() { return gemm_amx_tiles::Kernel(); }
 
 bool GemmAmxUsable() {

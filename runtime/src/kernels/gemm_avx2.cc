@@ -7,6 +7,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -126,14 +127,14 @@ FFLITE_AVX2 void GemmPackTileAvx2(size_t m, size_t k, const float* x, size_t x_s
                                   uint32_t* tile) {
   float* out = reinterpret_cast<float*>(tile);
   for (size_t u0 = 0; u0 < k; u0 += 8) {
-    const size_t count = k - u0 < 8 ? k - u0 : 8;
+    const size_t count = std::min<size_t>(8, k - u0);
     const __m256i mask = FirstLanes(count);
     __m256 r[8];
     for (size_t i = 0; i < 8; ++i) {
       const float* row = x + i * x_stride + u0;
-      r[i] = i >= m || i >= kMr ? _mm256_setzero_ps()
-             : count == 8       ? _mm256_loadu_ps(row)
-                                : _mm256_maskload_ps(row, mask);
+      r[i] = i >= m        ? _mm256_setzero_ps()  // tokens past m (m <= 6), lanes 6 and 7
+             : count == 8 ? _mm256_loadu_ps(row)
+                          : _mm256_maskload_ps(row, mask);
     }
     Transpose8(r);
     for (size_t j = 0; j < count; ++j) {
