@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <iterator>
 #include <limits>
 #include <random>
@@ -38,6 +39,7 @@ struct Product {
   Shape s;
   std::vector<float> x, bias;
   std::vector<uint16_t> w_bf16;  // the weights as bf16 (what both kinds of kernel multiply)
+  std::vector<uint16_t> w_f16;   // the same as f16, for a kernel of f16 panels (what it multiplies)
   AlignedBuffer<uint32_t> w, xp;
 
   Product(const GemmKernel& g, Shape shape, std::mt19937& gen) : kernel(&g), s(shape) {
@@ -50,8 +52,15 @@ struct Product {
     for (uint16_t& v : w_bf16) v = F32ToBf16(dist(gen));
     EXPECT_TRUE(w.Allocate(g.WeightBytes(s.rows, s.k) / 4));
     EXPECT_TRUE(xp.Allocate(g.ActivationBytes(s.n, s.k) / 4));
-    // f32 kernels take the same values widened (exact), so one reference serves both.
-    GemmPackWeights(g, s.rows, s.k, w_bf16.data(), DType::BF16, 0, g.Panels(s.rows), w.data());
+    // f32 kernels take the same values widened (exact), so one reference serves both; f16
+    // panels take them as f16 (rounded where bf16's range is wider: the reference uses those).
+    if (g.panel == DType::F16) {
+      for (uint16_t v : w_bf16) w_f16.push_back(F32ToF16(Bf16ToF32(v)));
+      GemmPackWeights(g, s.rows, s.k, w_f16.data(), DType::F16, 0, g.Panels(s.rows), w.data());
+    } else {
+      GemmPackWeights(g, s.rows, s.k, w_bf16.data(), DType::BF16, 0, g.Panels(s.rows),
+                      w.data());
+    }
     GemmPackActivations(g, s.n, s.k, x.data(), s.k, 0, g.Tiles(s.n), xp.data());
   }
 
@@ -69,7 +78,9 @@ struct Product {
     for (size_t j = 0; j < s.k; ++j) {
       float xv = x[t * s.k + j];
       if (kernel->dtype == DType::BF16) xv = Bf16ToF32(F32ToBf16(xv));
-      const double term = static_cast<double>(Bf16ToF32(w_bf16[o * s.k + j])) * xv;
+      const size_t i = o * s.k + j;
+      const float wv = w_f16.empty() ? Bf16ToF32(w_bf16[i]) : F16ToF32(w_f16[i]);
+      const double term = static_cast<double>(wv) * xv;
       sum += term;
       mag += std::fabs(term);
     }
@@ -78,12 +89,26 @@ struct Product {
   }
 };
 
-// The kernels this CPU runs, and for bf16 the AMX kernel's software model too (its layout, tile
-// source and driver, checked here where the CPU has no AMX), with its AVX-512 packing where the
-// CPU has that.
+// The 16-bit-panel twins of the f32 kernels this CPU runs (the scalar twin's everywhere).
+std::vector<const GemmKernel*> HalfPanelKernels() {
+  std::vector<const GemmKernel*> kernels;
+  for (const GemmKernel* g : AvailableGemmKernels(DType::F32)) {
+    for (DType half : {DType::F16, DType::BF16}) {
+      if (const GemmKernel* h = HalfPanelKernel(*g, half)) kernels.push_back(h);
+    }
+  }
+  return kernels;
+}
+
+// The kernels this CPU runs, for f32 their 16-bit-panel twins, and for bf16 the AMX kernel's
+// software model too (its layout, tile source and driver, checked here where the CPU has no
+// AMX), with its AVX-512 packing where the CPU has that.
 std::vector<GemmKernel> KernelsUnderTest(DType dtype) {
   std::vector<GemmKernel> kernels;
   for (const GemmKernel* g : AvailableGemmKernels(dtype)) kernels.push_back(*g);
+  if (dtype == DType::F32) {
+    for (const GemmKernel* h : HalfPanelKernels()) kernels.push_back(*h);
+  }
   if (dtype == DType::BF16) {
     kernels.push_back(GemmAmxModelKernel());
 #if defined(FFLITE_GEMM_X86)
@@ -179,6 +204,79 @@ TEST(GemmTest, SplitsGiveTheSameBits) {
       EXPECT_EQ(whole, pieces) << g->isa;
     }
   }
+}
+
+// A kernel of 16-bit panels gives the bits of its f32 kernel over f32 panels of the same f16 or
+// bf16 weights (the widening is exact and the order of the sums is the f32 kernel's), with bias
+// and clamp or without, over every shape: values of the whole range, subnormals and signed zeros
+// included (no NaN: vcvtph2ps and the portable widening may quiet a NaN's payload differently).
+// Padding channels of the 16-bit panels are zero: the packed buffer starts as 0xff bytes, and
+// holds exactly as many nonzero slots as the weights have nonzero values.
+TEST(GemmTest, HalfPanelsGiveTheBitsOfF32Panels) {
+  size_t checked = 0;
+  for (const GemmKernel* f32 : AvailableGemmKernels(DType::F32)) {
+    for (DType half : {DType::F16, DType::BF16}) {
+      const GemmKernel* h = HalfPanelKernel(*f32, half);
+      if (h == nullptr) continue;
+      ++checked;
+      ASSERT_EQ(h->dtype, DType::F32) << h->isa;
+      ASSERT_EQ(h->panel, half) << h->isa;
+      ASSERT_EQ(h->mr, f32->mr) << h->isa;
+      ASSERT_EQ(h->nr, f32->nr) << h->isa;
+      EXPECT_EQ(2 * h->WeightBytes(33, 7), f32->WeightBytes(33, 7)) << h->isa;
+      std::mt19937 gen(5);
+      std::uniform_int_distribution<uint32_t> bits(0, 0xffff);
+      std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+      auto value = [&](float f) { return half == DType::F16 ? F32ToF16(f) : F32ToBf16(f); };
+      auto widen = [&](uint16_t v) { return half == DType::F16 ? F16ToF32(v) : Bf16ToF32(v); };
+      for (const Shape& s : kShapes) {
+        // One value in 8 any finite bit pattern (subnormals, -0, the largest), the others in
+        // [-1, 1] (sums whose order shows in the last bits).
+        std::vector<uint16_t> w(s.rows * s.k);
+        size_t nonzero = 0;
+        for (uint16_t& v : w) {
+          v = value(dist(gen));
+          if (bits(gen) % 8 == 0) {
+            do {
+              v = static_cast<uint16_t>(bits(gen));
+            } while (!std::isfinite(widen(v)));
+          }
+          nonzero += (v & 0x7fff) != 0;
+        }
+        std::vector<float> x(s.n * s.k), bias(s.rows);
+        for (float& v : x) v = dist(gen);
+        for (float& v : bias) v = dist(gen);
+        AlignedBuffer<uint32_t> wf, wh, xf, xh;
+        ASSERT_TRUE(wf.Allocate(f32->WeightBytes(s.rows, s.k) / 4) &&
+                    wh.Allocate(h->WeightBytes(s.rows, s.k) / 4) &&
+                    xf.Allocate(f32->ActivationBytes(s.n, s.k) / 4) &&
+                    xh.Allocate(h->ActivationBytes(s.n, s.k) / 4));
+        std::memset(wh.data(), 0xff, h->WeightBytes(s.rows, s.k));
+        GemmPackWeights(*f32, s.rows, s.k, w.data(), half, 0, f32->Panels(s.rows), wf.data());
+        GemmPackWeights(*h, s.rows, s.k, w.data(), half, 0, h->Panels(s.rows), wh.data());
+        const uint16_t* slots = reinterpret_cast<const uint16_t*>(wh.data());
+        const size_t nonzero_slots = static_cast<size_t>(std::count_if(
+            slots, slots + h->WeightBytes(s.rows, s.k) / 2,
+            [](uint16_t v) { return (v & 0x7fff) != 0; }));
+        EXPECT_EQ(nonzero_slots, nonzero) << h->isa << " rows " << s.rows << " k " << s.k;
+        GemmPackActivations(*f32, s.n, s.k, x.data(), s.k, 0, f32->Tiles(s.n), xf.data());
+        GemmPackActivations(*h, s.n, s.k, x.data(), s.k, 0, h->Tiles(s.n), xh.data());
+        for (bool with_bias : {true, false}) {
+          const float out_min = with_bias ? -std::numeric_limits<float>::infinity() : 0.0f;
+          std::vector<float> want(s.n * s.rows), got(s.n * s.rows);
+          GemmBlock(*f32, s.n, s.k, s.rows, xf.data(), wf.data(),
+                    with_bias ? bias.data() : nullptr, out_min, 0, f32->Tiles(s.n), 0,
+                    f32->Panels(s.rows), want.data(), s.rows);
+          GemmBlock(*h, s.n, s.k, s.rows, xh.data(), wh.data(), with_bias ? bias.data() : nullptr,
+                    out_min, 0, h->Tiles(s.n), 0, h->Panels(s.rows), got.data(), s.rows);
+          ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
+              << h->isa << " n " << s.n << " k " << s.k << " rows " << s.rows << " bias "
+              << with_bias;
+        }
+      }
+    }
+  }
+  EXPECT_GE(checked, 2u);  // the scalar twin's, everywhere
 }
 
 // Weights stored as f32 or f16 pack to the same panels as their values widened from bf16

@@ -106,14 +106,23 @@ TEST(PlatformTest, CApiReportsTheSameFacts) {
   const PackedKernelNames gemm = XnnpackPackedKernelNames(XnnpackBackendOptions());
   EXPECT_EQ(std::string(info.gemm_kernels), gemm.f32);
   EXPECT_EQ(std::string(info.bf16_gemm_kernels), gemm.bf16);
+  EXPECT_EQ(std::string(info.f16_gemm_kernels), gemm.f16);
 #if defined(__x86_64__)
-  // x86 with AVX2 + FMA runs fflite's GEMM; bf16 arithmetic only where AVX-512 BF16 is.
+  // x86 with AVX2 + FMA runs fflite's GEMM; bf16 arithmetic only where AVX-512 BF16 is. The AVX2
+  // kernel reads f16/bf16 weights from 16-bit panels; the AVX-512 one from f32 panels.
   if (cpuinfo_initialize() && cpuinfo_has_x86_avx2() && cpuinfo_has_x86_fma3()) {
     EXPECT_NE(gemm.f32, "xnnpack");
   }
-  if (!(cpuinfo_initialize() && cpuinfo_has_x86_avx512bf16())) {
+  if (gemm.f32 == "avx2") {
+    EXPECT_EQ(gemm.f16, "avx2-f16w");
+    if (!(cpuinfo_initialize() && cpuinfo_has_x86_avx512bf16())) {
+      EXPECT_EQ(gemm.bf16, "avx2-bf16w");
+    }
+  } else if (!(cpuinfo_initialize() && cpuinfo_has_x86_avx512bf16())) {
     EXPECT_EQ(gemm.bf16, gemm.f32);
   }
+#else
+  EXPECT_EQ(gemm.f16, gemm.f32);  // no 16-bit panels off x86 yet
 #endif
 }
 

@@ -184,8 +184,10 @@ TEST(XnnpackOptionsTest, OneOperatorPerMatrix) {
 }
 
 // Both packed engines, and the gemm engine with each of its kernels this CPU runs (scalar twins
-// included; bf16 arithmetic on and off for bf16 weights), over f32/f16/bf16 weights, a fused
-// ReLU clamp and a gated layer, partial tiles and panels, chunks of tokens and 1 and 3 threads.
+// included; bf16 arithmetic on and off for bf16 weights; f16/bf16 weights in 16-bit panels where
+// the f32 kernel has a twin for them, and for the best f32 kernel in f32 panels too), over
+// f32/f16/bf16 weights, a fused ReLU clamp and a gated layer, partial tiles and panels, chunks of
+// tokens and 1 and 3 threads.
 TEST(XnnpackOptionsTest, EveryPackedEngineMatchesReference) {
   using Engine = XnnpackBackendOptions::PackedEngine;
   struct Setting {
@@ -194,11 +196,15 @@ TEST(XnnpackOptionsTest, EveryPackedEngineMatchesReference) {
     const GemmKernel* bf16;
     bool bf16_arithmetic;
     std::string name;
+    bool half_panels = true;
   };
   std::vector<Setting> settings = {{Engine::kXnnpack, nullptr, nullptr, false, "xnnpack"}};
   for (const GemmKernel* g : AvailableGemmKernels(DType::F32)) {
     settings.push_back({Engine::kGemm, g, nullptr, false, std::string("gemm ") + g->isa});
   }
+  settings.push_back({Engine::kGemm, &BestGemmKernel(DType::F32), nullptr, false,
+                      std::string("gemm ") + BestGemmKernel(DType::F32).isa + ", f32 panels",
+                      false});
   for (const GemmKernel* g : AvailableGemmKernels(DType::BF16)) {
     settings.push_back({Engine::kGemm, nullptr, g, true, std::string("gemm ") + g->isa});
   }
@@ -220,6 +226,7 @@ TEST(XnnpackOptionsTest, EveryPackedEngineMatchesReference) {
         options.gemm_f32 = setting.f32;
         options.gemm_bf16 = setting.bf16;
         options.bf16_arithmetic = setting.bf16_arithmetic;
+        options.half_panels = setting.half_panels;
         options.token_chunk = 50;  // 131 tokens: chunks of 50, 50, 31
         options.direct_max_tokens = 0;
         WriteOptions write;

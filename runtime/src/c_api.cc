@@ -410,6 +410,7 @@ fflite_status fflite_platform_info_get(fflite_platform_info* out_info) {
         fflite::XnnpackPackedKernelNames(fflite::XnnpackBackendOptions());
     copy(gemm.f32, info.gemm_kernels, sizeof(info.gemm_kernels));
     copy(gemm.bf16, info.bf16_gemm_kernels, sizeof(info.bf16_gemm_kernels));
+    copy(gemm.f16, info.f16_gemm_kernels, sizeof(info.f16_gemm_kernels));
     // Only the bytes the caller's struct has: a caller built against an older header is safe.
     std::memcpy(out_info, &info, info.struct_size);
     return absl::OkStatus();

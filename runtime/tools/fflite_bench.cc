@@ -81,6 +81,9 @@ ABSL_FLAG(std::string, gemm_isa, "",
 ABSL_FLAG(bool, bf16_arithmetic, true,
           "xnnpack with the gemm engine: multiply bf16 weights in bf16 where the CPU can (false: "
           "f32 panels)");
+ABSL_FLAG(bool, half_panels, true,
+          "xnnpack with the gemm engine: f16/bf16 weights stay 16-bit in the packed panels where "
+          "the kernel has such a twin (avx2; the same results; false: f32 panels)");
 ABSL_FLAG(int64_t, bandwidth_mib, 1024, "buffer for the read-bandwidth measurement");
 ABSL_FLAG(std::string, dtype, "f32",
           "--synthetic: dtype of the FFN weight matrices: f32, f16, bf16, i8 or i4 (quantised by "
@@ -334,6 +337,7 @@ absl::StatusOr<XnnpackBackendOptions> BenchXnnpackOptions() {
     }
   }
   options.bf16_arithmetic = absl::GetFlag(FLAGS_bf16_arithmetic);
+  options.half_panels = absl::GetFlag(FLAGS_half_panels);
   return options;
 }
 

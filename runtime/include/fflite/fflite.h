@@ -271,11 +271,16 @@ typedef struct fflite_platform_info {
   char quant_gemv_kernels[16];
   char quant_gemm_kernels[16];
   /* Appended in 0.2 too: what multiplies packed float weights at prefill (many tokens): "avx512",
-   * "avx2" (fflite's own GEMM) or "xnnpack" for f32/f16 weights; for bf16 weights "amx-bf16"
+   * "avx2" (fflite's own GEMM) or "xnnpack" for f32 weights; for bf16 weights "amx-bf16"
    * (AMX tiles) or "avx512bf16" when they are multiplied in bf16 (activations rounded to bf16),
-   * else the same as for f32. */
+   * else "avx2-bf16w" where bf16 weights stay 16-bit in the packed panels and are widened to f32
+   * as they are loaded (the f32 results, bit for bit, from half the bytes), else the same as for
+   * f32. */
   char gemm_kernels[16];
   char bf16_gemm_kernels[16];
+  /* Appended after those: the same for f16 weights: "avx2-f16w" (16-bit panels, widened to f32
+   * as they are loaded), else the same as for f32. */
+  char f16_gemm_kernels[16];
 } fflite_platform_info;
 
 /* Fills *out_info; the facts are detected on the first call and then cached. Thread-safe.

@@ -34,6 +34,23 @@ constexpr size_t kWholeKTiles = 3;
 void GemmPackWeights(const GemmKernel& kernel, size_t rows, size_t k, const void* w,
                      DType w_dtype, size_t first, size_t last, uint32_t* packed) {
   const size_t nr = kernel.nr, units = kernel.Units(k), values = kernel.ValueUnits(k);
+  if (kernel.panel != DType::F32) {
+    // 16-bit slots: the file's values as they are (w_dtype is kernel.panel), in channel pairs
+    // where paired_halves.
+    const uint16_t* src = static_cast<const uint16_t*>(w);
+    for (size_t p = first; p < last; ++p) {
+      uint16_t* panel = reinterpret_cast<uint16_t*>(packed) + p * units * nr;
+      for (size_t j = 0; j < nr; ++j) {
+        const size_t slot = !kernel.paired_halves ? j
+                            : j < nr / 2          ? 2 * j
+                                                  : 2 * (j - nr / 2) + 1;
+        const size_t r = p * nr + j, v = r < rows ? values : 0;
+        for (size_t u = 0; u < v; ++u) panel[u * nr + slot] = src[r * k + u];
+        for (size_t u = v; u < units; ++u) panel[u * nr + slot] = 0;
+      }
+    }
+    return;
+  }
   for (size_t p = first; p < last; ++p) {
     uint32_t* panel = packed + p * units * nr;
     // In spans of 16 units: a span's writes (16 · nr units) stay in L1 while the rows are read.
@@ -110,10 +127,12 @@ void GemmBlock(const GemmKernel& kernel, size_t n, size_t k, size_t rows,
   // mixtral-mini routed experts at 128 tokens (11-24 per expert), 1 / 2 threads: always blocked
   // 59-67% / 55-60% of the FMA peak, up to 3 tiles 67-76% / 63-67%.
   const size_t tiles = t1 - t0;
-  const bool whole_k = tiles == 1 || (tiles <= kWholeKTiles && units * nr * 4 <= kGroupBytes);
+  const size_t slot = kernel.SlotBytes();
+  const bool whole_k =
+      tiles == 1 || (tiles <= kWholeKTiles && units * nr * slot <= kGroupBytes);
   const size_t block = whole_k ? std::max<size_t>(units, 1) : kernel.BlockUnits();
   const size_t blocks = std::max<size_t>(1, (units + block - 1) / block);
-  const size_t group = std::max<size_t>(1, kGroupBytes / (nr * block * 4));
+  const size_t group = std::max<size_t>(1, kGroupBytes / (nr * block * slot));
   const bool clamp = out_min != -std::numeric_limits<float>::infinity();
   if (kernel.enter != nullptr) kernel.enter();
   for (size_t pg = p0; pg < p1; pg += group) {
@@ -127,7 +146,7 @@ void GemmBlock(const GemmKernel& kernel, size_t n, size_t k, size_t rows,
         float* yt = y + t * mr * y_stride;
         for (size_t p = pg; p < pe; ++p) {
           const size_t c = std::min(nr, rows - p * nr);
-          kernel.microkernel(m, c, ub, xt, packed_w + (p * units + u0) * nr,
+          kernel.microkernel(m, c, ub, xt, kernel.PanelAt(packed_w, units, p, u0),
                              bias != nullptr ? bias + p * nr : nullptr, /*accumulate=*/b > 0,
                              final && clamp, out_min, yt + p * nr, y_stride);
         }
@@ -142,10 +161,15 @@ void GemmBlock(const GemmKernel& kernel, size_t n, size_t k, size_t rows,
 namespace {
 constexpr size_t kScalarMr = 4, kScalarNr = 8;
 
-template <bool kBf16>
+// What a scalar twin's weight slots hold: f32 units, bf16 pairs (with bf16 activations), or
+// 16-bit f16 / bf16 slots (with f32 activations).
+enum class Slots { kF32, kBf16Pairs, kF16, kBf16 };
+
+template <Slots kSlots>
 void ScalarMicrokernel(size_t m, size_t n, size_t units, const uint32_t* x, const uint32_t* w,
                        const float* bias, bool accumulate, bool clamp, float out_min, float* y,
                        size_t y_stride) {
+  const uint16_t* w16 = reinterpret_cast<const uint16_t*>(w);
   float acc[kScalarMr][kScalarNr];
   for (size_t i = 0; i < m; ++i) {
     for (size_t j = 0; j < n; ++j) {
@@ -156,8 +180,14 @@ void ScalarMicrokernel(size_t m, size_t n, size_t units, const uint32_t* x, cons
     for (size_t i = 0; i < m; ++i) {
       const uint32_t xu = x[u * kScalarMr + i];
       for (size_t j = 0; j < n; ++j) {
+        if (kSlots == Slots::kF16 || kSlots == Slots::kBf16) {
+          const uint16_t h = w16[u * kScalarNr + j];
+          const float wf = kSlots == Slots::kF16 ? F16ToF32(h) : Bf16ToF32(h);
+          acc[i][j] += wf * BitsToFloat(xu);
+          continue;
+        }
         const uint32_t wu = w[u * kScalarNr + j];
-        if (kBf16) {
+        if (kSlots == Slots::kBf16Pairs) {
           // vdpbf16ps's order: the odd pair's product first, then the even one's (each exact).
           acc[i][j] += Bf16ToF32(static_cast<uint16_t>(wu >> 16)) *
                        Bf16ToF32(static_cast<uint16_t>(xu >> 16));
@@ -180,32 +210,69 @@ void ScalarMicrokernel(size_t m, size_t n, size_t units, const uint32_t* x, cons
 void GemmMicrokernelScalar(size_t m, size_t n, size_t units, const uint32_t* x, const uint32_t* w,
                            const float* bias, bool accumulate, bool clamp, float out_min,
                            float* y, size_t y_stride) {
-  ScalarMicrokernel<false>(m, n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride);
+  ScalarMicrokernel<Slots::kF32>(m, n, units, x, w, bias, accumulate, clamp, out_min, y,
+                                 y_stride);
 }
 
 void GemmMicrokernelScalarBf16(size_t m, size_t n, size_t units, const uint32_t* x,
                                const uint32_t* w, const float* bias, bool accumulate, bool clamp,
                                float out_min, float* y, size_t y_stride) {
-  ScalarMicrokernel<true>(m, n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride);
+  ScalarMicrokernel<Slots::kBf16Pairs>(m, n, units, x, w, bias, accumulate, clamp, out_min, y,
+                                       y_stride);
+}
+
+void GemmMicrokernelScalarF16w(size_t m, size_t n, size_t units, const uint32_t* x,
+                               const uint32_t* w, const float* bias, bool accumulate, bool clamp,
+                               float out_min, float* y, size_t y_stride) {
+  ScalarMicrokernel<Slots::kF16>(m, n, units, x, w, bias, accumulate, clamp, out_min, y,
+                                 y_stride);
+}
+
+void GemmMicrokernelScalarBf16w(size_t m, size_t n, size_t units, const uint32_t* x,
+                                const uint32_t* w, const float* bias, bool accumulate, bool clamp,
+                                float out_min, float* y, size_t y_stride) {
+  ScalarMicrokernel<Slots::kBf16>(m, n, units, x, w, bias, accumulate, clamp, out_min, y,
+                                  y_stride);
 }
 
 // --- Selection. ---
 
 namespace {
 
-const GemmKernel kScalar = {"scalar", DType::F32, kScalarMr, kScalarNr, GemmMicrokernelScalar};
-const GemmKernel kScalarBf16 = {"scalar-bf16", DType::BF16, kScalarMr, kScalarNr,
+constexpr GemmKernel kScalar = {"scalar", DType::F32, kScalarMr, kScalarNr, GemmMicrokernelScalar};
+constexpr GemmKernel kScalarBf16 = {"scalar-bf16", DType::BF16, kScalarMr, kScalarNr,
                                 GemmMicrokernelScalarBf16};
 #if defined(FFLITE_GEMM_X86)
-const GemmKernel kAvx2 = {"avx2", DType::F32, 6, 16, GemmMicrokernelAvx2, GemmPackTileAvx2};
-const GemmKernel kAvx512 = {"avx512", DType::F32, 12, 32, GemmMicrokernelAvx512,
+constexpr GemmKernel kAvx2 = {"avx2", DType::F32, 6, 16, GemmMicrokernelAvx2, GemmPackTileAvx2};
+constexpr GemmKernel kAvx512 = {"avx512", DType::F32, 12, 32, GemmMicrokernelAvx512,
                             GemmPackTileAvx512};
-const GemmKernel kAvx512Bf16 = {"avx512bf16", DType::BF16, 12, 32, GemmMicrokernelAvx512Bf16,
+constexpr GemmKernel kAvx512Bf16 = {"avx512bf16", DType::BF16, 12, 32, GemmMicrokernelAvx512Bf16,
                                 GemmPackTileAvx512Bf16};
 #endif
+
+// `base` reading 16-bit panels of `panel` values through `microkernel`.
+constexpr GemmKernel HalfPanels(GemmKernel base, const char* isa, GemmMicrokernelFn microkernel,
+                      DType panel, bool paired_halves) {
+  base.isa = isa;
+  base.microkernel = microkernel;
+  base.panel = panel;
+  base.paired_halves = paired_halves;
+  return base;
+}
+
+constexpr GemmKernel kScalarF16w =
+    HalfPanels(kScalar, "scalar-f16w", GemmMicrokernelScalarF16w, DType::F16, false);
+constexpr GemmKernel kScalarBf16w =
+    HalfPanels(kScalar, "scalar-bf16w", GemmMicrokernelScalarBf16w, DType::BF16, false);
+#if defined(FFLITE_GEMM_X86)
+constexpr GemmKernel kAvx2F16w =
+    HalfPanels(kAvx2, "avx2-f16w", GemmMicrokernelAvx2F16w, DType::F16, false);
+constexpr GemmKernel kAvx2Bf16w =
+    HalfPanels(kAvx2, "avx2-bf16w", GemmMicrokernelAvx2Bf16w, DType::BF16, true);
+#endif
 #if defined(FFLITE_GEMM_NEON)
-const GemmKernel kNeon = {"neon", DType::F32, 6, 16, GemmMicrokernelNeon};
-const GemmKernel kNeonBf16 = {"neon-bf16", DType::BF16, 6, 16, GemmMicrokernelNeonBf16};
+constexpr GemmKernel kNeon = {"neon", DType::F32, 6, 16, GemmMicrokernelNeon};
+constexpr GemmKernel kNeonBf16 = {"neon-bf16", DType::BF16, 6, 16, GemmMicrokernelNeonBf16};
 #endif
 
 std::vector<const GemmKernel*> Detect(DType dtype) {
@@ -213,7 +280,8 @@ std::vector<const GemmKernel*> Detect(DType dtype) {
   // cpuinfo_initialize is idempotent and thread-safe; on failure only the scalar twins are used.
   const bool cpuinfo = cpuinfo_initialize();
 #if defined(FFLITE_GEMM_X86)
-  if (cpuinfo && cpuinfo_has_x86_avx2() && cpuinfo_has_x86_fma3()) {
+  // F16C for the AVX2 kernels' f16 twin (compiled together); every AVX2 CPU has it.
+  if (cpuinfo && cpuinfo_has_x86_avx2() && cpuinfo_has_x86_fma3() && cpuinfo_has_x86_f16c()) {
     if (dtype == DType::F32) list.push_back(&kAvx2);
     if (cpuinfo_has_x86_avx512f()) {
       if (dtype == DType::F32) list.push_back(&kAvx512);
@@ -241,5 +309,16 @@ std::vector<const GemmKernel*> AvailableGemmKernels(DType dtype) {
 }
 
 const GemmKernel& BestGemmKernel(DType dtype) { return *AvailableGemmKernels(dtype).back(); }
+
+const GemmKernel* HalfPanelKernel(const GemmKernel& f32, DType half) {
+  if (half != DType::F16 && half != DType::BF16) return nullptr;
+  const bool f16 = half == DType::F16;
+  if (f32.microkernel == &GemmMicrokernelScalar) return f16 ? &kScalarF16w : &kScalarBf16w;
+#if defined(FFLITE_GEMM_X86)
+  // Listed only where the CPU has AVX2, FMA3 and F16C.
+  if (f32.microkernel == &GemmMicrokernelAvx2) return f16 ? &kAvx2F16w : &kAvx2Bf16w;
+#endif
+  return nullptr;
+}
 
 }  // namespace fflite

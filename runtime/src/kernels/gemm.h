@@ -10,6 +10,12 @@
 //  - packed weights: panels of `nr` output channels, panel p at p · units(k) · nr units, within it
 //    unit u of channel j at u · nr + j. Channels past `rows` are zero. (16 units of a 16-channel
 //    half panel are an AMX tile in its pairs layout, rows nr · 4 bytes apart.)
+//  - 16-bit panels (an f32 kernel with `panel` F16 or BF16): the same with 2-byte slots, each
+//    holding the file's f16 or bf16 value as it is; the microkernel widens it to f32 as it loads
+//    it, which is exact, so the products and sums are those of the f32 panels of the same
+//    weights, bit for bit, from half the bytes. With `paired_halves` the nr slots of a unit hold
+//    channel pairs: 32-bit word j < nr/2 is channel j in its low half and j + nr/2 in its high
+//    half (one shift and one mask widen them on AVX2; see gemm_avx2.cc).
 //  - packed activations: tiles of `mr` tokens, tile t at t · units(k) · mr units, within it unit u
 //    of token i at u · mr + i (or by rows of 16 units, GemmKernel::x_rows). Tokens past the call's
 //    count and k values past k are zero.
@@ -51,6 +57,7 @@ using GemmPackTileFn = void (*)(size_t m, size_t k, const float* x, size_t x_str
 
 struct GemmKernel {
   // "scalar", "avx2", "avx512", "neon"; "scalar-bf16", "avx512bf16", "amx-bf16", "neon-bf16"
+  // "avx2-f16w", "avx2-bf16w", "scalar-f16w", "scalar-bf16w" (16-bit panels)
   const char* isa;
   DType dtype;      // the packed element type: F32 (kr 1) or BF16 (kr 2)
   size_t mr, nr;    // tokens per tile, output channels per panel
@@ -70,6 +77,9 @@ struct GemmKernel {
   // nullptr: AMX loads its tile configuration and releases the tiles.
   void (*enter)() = nullptr;
   void (*leave)() = nullptr;
+  // The weights' slots (an F32 kernel only): F32, or F16 / BF16 as in the file, 2 bytes each.
+  DType panel = DType::F32;
+  bool paired_halves = false;  // 16-bit slots in channel pairs (see the layout above)
 
   size_t kr() const { return dtype == DType::BF16 ? 2 : 1; }
   // Units holding k's values, and units as packed (rounded up to unit_align).
@@ -91,13 +101,22 @@ struct GemmKernel {
   size_t Panels(size_t rows) const { return (rows + nr - 1) / nr; }
   size_t Tiles(size_t tokens) const { return (tokens + mr - 1) / mr; }
   // Bytes of the packed weights of a [rows, k] matrix, and of n tokens' packed activations.
-  size_t WeightBytes(size_t rows, size_t k) const { return Panels(rows) * nr * Units(k) * 4; }
+  size_t SlotBytes() const { return panel == DType::F32 ? 4 : 2; }
+  size_t WeightBytes(size_t rows, size_t k) const {
+    return Panels(rows) * nr * Units(k) * SlotBytes();
+  }
+  // Unit u0 of panel p in the packed weights.
+  const uint32_t* PanelAt(const uint32_t* packed, size_t units, size_t p, size_t u0) const {
+    return reinterpret_cast<const uint32_t*>(reinterpret_cast<const char*>(packed) +
+                                             (p * units + u0) * nr * SlotBytes());
+  }
   size_t ActivationBytes(size_t n, size_t k) const { return Tiles(n) * mr * Units(k) * 4; }
 };
 
 // Packs panels [first, last) of W: [rows, k] row-major, elements of w_dtype (F32, F16, BF16; a
-// BF16 kernel takes BF16 only: its values are not rounded). packed: the whole matrix's buffer
-// (WeightBytes), 4-byte aligned; the panels given are written whole, padding included.
+// BF16 kernel takes BF16 only and a kernel of 16-bit panels its `panel` dtype only: their values
+// are not rounded). packed: the whole matrix's buffer (WeightBytes), 4-byte aligned; the panels
+// given are written whole, padding included.
 void GemmPackWeights(const GemmKernel& kernel, size_t rows, size_t k, const void* w,
                      DType w_dtype, size_t first, size_t last, uint32_t* packed);
 
@@ -122,6 +141,12 @@ void GemmBlock(const GemmKernel& kernel, size_t n, size_t k, size_t rows,
 std::vector<const GemmKernel*> AvailableGemmKernels(DType dtype);
 const GemmKernel& BestGemmKernel(DType dtype);
 
+// The kernel that multiplies like `f32` (an F32 kernel) from 16-bit panels of `half` (F16 or
+// BF16) weights, or nullptr where there is none: "avx2" has "avx2-f16w" and "avx2-bf16w", the
+// scalar twin "scalar-f16w" and "scalar-bf16w". Its results are the
+// f32 kernel's bits for the same weights; f16/bf16 files pack to half the bytes of f32 panels.
+const GemmKernel* HalfPanelKernel(const GemmKernel& f32, DType half);
+
 // Why "amx-bf16" is or is not listed, in a few words: "listed", "no AMX-BF16 on this CPU", "not
 // requested (FFLITE_NO_AMX is set)", "the OS refused the AMX tile state", "self-check failed:
 // ...", "not built for this target".
@@ -140,12 +165,27 @@ void GemmMicrokernelScalar(size_t m, size_t n, size_t units, const uint32_t* x, 
 void GemmMicrokernelScalarBf16(size_t m, size_t n, size_t units, const uint32_t* x,
                                const uint32_t* w, const float* bias, bool accumulate, bool clamp,
                                float out_min, float* y, size_t y_stride);
+// The scalar twin over 16-bit panels of f16 / bf16 weights (f32 arithmetic, natural order).
+void GemmMicrokernelScalarF16w(size_t m, size_t n, size_t units, const uint32_t* x,
+                               const uint32_t* w, const float* bias, bool accumulate, bool clamp,
+                               float out_min, float* y, size_t y_stride);
+void GemmMicrokernelScalarBf16w(size_t m, size_t n, size_t units, const uint32_t* x,
+                                const uint32_t* w, const float* bias, bool accumulate, bool clamp,
+                                float out_min, float* y, size_t y_stride);
 #if defined(__x86_64__) || defined(__i386__)
 #define FFLITE_GEMM_X86 1
-// AVX2 + FMA3: 6 tokens × 16 channels. Call only when the CPU has both.
+// AVX2 + FMA3 (+ F16C): 6 tokens × 16 channels. Call only when the CPU has all three.
 void GemmMicrokernelAvx2(size_t m, size_t n, size_t units, const uint32_t* x, const uint32_t* w,
                          const float* bias, bool accumulate, bool clamp, float out_min, float* y,
                          size_t y_stride);
+// The same over 16-bit panels: f16 widened by vcvtph2ps, bf16 in channel pairs (paired_halves)
+// widened by a shift and a mask.
+void GemmMicrokernelAvx2F16w(size_t m, size_t n, size_t units, const uint32_t* x,
+                             const uint32_t* w, const float* bias, bool accumulate, bool clamp,
+                             float out_min, float* y, size_t y_stride);
+void GemmMicrokernelAvx2Bf16w(size_t m, size_t n, size_t units, const uint32_t* x,
+                              const uint32_t* w, const float* bias, bool accumulate, bool clamp,
+                              float out_min, float* y, size_t y_stride);
 // AVX2 packing of 6-token tiles (f32 units).
 void GemmPackTileAvx2(size_t m, size_t k, const float* x, size_t x_stride, uint32_t* tile);
 // AVX-512 F: 12 tokens × 32 channels.

@@ -1,6 +1,8 @@
 // The gemm engine's AVX2 microkernel (gemm.h): 6 tokens × 16 channels, 12 ymm accumulators, two
-// panel loads and 6 broadcasts per unit (vfmadd231ps), in the 16 ymm registers; and its packing
-// of a tile of activations (8 units at a time through an 8 × 8 transpose).
+// panel loads and 6 broadcasts per unit (vfmadd231ps), in the 16 ymm registers; its twins over
+// 16-bit panels of f16 or bf16 weights, widened as they are loaded (2 more instructions per unit
+// of 12 FMAs); and its packing of a tile of activations (8 units at a time through an 8 × 8
+// transpose).
 #include "kernels/gemm.h"
 
 #if defined(FFLITE_GEMM_X86)
@@ -11,7 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#define FFLITE_AVX2 __attribute__((target("avx2,fma")))
+#define FFLITE_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 namespace fflite {
 
@@ -41,7 +43,30 @@ FFLITE_AVX2 inline void StoreY(float* p, __m256i m, __m256 v) {
   }
 }
 
-template <size_t M, bool kFull>
+// What the panels' slots hold: f32, f16 (widened by vcvtph2ps), or bf16 in channel pairs
+// (word j: channel j low, j + 8 high; a shift and a mask widen both halves).
+enum class Slots { kF32, kF16, kBf16Pairs };
+
+// Unit u's 16 weights, channels 0-7 in w0 and 8-15 in w1, as f32 (widening is exact).
+template <Slots kSlots>
+FFLITE_AVX2 inline __attribute__((always_inline)) void LoadUnit(const uint32_t* w, size_t u,
+                                                                __m256* w0, __m256* w1) {
+  if (kSlots == Slots::kF32) {
+    *w0 = _mm256_load_ps(reinterpret_cast<const float*>(w + u * kNr));
+    *w1 = _mm256_load_ps(reinterpret_cast<const float*>(w + u * kNr + 8));
+  } else if (kSlots == Slots::kF16) {
+    const __m128i* p = reinterpret_cast<const __m128i*>(w + u * kNr / 2);
+    *w0 = _mm256_cvtph_ps(_mm_load_si128(p));
+    *w1 = _mm256_cvtph_ps(_mm_load_si128(p + 1));
+  } else {
+    const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(w + u * kNr / 2));
+    *w0 = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+    *w1 = _mm256_castsi256_ps(
+        _mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+  }
+}
+
+template <Slots kSlots, size_t M, bool kFull>
 FFLITE_AVX2 inline __attribute__((always_inline)) void Tile(size_t n, size_t units,
                                                             const uint32_t* x, const uint32_t* w,
                                                             const float* bias, bool accumulate,
@@ -65,8 +90,8 @@ FFLITE_AVX2 inline __attribute__((always_inline)) void Tile(size_t n, size_t uni
     }
   }
   for (size_t u = 0; u < units; ++u) {
-    const __m256 w0 = _mm256_load_ps(reinterpret_cast<const float*>(w + u * kNr));
-    const __m256 w1 = _mm256_load_ps(reinterpret_cast<const float*>(w + u * kNr + 8));
+    __m256 w0, w1;
+    LoadUnit<kSlots>(w, u, &w0, &w1);
     const float* xu = reinterpret_cast<const float*>(x + u * kMr);
 #pragma GCC unroll 6
     for (size_t i = 0; i < M; ++i) {
@@ -88,17 +113,32 @@ FFLITE_AVX2 inline __attribute__((always_inline)) void Tile(size_t n, size_t uni
 }
 
 // Dispatches a call's token count to its tile.
-template <bool kFull>
+template <Slots kSlots, bool kFull>
 FFLITE_AVX2 inline void Dispatch(size_t m, size_t n, size_t units, const uint32_t* x,
                                  const uint32_t* w, const float* bias, bool accumulate, bool clamp,
                                  float out_min, float* y, size_t y_stride) {
+#define FFLITE_TILE(M) \
+  Tile<kSlots, M, kFull>(n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride)
   switch (m) {
-    case 1: Tile<1, kFull>(n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride); break;
-    case 2: Tile<2, kFull>(n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride); break;
-    case 3: Tile<3, kFull>(n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride); break;
-    case 4: Tile<4, kFull>(n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride); break;
-    case 5: Tile<5, kFull>(n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride); break;
-    default: Tile<kMr, kFull>(n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride);
+    case 1: FFLITE_TILE(1); break;
+    case 2: FFLITE_TILE(2); break;
+    case 3: FFLITE_TILE(3); break;
+    case 4: FFLITE_TILE(4); break;
+    case 5: FFLITE_TILE(5); break;
+    default: FFLITE_TILE(kMr);
+  }
+#undef FFLITE_TILE
+}
+
+// A whole panel (n = 16) or a partial one.
+template <Slots kSlots>
+FFLITE_AVX2 inline void Microkernel(size_t m, size_t n, size_t units, const uint32_t* x,
+                                    const uint32_t* w, const float* bias, bool accumulate,
+                                    bool clamp, float out_min, float* y, size_t y_stride) {
+  if (n == kNr) {
+    Dispatch<kSlots, true>(m, n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride);
+  } else {
+    Dispatch<kSlots, false>(m, n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride);
   }
 }
 
@@ -153,11 +193,20 @@ FFLITE_AVX2 void GemmPackTileAvx2(size_t m, size_t k, const float* x, size_t x_s
 FFLITE_AVX2 void GemmMicrokernelAvx2(size_t m, size_t n, size_t units, const uint32_t* x,
                                      const uint32_t* w, const float* bias, bool accumulate,
                                      bool clamp, float out_min, float* y, size_t y_stride) {
-  if (n == kNr) {
-    Dispatch<true>(m, n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride);
-  } else {
-    Dispatch<false>(m, n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride);
-  }
+  Microkernel<Slots::kF32>(m, n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride);
+}
+
+FFLITE_AVX2 void GemmMicrokernelAvx2F16w(size_t m, size_t n, size_t units, const uint32_t* x,
+                                         const uint32_t* w, const float* bias, bool accumulate,
+                                         bool clamp, float out_min, float* y, size_t y_stride) {
+  Microkernel<Slots::kF16>(m, n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride);
+}
+
+FFLITE_AVX2 void GemmMicrokernelAvx2Bf16w(size_t m, size_t n, size_t units, const uint32_t* x,
+                                          const uint32_t* w, const float* bias, bool accumulate,
+                                          bool clamp, float out_min, float* y, size_t y_stride) {
+  Microkernel<Slots::kBf16Pairs>(m, n, units, x, w, bias, accumulate, clamp, out_min, y,
+                                 y_stride);
 }
 
 }  // namespace fflite

@@ -92,11 +92,21 @@ struct PackedMatrix {
 };
 
 // Which engine packs float matrices: XNNPACK (gemm_f32 == nullptr) or the gemm engine with these
-// kernels; bf16 weights take gemm_bf16 when set (bf16 arithmetic), else gemm_f32.
+// kernels: f16 weights take gemm_f16w when set (16-bit panels), else gemm_f32; bf16 weights
+// take gemm_bf16 when set (bf16 arithmetic), else gemm_bf16w when set, else gemm_f32.
 struct PackChoice {
   size_t slice_bytes = 0;  // XNNPACK: packed bytes per operator (see PackMatrixF32)
   const GemmKernel* gemm_f32 = nullptr;
   const GemmKernel* gemm_bf16 = nullptr;
+  const GemmKernel* gemm_f16w = nullptr;
+  const GemmKernel* gemm_bf16w = nullptr;
+  // The gemm kernel for weights of `dtype` (nullptr: XNNPACK).
+  const GemmKernel* Gemm(DType dtype) const {
+    if (dtype == DType::F16 && gemm_f16w != nullptr) return gemm_f16w;
+    if (dtype == DType::BF16 && gemm_bf16 != nullptr) return gemm_bf16;
+    if (dtype == DType::BF16 && gemm_bf16w != nullptr) return gemm_bf16w;
+    return gemm_f32;
+  }
 };
 
 // Packs y = W·x + b, clamped to [out_min, +inf), in slices of about `slice_bytes` of packed

@@ -140,24 +140,19 @@ absl::Status PackMatrix(const TensorView& file_w, const TensorView& b, float out
   std::vector<float> w_storage, b_storage;
   const float* bias = AsF32(b, &b_storage);  // [out] or nullptr
   const size_t out = static_cast<size_t>(w.shape[0]), in = static_cast<size_t>(w.shape[1]);
-  if (w.dtype == DType::BF16 && choice.gemm_bf16 != nullptr) {
-    return PackMatrixGemm(*choice.gemm_bf16, w.data, w.dtype, bias, out, in, out_min, ctx, what,
-                          m);
-  }
-  if (choice.gemm_f32 != nullptr) {
-    // Converted panel by panel from the file's f16/bf16 (no f32 copy of the whole matrix).
-    return PackMatrixGemm(*choice.gemm_f32, w.data, w.dtype, bias, out, in, out_min, ctx, what,
-                          m);
+  if (const GemmKernel* gemm = choice.Gemm(w.dtype)) {
+    // bf16 pairs, 16-bit panels as stored, or f32 panels converted panel by panel from the
+    // file's f16/bf16 (no f32 copy of the whole matrix).
+    return PackMatrixGemm(*gemm, w.data, w.dtype, bias, out, in, out_min, ctx, what, m);
   }
   const float* weights = AsF32(w, &w_storage);  // [out, in]
   return PackMatrixF32(weights, bias, out, in, out_min, choice.slice_bytes, ctx, what, m);
 }
 
 uint64_t PackedMatrixBytes(uint64_t out, uint64_t in, DType dtype, const PackChoice& choice) {
-  const GemmKernel* gemm = dtype == DType::BF16 && choice.gemm_bf16 != nullptr ? choice.gemm_bf16
-                                                                               : choice.gemm_f32;
-  if (gemm != nullptr) {
-    return uint64_t{gemm->Panels(out)} * gemm->nr * gemm->Units(in) * 4 + out * sizeof(float);
+  if (const GemmKernel* gemm = choice.Gemm(dtype)) {
+    return uint64_t{gemm->Panels(out)} * gemm->nr * gemm->Units(in) * gemm->SlotBytes() +
+           out * sizeof(float);
   }
   // XNNPACK packs each slice's weights and bias (zeros when absent) in tiles of nr output
   // channels (16 on AVX-512; 8 or 4 elsewhere, so this slightly overestimates there).

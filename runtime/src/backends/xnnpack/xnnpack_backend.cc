@@ -250,6 +250,12 @@ PackChoice ChoosePackEngine(const XnnpackBackendOptions& options, size_t slice_b
   // twin by default), and only when the caller accepts bf16 activations.
   const bool bf16_fast = options.gemm_bf16 != nullptr || std::string(bf16.isa) != "scalar-bf16";
   if (gemm && options.bf16_arithmetic && bf16_fast) choice.gemm_bf16 = &bf16;
+  // f16/bf16 weights in 16-bit panels where the f32 kernel has such a twin: the same bits from
+  // half the bytes (packed memory, and the reads of a prefill whose experts get few tokens).
+  if (gemm && options.half_panels) {
+    choice.gemm_f16w = HalfPanelKernel(f32, DType::F16);
+    choice.gemm_bf16w = HalfPanelKernel(f32, DType::BF16);
+  }
   return choice;
 }
 
@@ -987,16 +993,22 @@ uint64_t XnnpackPackedFfnBytes(const FfnView& f) {
 PackedKernelNames XnnpackPackedKernelNames(const XnnpackBackendOptions& options) {
   const PackChoice choice = ChoosePackEngine(options, options.slice_bytes);
   PackedKernelNames names;
-  names.f32 = choice.gemm_f32 != nullptr ? choice.gemm_f32->isa : "xnnpack";
-  names.bf16 = choice.gemm_bf16 != nullptr ? choice.gemm_bf16->isa : names.f32;
+  auto name = [](const GemmKernel* g) { return g != nullptr ? g->isa : "xnnpack"; };
+  names.f32 = name(choice.gemm_f32);
+  names.f16 = name(choice.Gemm(DType::F16));
+  names.bf16 = name(choice.Gemm(DType::BF16));
   return names;
 }
 
 std::string XnnpackPackedEngineName(const XnnpackBackendOptions& options) {
   const PackChoice choice = ChoosePackEngine(options, options.slice_bytes);
   if (choice.gemm_f32 == nullptr) return "xnnpack";
-  return absl::StrFormat("gemm %s (bf16 weights: %s)", choice.gemm_f32->isa,
-                         choice.gemm_bf16 != nullptr ? choice.gemm_bf16->isa : "f32 panels");
+  auto half = [&](DType dtype) {
+    const GemmKernel* g = choice.Gemm(dtype);
+    return g != choice.gemm_f32 ? g->isa : "f32 panels";
+  };
+  return absl::StrFormat("gemm %s (f16 weights: %s; bf16 weights: %s)", choice.gemm_f32->isa,
+                         half(DType::F16), half(DType::BF16));
 }
 
 bool XnnpackBf16Arithmetic(const XnnpackBackendOptions& options) {

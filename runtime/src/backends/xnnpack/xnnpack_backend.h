@@ -63,6 +63,11 @@ struct XnnpackBackendOptions {
   // BF16): activations are rounded to bf16 (relative error up to 2^-9 each, products and sums in
   // f32), at about twice the f32 rate. false: converted to f32 panels, f32 arithmetic.
   bool bf16_arithmetic = true;
+  // f16/bf16 weights with the gemm engine (and without bf16 arithmetic) are packed as they are
+  // stored, 16 bits each, where the f32 kernel has a twin that widens them as it loads them
+  // (AVX2: HalfPanelKernel): the same results bit for bit from half the packed bytes. false:
+  // converted to f32 panels.
+  bool half_panels = true;
   // Down matrices stored as value rows (Layout::VALUE_ROWS, ReLU-family FFNs): a few-token call
   // reads only the rows of the neurons that fire for some token, unless more than this fraction
   // fire; then every row in order (the same bits). 0: always every row; 1: always the list.
@@ -72,13 +77,16 @@ struct XnnpackBackendOptions {
 };
 
 // What multiplies packed float matrices in a backend made with `options` on this CPU: for f32
-// and f16 weights the gemm kernel's isa ("avx512", "avx2", ...) or "xnnpack"; for bf16 weights the
-// bf16 gemm kernel's ("avx512bf16") when they are multiplied in bf16, else the same as f32.
+// weights the gemm kernel's isa ("avx512", "avx2", ...) or "xnnpack"; for f16 weights its
+// 16-bit-panel twin ("avx2-f16w") where it has one, else the same as f32; for bf16 weights the
+// bf16 gemm kernel's ("avx512bf16", "amx-bf16") when they are multiplied in bf16, else the
+// 16-bit-panel twin ("avx2-bf16w"), else the same as f32.
 struct PackedKernelNames {
-  std::string f32, bf16;
+  std::string f32, f16, bf16;
 };
 PackedKernelNames XnnpackPackedKernelNames(const XnnpackBackendOptions& options);
-// The same in words, for reports: e.g. "gemm avx512 (bf16 weights: avx512bf16)" or "xnnpack".
+// The same in words, for reports: e.g. "gemm avx512 (f16 weights: f32 panels; bf16 weights:
+// avx512bf16)" or "xnnpack".
 std::string XnnpackPackedEngineName(const XnnpackBackendOptions& options);
 // Whether such a backend multiplies bf16 weights in bf16 (activations rounded to bf16).
 bool XnnpackBf16Arithmetic(const XnnpackBackendOptions& options);
