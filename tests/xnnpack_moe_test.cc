@@ -11,6 +11,7 @@
 // router rows or an all-zero router give bit-identical logits in both backends). If a new seed
 // ever produces a near-tie, build the router so that the top-k gap is clear rather than widening
 // the tolerance.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -385,6 +386,51 @@ TEST(XnnpackMoeDirectTest, DirectAndPackedPathsMatchReference) {
                               DTypeName(dtype), tokens, direct));
         }
       }
+    }
+  }
+}
+
+// The bytes routed experts read (fflite-bench bounds routed prefill with them): each batch counts
+// the form it ran on. One token: its top_k experts on the direct path, the file bytes of each;
+// 20 tokens with every expert packed (direct_max_tokens 0; one batch each): the packed bytes of
+// each expert that got a token. bf16 weights, whose two forms differ in size.
+TEST(XnnpackMoeDirectTest, RoutedBytesCountTheFormEachBatchRanOn) {
+  const uint32_t d = 29, ff = 67;
+  Rng rng(5);
+  MoeParams p = ParamsFor(Variant::kMixtral);
+  p.expert.d_model = d;
+  p.expert.d_ff = ff;
+  WriteOptions write;
+  write.dtype = DType::BF16;
+  auto built = testing::BuildModel(OneMoeLayer(p, /*norm=*/true, rng), write);
+  ASSERT_TRUE(built.ok()) << built.status();
+  const FfnView& expert = built->model->layers()[0].moe.experts[0];
+  uint64_t file = 0;
+  for (const TensorView* t : {&expert.up, &expert.gate, &expert.down, &expert.up_bias,
+                              &expert.gate_bias, &expert.down_bias}) {
+    if (t->present()) file += t->size;
+  }
+  ASSERT_GT(file, 0u);
+  for (size_t tokens : {size_t{1}, size_t{20}}) {
+    XnnpackBackendOptions options;
+    if (tokens > 1) options.direct_max_tokens = 0;
+    BackendConfig config;
+    config.max_tokens = 64;
+    auto backend = CreateXnnpackBackendWithOptions(*built->model, config, options);
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    EXPECT_EQ(XnnpackRoutedExpertBytes(backend->get()), 0u);
+    const std::vector<float> x = rng.Vec(tokens * d, 2.0f);
+    std::vector<float> y(tokens * d);
+    ASSERT_TRUE((*backend)->Run(0, x.data(), tokens, y.data()).ok());
+    const auto counts = (*backend)->expert_counts()->layer(0);
+    const uint64_t active = static_cast<uint64_t>(
+        std::count_if(counts.begin(), counts.end(), [](uint64_t c) { return c != 0; }));
+    if (tokens == 1) {
+      EXPECT_EQ(active, p.top_k);
+      EXPECT_EQ(XnnpackRoutedExpertBytes(backend->get()), p.top_k * file);
+    } else {
+      EXPECT_GT(active, p.top_k);
+      EXPECT_EQ(XnnpackRoutedExpertBytes(backend->get()), active * XnnpackPackedFfnBytes(expert));
     }
   }
 }

@@ -246,7 +246,7 @@ Stats Summarise(std::vector<double> t) {
 // With `vary`, each repetition takes the next of 64 random inputs (made before timing).
 absl::Status Time(const std::vector<std::vector<std::unique_ptr<Backend>>*>& sets,
                   const Model& model, size_t tokens, int warmup, int reps, bool vary,
-                  std::vector<Stats>* stats, Stats* routed) {
+                  std::vector<Stats>* stats, Stats* routed, double* routed_bytes) {
   const size_t d = model.d_model();
   std::vector<std::vector<float>> inputs(vary ? 64 : 1, std::vector<float>(tokens * d));
   std::vector<float> a, b(tokens * d);
@@ -257,6 +257,7 @@ absl::Status Time(const std::vector<std::vector<std::unique_ptr<Backend>>*>& set
   }
   std::vector<std::vector<double>> times(sets.size());
   std::vector<double> routed_times;  // the first set's, per call
+  double routed_read = 0;            // the first set's bytes read by routed experts, all calls
   // Every runner's first call is untimed (it may prepare weights: dense layers and experts are
   // packed on first use).
   for (const auto* set : sets) warmup = std::max(warmup, static_cast<int>(set->size()));
@@ -268,6 +269,7 @@ absl::Status Time(const std::vector<std::vector<std::unique_ptr<Backend>>*>& set
       Backend& runner = *(*sets[s])[static_cast<size_t>(r) % sets[s]->size()];
       a = inputs[static_cast<size_t>(r) % inputs.size()];
       const double routed_before = XnnpackRoutedExpertSeconds(&runner);
+      const uint64_t read_before = XnnpackRoutedExpertBytes(&runner);
       const double t = Now();
       for (size_t l = 0; l < model.layers().size(); ++l) {
         FFLITE_RETURN_IF_ERROR(runner.Run(l, a.data(), tokens, b.data()));
@@ -276,12 +278,15 @@ absl::Status Time(const std::vector<std::vector<std::unique_ptr<Backend>>*>& set
       if (r >= warmup) times[s].push_back(Now() - t);
       if (r >= warmup && s == 0) {
         routed_times.push_back(XnnpackRoutedExpertSeconds(&runner) - routed_before);
+        routed_read += static_cast<double>(XnnpackRoutedExpertBytes(&runner) - read_before);
       }
     }
   }
   stats->clear();
   for (auto& t : times) stats->push_back(Summarise(t));
   *routed = Summarise(routed_times);
+  *routed_bytes =
+      routed_times.empty() ? 0.0 : routed_read / static_cast<double>(routed_times.size());
   return absl::OkStatus();
 }
 
@@ -294,6 +299,10 @@ struct Row {
   bool has_base = false;
   double gbs = 0, gflops = 0, roof_pct = 0, peak_pct = 0;
   double routed_gflops = 0, routed_peak_pct = 0;
+  // MoE: bytes the routed experts read per call (the forms their batches ran on), that read's
+  // time at the measured bandwidth, and the FMA-peak ratios it allows: with the read overlapped
+  // by the arithmetic, and with the two one after the other.
+  double routed_bytes = 0, routed_read_ms = 0, routed_bound_pct = 0, routed_serial_pct = 0;
   ValueRowsRead value_rows;  // xnnpack, value-row models: rows read in the timed calls
   bool int8 = false;  // peak_pct is of the int8 dot-product peak (quantised, int8 path)
 };
@@ -701,7 +710,7 @@ int Main() {
       }
       const absl::Status st = Time(sets, model, row.tokens, absl::GetFlag(FLAGS_warmup),
                                    absl::GetFlag(FLAGS_reps), absl::GetFlag(FLAGS_vary_tokens),
-                                   &stats, &row.routed);
+                                   &stats, &row.routed, &row.routed_bytes);
       if (!st.ok()) {
         std::fprintf(stderr, "run: %s\n", st.ToString().c_str());
         return 1;
@@ -741,6 +750,12 @@ int Main() {
         row.routed_gflops = work.routed_flops_per_token * static_cast<double>(tokens) /
                             row.routed.median / 1e9;
         row.routed_peak_pct = 100.0 * row.routed_gflops / roof.fma;
+        const double fma_s =
+            work.routed_flops_per_token * static_cast<double>(tokens) / (roof.fma * 1e9);
+        const double routed_read_s = row.routed_bytes / (roof.bw * 1e9);
+        row.routed_read_ms = routed_read_s * 1e3;
+        row.routed_bound_pct = 100.0 * fma_s / std::max(fma_s, routed_read_s);
+        row.routed_serial_pct = 100.0 * fma_s / (fma_s + routed_read_s);
       }
       rows.push_back(row);
     }
@@ -813,10 +828,11 @@ int Main() {
       std::printf(
           "  {\"threads\": %d, \"tokens\": %zu, \"median_ms\": %.4f, \"min_ms\": %.4f, "
           "\"max_ms\": %.4f, \"weight_gbs\": %.3f, \"gflops\": %.3f, \"roofline_pct\": %.2f, "
-          "\"%s_peak_pct\": %.2f, \"routed_median_ms\": %.4f, \"routed_fma_peak_pct\": %.2f",
+          "\"%s_peak_pct\": %.2f, \"routed_median_ms\": %.4f, \"routed_fma_peak_pct\": %.2f, "
+          "\"routed_read_mb\": %.3f, \"routed_bound_pct\": %.2f, \"routed_serial_pct\": %.2f",
           r.threads, r.tokens, r.ours.median * 1e3, r.ours.min * 1e3, r.ours.max * 1e3, r.gbs,
           r.gflops, r.roof_pct, r.int8 ? "int8_dot" : "fma", r.peak_pct, r.routed.median * 1e3,
-          r.routed_peak_pct);
+          r.routed_peak_pct, r.routed_bytes / 1e6, r.routed_bound_pct, r.routed_serial_pct);
       if (r.value_rows.total > 0 || r.value_rows.up_total > 0) {
         std::printf(", \"value_rows_read_pct\": %.3f, \"up_rows_read_pct\": %.3f, "
                     "\"weight_bytes_read\": %.0f",
@@ -938,9 +954,12 @@ int Main() {
   for (const Row& r : rows) {
     if (r.routed.median <= 0) continue;
     std::printf("routed experts, %d thread(s), %zu token(s): median %.3f ms of the call's %.3f ms, "
-                "%.2f GFLOP/s = %.1f%% of the FMA peak\n",
+                "%.2f GFLOP/s = %.1f%% of the FMA peak; they read %.1f MB per call, %.1f ms at "
+                "the read bandwidth: from memory at most %.1f%% of the FMA peak with the read "
+                "overlapped, %.1f%% without\n",
                 r.threads, r.tokens, r.routed.median * 1e3, r.ours.median * 1e3, r.routed_gflops,
-                r.routed_peak_pct);
+                r.routed_peak_pct, r.routed_bytes / 1e6, r.routed_read_ms, r.routed_bound_pct,
+                r.routed_serial_pct);
   }
   return 0;
 }

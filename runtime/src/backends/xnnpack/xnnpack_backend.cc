@@ -439,6 +439,7 @@ class XnnpackBackend : public Backend {
   ExpertCounts* expert_counts() override { return &counts_; }
   uint64_t resident_expert_bytes() const { return residency_.resident_bytes(); }
   double routed_seconds() const { return routed_seconds_; }
+  uint64_t routed_bytes() const { return routed_bytes_; }
   ValueRowsRead value_rows_read() const { return value_rows_; }
 
   absl::Status Run(size_t layer, const float* input, size_t n_tokens, float* output) override {
@@ -751,6 +752,8 @@ class XnnpackBackend : public Backend {
             src = gathered_.data();  // [m, stride] + tail
           }
           const bool last = last_chunk && mp.shared.empty() && e == last_expert && r0 + m == c;
+          // Each batch reads the whole form it runs on (the budget's count of its bytes).
+          routed_bytes_ += residency_.bytes(2 * slot + (direct ? kMappedForm : kPackedForm));
           if (direct) {
             RunFfnDirect(slots_[slot], m, src, stride, expert_out_.data(), last, scale);
           } else {
@@ -954,6 +957,7 @@ class XnnpackBackend : public Backend {
   size_t direct_max_ = 0;         // experts with at most this many tokens run the direct kernel
   bool time_routed_ = false;
   double routed_seconds_ = 0.0;   // with time_routed_: time in routed experts so far
+  uint64_t routed_bytes_ = 0;     // bytes of the expert forms routed batches ran on, so far
   double value_rows_dense_fraction_ = kValueRowsDenseFraction;
   ValueRowsRead value_rows_;       // value rows read so far, of how many
   std::vector<uint32_t> active_;   // [max d_ff_padded]: the neurons that fired (value rows)
@@ -1023,6 +1027,11 @@ uint64_t XnnpackResidentExpertBytes(Backend* backend) {
 double XnnpackRoutedExpertSeconds(Backend* backend) {
   auto* x = dynamic_cast<XnnpackBackend*>(backend);
   return x != nullptr ? x->routed_seconds() : 0.0;
+}
+
+uint64_t XnnpackRoutedExpertBytes(Backend* backend) {
+  auto* x = dynamic_cast<XnnpackBackend*>(backend);
+  return x != nullptr ? x->routed_bytes() : 0;
 }
 
 ValueRowsRead XnnpackValueRowsRead(Backend* backend) {

@@ -124,6 +124,11 @@ uint64_t XnnpackResidentExpertBytes(Backend* backend);
 // For fflite-bench, with time_routed_experts: seconds spent so far in routed experts (gather, FFN,
 // scatter-add; not the router, routing or shared experts), over every MoE call (0 otherwise).
 double XnnpackRoutedExpertSeconds(Backend* backend);
+// For tests and fflite-bench: bytes routed experts have read so far, over every MoE call: for each
+// batch of an expert's tokens, the bytes of the form it ran on (its packed weights, or its file
+// weights on the direct path: XnnpackPackedFfnBytes and the file's bytes of its matrices), as the
+// expert budget counts them (0 for any other backend).
+uint64_t XnnpackRoutedExpertBytes(Backend* backend);
 // For fflite-bench: value rows read and value rows held by the matrices read so far (the down
 // projections from VALUE_ROWS of every call), and the same for the up rows of ReGLU FFNs on the
 // direct path (computed only for the neurons whose gate fired), since creation; zeros for other
