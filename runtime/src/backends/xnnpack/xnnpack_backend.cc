@@ -12,9 +12,9 @@
 // dropped (see Acquire and moe/residency.h).
 //
 // Few tokens per expert: direct kernel on the file's weights. An expert that gets at most
-// `direct_max_tokens` (8 or 40, below) tokens in a call, every expert at decode, does not use its packed
-// operators: fflite's own kernel (kernels_.gemv) reads the expert's row-major weights straight from
-// the model file, f16/bf16 converted in registers. Why:
+// `direct_max_tokens` (4 or 40, below) tokens in a call, every expert at decode, does not use its
+// packed operators: fflite's own kernel (kernels_.gemv) reads the expert's row-major weights
+// straight from the model file, f16/bf16 converted in registers. Why:
 //  - No packing. XNNPACK 2022 packs at about 1 GB/s here (44 ms for a mixtral-mini expert against
 //    2 ms to stream it), so under a budget every miss cost a repack: decode with a quarter of the
 //    experts resident was 13.5x slower than without a budget. Read in place, a miss costs one read
@@ -29,8 +29,15 @@
 //    The gemm engine packs at memory speed and computes a batch of ~16 tokens near its peak:
 //    on a Zen 5 VM, mixtral-mini at 128 tokens (11-24 per expert), routed experts at 1 / 2
 //    threads: threshold 40 (all direct) 39% / 36% of the FMA peak, 24: 72 / 57%, 16: 58 / 59%,
-//    8: 65 / 56%, 4: 67 / 56%, 0: 65 / 55% (runs differ by ~5 points). Hence 8 with the gemm
-//    engine: decode and the smallest batches stay on the file's rows.
+//    8: 65 / 56%, 4: 67 / 56%, 0: 65 / 55% (runs differ by ~5 points). Since f16/bf16 experts
+//    are packed 16 bits wide (gemm.h), the packed form reads no more bytes than the file's, and
+//    the direct kernel's 5-8-token batches lost: on a Zen 4 VM (AVX2), qwen-moe at 128 tokens
+//    (60 experts, ~8 tokens each), routed experts at 1 / 2 threads, 3 rounds alternated: bf16
+//    threshold 8: 219-243 / 126-131 ms, 4: 168-185 / 101-102, 0: 174-185 / 97-104; f32 8: 218-331
+//    / 98-141, 4: 181-194 / 112-114, 0: 167-180 / 108-112; mixtral-mini at 32 tokens (~8 per
+//    expert) bf16 8: 39.5 / 18-23 ms, 4: 26-30 / 14-16, f32 alike. Hence 4 for routed experts
+//    with the gemm engine: decode and the smallest batches stay on the file's rows. Dense f16/bf16
+//    layers keep 8 (a call of 5-8 tokens reads only the firing value rows; not re-measured).
 // Which path an expert takes depends only on its token count, never on residency, so results stay
 // identical whatever the budget. The file pages that path reads are the expert's second resident
 // form: the budget counts them and the LRU drops them (MADV_DONTNEED) like packed experts.
@@ -179,7 +186,7 @@ struct FileFfn {
 
 // A routed expert. It is held in memory in up to two forms, each counted by the budget and on the
 // LRU list on its own (see Acquire): its packed operators, for batches of more than
-// direct_max_ tokens, and its file pages, read by the direct kernel for smaller ones.
+// expert_direct_max_ tokens, and its file pages, read by the direct kernel for smaller ones.
 struct ExpertSlot : FileFfn {
   size_t layer = 0, expert = 0;
   std::unique_ptr<PackedFfn> ffn;  // while the packed form is resident
@@ -269,8 +276,10 @@ uint64_t PackedFfnBytes(const FfnView& f, const PackChoice& choice) {
   return bytes(f.up, ff, d) + (f.gated ? bytes(f.gate, ff, d) : 0) + bytes(f.down, d, ff);
 }
 
-// The default direct_max_tokens per engine of the routed experts (see the header comment).
+// The default direct_max_tokens per engine (see the header comment): dense f16/bf16 layers and
+// routed experts with XNNPACK, dense layers and routed experts with the gemm engine.
 constexpr size_t kGemmDirectMaxTokens = 8;
+constexpr size_t kGemmExpertDirectMaxTokens = 4;
 constexpr size_t kXnnpackDirectMaxTokens = 40;
 
 class XnnpackBackend : public Backend {
@@ -298,11 +307,14 @@ class XnnpackBackend : public Backend {
     // them per batch (at 128 tokens, 8 experts, top-2: 32 per expert instead of 8 with 32-token
     // chunks); an expert's batch still passes through its FFN in chunks of `chunk_`.
     moe_chunk_ = std::max<size_t>(1, std::min(config.max_tokens, 4 * options.token_chunk));
-    size_t direct = options.direct_max_tokens;
+    size_t direct = options.direct_max_tokens, expert_direct = direct;
     if (direct == XnnpackBackendOptions::kDirectTokensAuto) {
-      direct = expert_choice_.gemm_f32 != nullptr ? kGemmDirectMaxTokens : kXnnpackDirectMaxTokens;
+      const bool gemm = expert_choice_.gemm_f32 != nullptr;
+      direct = gemm ? kGemmDirectMaxTokens : kXnnpackDirectMaxTokens;
+      expert_direct = gemm ? kGemmExpertDirectMaxTokens : kXnnpackDirectMaxTokens;
     }
     direct_max_ = std::min(direct, chunk_);
+    expert_direct_max_ = std::min(expert_direct, direct_max_);
     time_routed_ = options.time_routed_experts;
     value_rows_dense_fraction_ = options.value_rows_dense_fraction;
     size_t max_ff = 0, max_experts = 0, max_k = 0, max_groups = 1, max_router_out = 0;
@@ -430,8 +442,8 @@ class XnnpackBackend : public Backend {
     }
     counts_.Init(model_);
     // Routed experts are prepared lazily, budget or not: an expert's packed form is made the
-    // first time a call gives it more than direct_max_ tokens, its mapped form the first time it
-    // gets fewer. Experts that only ever see a few tokens are never packed (an unbudgeted
+    // first time a call gives it more than expert_direct_max_ tokens, its mapped form the first
+    // time it gets fewer. Experts that only ever see a few tokens are never packed (an unbudgeted
     // qwen-moe session used to pack 2 GB at creation that decode never read).
     return absl::OkStatus();
   }
@@ -726,11 +738,12 @@ class XnnpackBackend : public Backend {
         if (c == 0) continue;  // at decode: only the top-k experts are touched
         const uint32_t* tokens = groups_.tokens.data() + groups_.offsets[e];   // [c]
         const float* weights = groups_.weights.data() + groups_.offsets[e];    // [c]
-        // A few tokens (c <= direct_max_ <= chunk_: one batch): the direct kernel on the file's
-        // weights, its tokens gathered at DirectStride. More: the packed operators, in batches of
-        // chunk_. A quantised expert always runs on the file's weights (in batches of chunk_).
+        // A few tokens (c <= expert_direct_max_ <= chunk_: one batch): the direct kernel on the
+        // file's weights, its tokens gathered at DirectStride. More: the packed operators, in
+        // batches of chunk_. A quantised expert always runs on the file's weights (in batches of
+        // chunk_).
         const size_t slot = mp.first_slot + e;
-        const bool direct = c <= direct_max_ || slots_[slot].all_quantized;
+        const bool direct = c <= expert_direct_max_ || slots_[slot].all_quantized;
         PackedFfn* f = nullptr;
         if (direct) {
           AcquireMapped(slot);
@@ -954,7 +967,8 @@ class XnnpackBackend : public Backend {
   std::vector<LayerPlan> plans_;  // [layers]
   size_t chunk_ = 1;              // tokens per FFN pass (dense layers, experts' batches)
   size_t moe_chunk_ = 1;          // tokens routed and grouped at once in an MoE layer
-  size_t direct_max_ = 0;         // experts with at most this many tokens run the direct kernel
+  size_t direct_max_ = 0;         // f16/bf16 dense calls of at most this many tokens: direct kernel
+  size_t expert_direct_max_ = 0;  // experts with at most this many tokens: the direct kernel
   bool time_routed_ = false;
   double routed_seconds_ = 0.0;   // with time_routed_: time in routed experts so far
   uint64_t routed_bytes_ = 0;     // bytes of the expert forms routed batches ran on, so far

@@ -32,8 +32,10 @@ struct XnnpackBackendOptions {
   // The most tokens that pass through the layer at once (bounds the scratch).
   size_t token_chunk = 128;
   // MoE: an expert given at most this many tokens in a call runs fflite's direct kernel on the
-  // file's weights instead of its packed form (capped at token_chunk). kDirectTokensAuto: 8 with
-  // the gemm engine, 40 with XNNPACK's operators (measured crossovers; see xnnpack_backend.cc).
+  // file's weights instead of its packed form; f16/bf16 dense layers run calls of at most this
+  // many tokens the same way (capped at token_chunk). kDirectTokensAuto: with the gemm engine 4
+  // for experts and 8 for dense layers, with XNNPACK's operators 40 (measured crossovers; see
+  // xnnpack_backend.cc).
   static constexpr size_t kDirectTokensAuto = ~size_t{0};
   size_t direct_max_tokens = kDirectTokensAuto;
   // Packed bytes per operator for routed experts. Their batches are a fraction of the call's
