@@ -241,18 +241,18 @@ namespace {
 
 constexpr GemmKernel kScalar = {"scalar", DType::F32, kScalarMr, kScalarNr, GemmMicrokernelScalar};
 constexpr GemmKernel kScalarBf16 = {"scalar-bf16", DType::BF16, kScalarMr, kScalarNr,
-                                GemmMicrokernelScalarBf16};
+                                    GemmMicrokernelScalarBf16};
 #if defined(FFLITE_GEMM_X86)
 constexpr GemmKernel kAvx2 = {"avx2", DType::F32, 6, 16, GemmMicrokernelAvx2, GemmPackTileAvx2};
 constexpr GemmKernel kAvx512 = {"avx512", DType::F32, 12, 32, GemmMicrokernelAvx512,
-                            GemmPackTileAvx512};
-constexpr GemmKernel kAvx512Bf16 = {"avx512bf16", DType::BF16, 12, 32, GemmMicrokernelAvx512Bf16,
-                                GemmPackTileAvx512Bf16};
+                                GemmPackTileAvx512};
+constexpr GemmKernel kAvx512Bf16 = {"avx512bf16", DType::BF16, 12, 32,
+                                    GemmMicrokernelAvx512Bf16, GemmPackTileAvx512Bf16};
 #endif
 
 // `base` reading 16-bit panels of `panel` values through `microkernel`.
 constexpr GemmKernel HalfPanels(GemmKernel base, const char* isa, GemmMicrokernelFn microkernel,
-                      DType panel, bool paired_halves) {
+                                DType panel, bool paired_halves) {
   base.isa = isa;
   base.microkernel = microkernel;
   base.panel = panel;

@@ -143,8 +143,8 @@ const GemmKernel& BestGemmKernel(DType dtype);
 
 // The kernel that multiplies like `f32` (an F32 kernel) from 16-bit panels of `half` (F16 or
 // BF16) weights, or nullptr where there is none: "avx2" has "avx2-f16w" and "avx2-bf16w", the
-// scalar twin "scalar-f16w" and "scalar-bf16w". Its results are the
-// f32 kernel's bits for the same weights; f16/bf16 files pack to half the bytes of f32 panels.
+// scalar twin "scalar-f16w" and "scalar-bf16w". Its results are the f32 kernel's bits for the
+// same weights; f16/bf16 files pack to half the bytes of f32 panels.
 const GemmKernel* HalfPanelKernel(const GemmKernel& f32, DType half);
 
 // Why "amx-bf16" is or is not listed, in a few words: "listed", "no AMX-BF16 on this CPU", "not
