@@ -138,6 +138,36 @@ TEST(GemmTest, ScalarIsFirstAndBestIsLast) {
   }
 }
 
+// A call's tokens fill its tiles in order, none empty or over mr: evenly (sizes differ by at most
+// one) for the FMA kernels, whose short tiles leave the FMA units idle, and full tiles first for
+// AMX, whose tiles take 16 tokens. Where each token lands is checked by the products below.
+TEST(GemmTest, TilesSplitTheTokens) {
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    for (const GemmKernel& g : KernelsUnderTest(dtype)) {
+      EXPECT_EQ(g.even_tiles, !g.x_rows) << g.isa;  // every kernel but AMX's
+      for (size_t n = 0; n <= 200; ++n) {
+        const size_t tiles = g.Tiles(n);
+        ASSERT_EQ(g.TileStart(n, 0), 0u) << g.isa << " n " << n;
+        ASSERT_EQ(g.TileStart(n, tiles), n) << g.isa << " n " << n;
+        size_t smallest = g.mr, largest = 0;
+        for (size_t t = 0; t < tiles; ++t) {
+          const size_t m = g.TileStart(n, t + 1) - g.TileStart(n, t);
+          ASSERT_GE(m, 1u) << g.isa << " n " << n << " tile " << t;
+          ASSERT_LE(m, g.mr) << g.isa << " n " << n << " tile " << t;
+          if (!g.even_tiles && t + 1 < tiles) {
+            ASSERT_EQ(m, g.mr) << g.isa << " n " << n;
+          }
+          smallest = std::min(smallest, m);
+          largest = std::max(largest, m);
+        }
+        if (g.even_tiles && tiles > 0) {
+          ASSERT_LE(largest - smallest, 1u) << g.isa << " n " << n;
+        }
+      }
+    }
+  }
+}
+
 // Each output against the double product. The kernels sum in f32 (FMA or not) in blocks: the
 // error is at most about k·eps·Σ|terms| (eps = 2^-24), and in practice sqrt(k)·eps·Σ|terms|;
 // 4·sqrt(k+1)·eps·Σ|terms| + 1e-30 leaves room for that and nothing else (a wrong index, bias,

@@ -88,8 +88,9 @@ void GemmPackActivations(const GemmKernel& kernel, size_t n, size_t k, const flo
   const size_t mr = kernel.mr, units = kernel.Units(k), values = kernel.ValueUnits(k);
   for (size_t t = first; t < last; ++t) {
     uint32_t* tile = packed + t * units * mr;
-    const size_t m = std::min(mr, n - t * mr);
-    const float* rows = x + t * mr * x_stride;
+    const size_t first_token = kernel.TileStart(n, t);
+    const size_t m = kernel.TileStart(n, t + 1) - first_token;
+    const float* rows = x + first_token * x_stride;
     if (kernel.pack_tile != nullptr) {
       kernel.pack_tile(m, k, rows, x_stride, tile);
       continue;
@@ -141,9 +142,10 @@ void GemmBlock(const GemmKernel& kernel, size_t n, size_t k, size_t rows,
       const size_t u0 = b * block, ub = std::min(block, units - u0);
       const bool final = b + 1 == blocks;
       for (size_t t = t0; t < t1; ++t) {
-        const size_t m = std::min(mr, n - t * mr);
+        const size_t first_token = kernel.TileStart(n, t);
+        const size_t m = kernel.TileStart(n, t + 1) - first_token;
         const uint32_t* xt = packed_x + (t * units + u0) * mr;
-        float* yt = y + t * mr * y_stride;
+        float* yt = y + first_token * y_stride;
         for (size_t p = pg; p < pe; ++p) {
           const size_t c = std::min(nr, rows - p * nr);
           kernel.microkernel(m, c, ub, xt, kernel.PanelAt(packed_w, units, p, u0),

@@ -16,9 +16,9 @@
 //    weights, bit for bit, from half the bytes. With `paired_halves` the nr slots of a unit hold
 //    channel pairs: 32-bit word j < nr/2 is channel j in its low half and j + nr/2 in its high
 //    half (one shift and one mask widen them on AVX2; see gemm_avx2.cc).
-//  - packed activations: tiles of `mr` tokens, tile t at t · units(k) · mr units, within it unit u
-//    of token i at u · mr + i (or by rows of 16 units, GemmKernel::x_rows). Tokens past the call's
-//    count and k values past k are zero.
+//  - packed activations: tiles of up to `mr` tokens (GemmKernel::TileStart), tile t at
+//    t · units(k) · mr units, within it unit u of its token i at u · mr + i (or by rows of 16
+//    units, GemmKernel::x_rows). Rows past the tile's tokens and k values past k are zero.
 // The microkernel multiplies one tile by one panel over a block of units, keeping mr × nr sums in
 // registers; the driver (GemmBlock) walks the blocks so that a block of panels stays in L2 while
 // every tile passes over it, and a tile's units stay in L1 while it passes over the panels.
@@ -80,6 +80,12 @@ struct GemmKernel {
   // The weights' slots (an F32 kernel only): F32, or F16 / BF16 as in the file, 2 bytes each.
   DType panel = DType::F32;
   bool paired_halves = false;  // 16-bit slots in channel pairs (see the layout above)
+  // How a call's n tokens fill its Tiles(n) tiles. true: as evenly as possible (sizes differ by
+  // at most one), so that 8 tokens on a 6-token kernel run as two tiles of 4, not 6 and 2: a tile
+  // of m tokens keeps 2m (AVX2) or 4m (NEON) independent sums, and fewer than the FMA latency
+  // times the FMA ports (8 on current cores) leave the FMA units idle. The tiles and the sums are
+  // the same either way. false (AMX, whose tiles take 16 tokens): full tiles, the last partial.
+  bool even_tiles = true;
 
   size_t kr() const { return dtype == DType::BF16 ? 2 : 1; }
   // Units holding k's values, and units as packed (rounded up to unit_align).
@@ -100,6 +106,12 @@ struct GemmKernel {
   }
   size_t Panels(size_t rows) const { return (rows + nr - 1) / nr; }
   size_t Tiles(size_t tokens) const { return (tokens + mr - 1) / mr; }
+  // The first token of tile t (0 <= t <= Tiles(n); t = Tiles(n): n) of a call of n tokens.
+  size_t TileStart(size_t n, size_t t) const {
+    if (!even_tiles) return std::min(n, t * mr);
+    const size_t tiles = Tiles(n);
+    return tiles == 0 ? 0 : n * t / tiles;
+  }
   // Bytes of the packed weights of a [rows, k] matrix, and of n tokens' packed activations.
   size_t SlotBytes() const { return panel == DType::F32 ? 4 : 2; }
   size_t WeightBytes(size_t rows, size_t k) const {

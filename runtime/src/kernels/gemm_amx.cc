@@ -101,7 +101,9 @@ struct Tiles {
 #undef FFLITE_AMX_DP
 
 const GemmKernel kModel = {"amx-bf16-model", DType::BF16, kMr, kNr, Microkernel,
-                           /*pack_tile=*/nullptr, /*unit_align=*/16, /*x_rows=*/true};
+                           /*pack_tile=*/nullptr, /*unit_align=*/16, /*x_rows=*/true,
+                           /*enter=*/nullptr, /*leave=*/nullptr, DType::F32,
+                           /*paired_halves=*/false, /*even_tiles=*/false};
 
 }  // namespace
 }  // namespace gemm_amx_model
@@ -187,10 +189,12 @@ bool OsGrantsTiles() {
 }
 
 const GemmKernel kAmx = {"amx-bf16", DType::BF16, kMr, kNr, GemmMicrokernelAmxBf16,
-                         /*pack_tile=*/nullptr, /*unit_align=*/16, /*x_rows=*/true, Enter, Leave};
+                         /*pack_tile=*/nullptr, /*unit_align=*/16, /*x_rows=*/true, Enter, Leave,
+                         DType::F32, /*paired_halves=*/false, /*even_tiles=*/false};
 // With the AVX-512 packing of its tiles, where the CPU has AVX-512 F (every AMX CPU so far).
 const GemmKernel kAmxAvx512 = {"amx-bf16", DType::BF16, kMr, kNr, GemmMicrokernelAmxBf16,
-                               GemmPackTileAmxBf16, 16, true, Enter, Leave};
+                               GemmPackTileAmxBf16, /*unit_align=*/16, /*x_rows=*/true, Enter,
+                               Leave, DType::F32, /*paired_halves=*/false, /*even_tiles=*/false};
 
 const GemmKernel& Kernel() {
   return cpuinfo_initialize() && cpuinfo_has_x86_avx512f() ? kAmxAvx512 : kAmx;

@@ -109,7 +109,8 @@ void RunTask(void* context, size_t task) {
               m.bias.empty() ? nullptr : m.bias.data(), m.out_min, t0, t1, p0, p1, job.out,
               job.y_stride);
     // This task's outputs: its tokens' rows, its panels' columns.
-    job.epilogue.Apply(job.out, job.y_stride, t0 * kernel.mr, std::min(job.n, t1 * kernel.mr),
+    job.epilogue.Apply(job.out, job.y_stride, kernel.TileStart(job.n, t0),
+                       kernel.TileStart(job.n, t1),
                        p0 * kernel.nr, std::min(m.out, p1 * kernel.nr));
   }
   FFLITE_TSAN_RELEASE(context);
