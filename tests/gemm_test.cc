@@ -315,6 +315,33 @@ TEST(GemmTest, HalfPanelsGiveTheBitsOfF32Panels) {
   EXPECT_GE(checked, 2u);  // the scalar twin's, everywhere
 }
 
+// A kernel's streaming form (GemmKernel::stream: the panel prefetched ahead, run by GemmBlock for
+// its first tile) gives the bits of its microkernel, over every shape and every tile of it.
+TEST(GemmTest, StreamingFormsGiveTheBitsOfTheMicrokernel) {
+  size_t checked = 0;
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    for (const GemmKernel& kernel : KernelsUnderTest(dtype)) {
+      if (kernel.stream == nullptr) continue;
+      ++checked;
+      GemmKernel plain = kernel, streaming = kernel;
+      plain.stream = nullptr;
+      streaming.microkernel = kernel.stream;
+      std::mt19937 gen(13);
+      for (const Shape& s : kShapes) {
+        Product p(kernel, s, gen);
+        std::vector<float> want(s.n * s.rows), got(s.n * s.rows);
+        GemmBlock(plain, s.n, s.k, s.rows, p.xp.data(), p.w.data(), p.bias.data(), 0.0f, 0,
+                  kernel.Tiles(s.n), 0, kernel.Panels(s.rows), want.data(), s.rows);
+        GemmBlock(streaming, s.n, s.k, s.rows, p.xp.data(), p.w.data(), p.bias.data(), 0.0f, 0,
+                  kernel.Tiles(s.n), 0, kernel.Panels(s.rows), got.data(), s.rows);
+        ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
+            << kernel.isa << " n " << s.n << " k " << s.k << " rows " << s.rows;
+      }
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no kernel with a streaming form on this CPU";
+}
+
 // Weights stored as f32 or f16 pack to the same panels as their values widened from bf16
 // (f32 kernels convert while packing), and padding channels and units are zero.
 TEST(GemmTest, PackingConvertsAndPads) {

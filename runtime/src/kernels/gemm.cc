@@ -146,11 +146,14 @@ void GemmBlock(const GemmKernel& kernel, size_t n, size_t k, size_t rows,
         const size_t m = kernel.TileStart(n, t + 1) - first_token;
         const uint32_t* xt = packed_x + (t * units + u0) * mr;
         float* yt = y + first_token * y_stride;
+        // The first tile's pass brings the group's panels from memory; the others find them in L2.
+        const GemmMicrokernelFn microkernel =
+            t == t0 && kernel.stream != nullptr ? kernel.stream : kernel.microkernel;
         for (size_t p = pg; p < pe; ++p) {
           const size_t c = std::min(nr, rows - p * nr);
-          kernel.microkernel(m, c, ub, xt, kernel.PanelAt(packed_w, units, p, u0),
-                             bias != nullptr ? bias + p * nr : nullptr, /*accumulate=*/b > 0,
-                             final && clamp, out_min, yt + p * nr, y_stride);
+          microkernel(m, c, ub, xt, kernel.PanelAt(packed_w, units, p, u0),
+                      bias != nullptr ? bias + p * nr : nullptr, /*accumulate=*/b > 0,
+                      final && clamp, out_min, yt + p * nr, y_stride);
         }
       }
     }
@@ -252,25 +255,26 @@ constexpr GemmKernel kAvx512Bf16 = {"avx512bf16", DType::BF16, 12, 32,
                                     GemmMicrokernelAvx512Bf16, GemmPackTileAvx512Bf16};
 #endif
 
-// `base` reading 16-bit panels of `panel` values through `microkernel`.
+// `base` reading 16-bit panels of `panel` values through `microkernel` (and `stream`).
 constexpr GemmKernel HalfPanels(GemmKernel base, const char* isa, GemmMicrokernelFn microkernel,
-                                DType panel, bool paired_halves) {
+                                GemmMicrokernelFn stream, DType panel, bool paired_halves) {
   base.isa = isa;
   base.microkernel = microkernel;
+  base.stream = stream;
   base.panel = panel;
   base.paired_halves = paired_halves;
   return base;
 }
 
 constexpr GemmKernel kScalarF16w =
-    HalfPanels(kScalar, "scalar-f16w", GemmMicrokernelScalarF16w, DType::F16, false);
+    HalfPanels(kScalar, "scalar-f16w", GemmMicrokernelScalarF16w, nullptr, DType::F16, false);
 constexpr GemmKernel kScalarBf16w =
-    HalfPanels(kScalar, "scalar-bf16w", GemmMicrokernelScalarBf16w, DType::BF16, false);
+    HalfPanels(kScalar, "scalar-bf16w", GemmMicrokernelScalarBf16w, nullptr, DType::BF16, false);
 #if defined(FFLITE_GEMM_X86)
-constexpr GemmKernel kAvx2F16w =
-    HalfPanels(kAvx2, "avx2-f16w", GemmMicrokernelAvx2F16w, DType::F16, false);
-constexpr GemmKernel kAvx2Bf16w =
-    HalfPanels(kAvx2, "avx2-bf16w", GemmMicrokernelAvx2Bf16w, DType::BF16, true);
+constexpr GemmKernel kAvx2F16w = HalfPanels(kAvx2, "avx2-f16w", GemmMicrokernelAvx2F16w,
+                                            GemmMicrokernelAvx2F16wStream, DType::F16, false);
+constexpr GemmKernel kAvx2Bf16w = HalfPanels(kAvx2, "avx2-bf16w", GemmMicrokernelAvx2Bf16w,
+                                             GemmMicrokernelAvx2Bf16wStream, DType::BF16, true);
 #endif
 #if defined(FFLITE_GEMM_NEON)
 constexpr GemmKernel kNeon = {"neon", DType::F32, 6, 16, GemmMicrokernelNeon};

@@ -86,6 +86,12 @@ struct GemmKernel {
   // times the FMA ports (8 on current cores) leave the FMA units idle. The tiles and the sums are
   // the same either way. false (AMX, whose tiles take 16 tokens): full tiles, the last partial.
   bool even_tiles = true;
+  // The same sums as `microkernel`, prefetching the panel ahead of its loads, or nullptr (none;
+  // avx2-f16w and avx2-bf16w have one): GemmBlock runs it for its first tile over each group of
+  // panels, the pass that brings them from memory (an expert's few tokens read every panel
+  // once). The later tiles find the panels in L2, where the prefetches would only take load
+  // slots.
+  GemmMicrokernelFn stream = nullptr;
 
   size_t kr() const { return dtype == DType::BF16 ? 2 : 1; }
   // Units holding k's values, and units as packed (rounded up to unit_align).
@@ -198,6 +204,13 @@ void GemmMicrokernelAvx2F16w(size_t m, size_t n, size_t units, const uint32_t* x
 void GemmMicrokernelAvx2Bf16w(size_t m, size_t n, size_t units, const uint32_t* x,
                               const uint32_t* w, const float* bias, bool accumulate, bool clamp,
                               float out_min, float* y, size_t y_stride);
+// Their streaming forms (GemmKernel::stream): the same sums, the panel prefetched ahead.
+void GemmMicrokernelAvx2F16wStream(size_t m, size_t n, size_t units, const uint32_t* x,
+                                   const uint32_t* w, const float* bias, bool accumulate,
+                                   bool clamp, float out_min, float* y, size_t y_stride);
+void GemmMicrokernelAvx2Bf16wStream(size_t m, size_t n, size_t units, const uint32_t* x,
+                                    const uint32_t* w, const float* bias, bool accumulate,
+                                    bool clamp, float out_min, float* y, size_t y_stride);
 // AVX2 packing of 6-token tiles (f32 units).
 void GemmPackTileAvx2(size_t m, size_t k, const float* x, size_t x_stride, uint32_t* tile);
 // AVX-512 F: 12 tokens × 32 channels.
