@@ -248,7 +248,14 @@ constexpr GemmKernel kScalar = {"scalar", DType::F32, kScalarMr, kScalarNr, Gemm
 constexpr GemmKernel kScalarBf16 = {"scalar-bf16", DType::BF16, kScalarMr, kScalarNr,
                                     GemmMicrokernelScalarBf16};
 #if defined(FFLITE_GEMM_X86)
-constexpr GemmKernel kAvx2 = {"avx2", DType::F32, 6, 16, GemmMicrokernelAvx2, GemmPackTileAvx2};
+// `base` with its streaming microkernel (GemmKernel::stream).
+constexpr GemmKernel WithStream(GemmKernel base, GemmMicrokernelFn stream) {
+  base.stream = stream;
+  return base;
+}
+
+constexpr GemmKernel kAvx2 = WithStream(
+    {"avx2", DType::F32, 6, 16, GemmMicrokernelAvx2, GemmPackTileAvx2}, GemmMicrokernelAvx2Stream);
 constexpr GemmKernel kAvx512 = {"avx512", DType::F32, 12, 32, GemmMicrokernelAvx512,
                                 GemmPackTileAvx512};
 constexpr GemmKernel kAvx512Bf16 = {"avx512bf16", DType::BF16, 12, 32,

@@ -87,7 +87,7 @@ struct GemmKernel {
   // the same either way. false (AMX, whose tiles take 16 tokens): full tiles, the last partial.
   bool even_tiles = true;
   // The same sums as `microkernel`, prefetching the panel ahead of its loads, or nullptr (none;
-  // avx2-f16w and avx2-bf16w have one): GemmBlock runs it for its first tile over each group of
+  // the avx2 kernels have one): GemmBlock runs it for its first tile over each group of
   // panels, the pass that brings them from memory (an expert's few tokens read every panel
   // once). The later tiles find the panels in L2, where the prefetches would only take load
   // slots.
@@ -205,6 +205,9 @@ void GemmMicrokernelAvx2Bf16w(size_t m, size_t n, size_t units, const uint32_t* 
                               const uint32_t* w, const float* bias, bool accumulate, bool clamp,
                               float out_min, float* y, size_t y_stride);
 // Their streaming forms (GemmKernel::stream): the same sums, the panel prefetched ahead.
+void GemmMicrokernelAvx2Stream(size_t m, size_t n, size_t units, const uint32_t* x,
+                               const uint32_t* w, const float* bias, bool accumulate, bool clamp,
+                               float out_min, float* y, size_t y_stride);
 void GemmMicrokernelAvx2F16wStream(size_t m, size_t n, size_t units, const uint32_t* x,
                                    const uint32_t* w, const float* bias, bool accumulate,
                                    bool clamp, float out_min, float* y, size_t y_stride);

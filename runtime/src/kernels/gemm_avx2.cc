@@ -1,8 +1,8 @@
 // The gemm engine's AVX2 microkernel (gemm.h): 6 tokens × 16 channels, 12 ymm accumulators, two
 // panel loads and 6 broadcasts per unit (vfmadd231ps), in the 16 ymm registers; its twins over
 // 16-bit panels of f16 or bf16 weights, widened as they are loaded (2 more instructions per unit
-// of 12 FMAs), each also in a streaming form that prefetches the panel ahead; and its packing of
-// a tile of activations (8 units at a time through an 8 × 8 transpose).
+// of 12 FMAs); a streaming form of all three, which prefetches the panel ahead; and its packing
+// of a tile of activations (8 units at a time through an 8 × 8 transpose).
 #include "kernels/gemm.h"
 
 #if defined(FFLITE_GEMM_X86)
@@ -20,13 +20,14 @@ namespace fflite {
 namespace {
 
 constexpr size_t kMr = 6, kNr = 16;
-// How far ahead of its loads a streaming call (GemmKernel::stream, 16-bit panels only) prefetches
-// the panel. Measured on a Zen 4 VM, one thread, 40-60 bf16 matrices of 1408 × 2048 (an expert's)
-// from memory, 4-14 tokens, against no prefetch: 256 B ahead +0-15%, 1024 B +5-15%, 2048 B
-// +5-40%, 4096 B +0-20%. The hardware prefetcher alone drew 5-8 GB/s from these 32-byte units
-// and 10-19 GB/s from f32 panels' 64-byte ones, which the same prefetch slowed by 0-12%: the f32
-// kernel has no streaming form.
-constexpr size_t kPrefetchBytes = 2048;
+// How far ahead of its loads a streaming call (GemmKernel::stream) prefetches the panel, and into
+// which cache. Measured on a Zen 4 VM, one thread, 30-60 matrices of 1408 × 2048 (an expert's)
+// from memory, 4-14 tokens, against no prefetch (runs move by about 10%):
+//  - 16-bit panels (32-byte units; the hardware prefetcher alone drew 5-8 GB/s): into L1 256 B
+//    ahead +0-15%, 1024 B +5-15%, 2048 B +5-40%, 4096 B +0-20%; into L2 4-32 KiB ahead alike.
+//  - f32 panels (64-byte units; 10-19 GB/s alone): into L1 any distance 0-15% slower; into L2
+//    4 KiB ahead about equal, 8 KiB +12-23%, 16-32 KiB +10-20%.
+constexpr size_t kPrefetchBytes = 2048, kPrefetchF32Bytes = 8192;
 
 // Lane masks for the first n of 8 lanes (maskload / maskstore).
 FFLITE_AVX2 inline __m256i FirstLanes(size_t n) {
@@ -100,8 +101,12 @@ FFLITE_AVX2 inline __attribute__((always_inline)) void Tile(size_t n, size_t uni
   for (size_t u = 0; u < units; ++u) {
     if (kStream) {
       // Past the panel's end this touches the next one, or nothing: prefetches never fault.
-      _mm_prefetch(reinterpret_cast<const char*>(w) + u * kUnitBytes + kPrefetchBytes,
-                   _MM_HINT_T0);
+      const char* unit = reinterpret_cast<const char*>(w) + u * kUnitBytes;
+      if (kSlots == Slots::kF32) {
+        _mm_prefetch(unit + kPrefetchF32Bytes, _MM_HINT_T1);
+      } else {
+        _mm_prefetch(unit + kPrefetchBytes, _MM_HINT_T0);
+      }
     }
     __m256 w0, w1;
     LoadUnit<kSlots>(w, u, &w0, &w1);
@@ -221,6 +226,13 @@ FFLITE_AVX2 void GemmMicrokernelAvx2Bf16w(size_t m, size_t n, size_t units, cons
                                           const uint32_t* w, const float* bias, bool accumulate,
                                           bool clamp, float out_min, float* y, size_t y_stride) {
   Microkernel<Slots::kBf16Pairs>(m, n, units, x, w, bias, accumulate, clamp, out_min, y,
+                                 y_stride);
+}
+
+FFLITE_AVX2 void GemmMicrokernelAvx2Stream(size_t m, size_t n, size_t units, const uint32_t* x,
+                                           const uint32_t* w, const float* bias, bool accumulate,
+                                           bool clamp, float out_min, float* y, size_t y_stride) {
+  Microkernel<Slots::kF32, true>(m, n, units, x, w, bias, accumulate, clamp, out_min, y,
                                  y_stride);
 }
 
