@@ -9,7 +9,7 @@
 // stay bf16 (half the bytes) and vdpbf16ps does two multiply-adds per lane.
 //
 // Threads: the tiles are packed in one parallel loop, then the work is split into tasks of
-// panels (about 8 panels each, whole groups; a multiple of the thread count) and, when there are
+// panels (about 8 panels each, their number a multiple of the thread count) and, when there are
 // fewer panels than that needs, of tiles: a task computes every token of its panels, so each
 // thread reads its own weights once. Each output is summed in the same order however the work
 // is split (gemm.h), so results do not depend on the thread count. A small FFN with many tokens
@@ -72,7 +72,7 @@ absl::Status PackMatrixGemm(const GemmKernel& kernel, const void* w, DType w_dty
 
 namespace {
 
-// Panels per task (a whole number of the driver's groups where there are enough).
+// Panels per task, about (tasks take whole panels, their sizes differing by at most one).
 constexpr size_t kTaskPanels = 8;
 
 struct RunJob {
@@ -83,7 +83,7 @@ struct RunJob {
   float* out;
   size_t y_stride;
   uint32_t* packed_x;
-  size_t tiles_per_task, panels_per_task, panel_tasks;
+  size_t tiles_per_task, panel_tasks;
   Epilogue epilogue;
 };
 
@@ -102,7 +102,8 @@ void RunTask(void* context, size_t task) {
   const GemmKernel& kernel = *m.gemm;
   const size_t tiles = kernel.Tiles(job.n), panels = kernel.Panels(m.out);
   const size_t p = task % job.panel_tasks, t = task / job.panel_tasks;
-  const size_t p0 = p * job.panels_per_task, p1 = std::min(panels, p0 + job.panels_per_task);
+  // Panel task p's share: sizes differ by at most one, so each thread gets the same number.
+  const size_t p0 = panels * p / job.panel_tasks, p1 = panels * (p + 1) / job.panel_tasks;
   const size_t t0 = t * job.tiles_per_task, t1 = std::min(tiles, t0 + job.tiles_per_task);
   if (p0 < p1 && t0 < t1) {
     GemmBlock(kernel, job.n, m.in, m.out, job.packed_x, m.panels.data(),
@@ -122,7 +123,7 @@ void RunGemm(const PackedMatrix& m, size_t n, const float* in, size_t x_stride, 
              size_t y_stride, const EngineContext& ctx, bool last, const Epilogue& epilogue) {
   const GemmKernel& kernel = *m.gemm;
   const size_t tiles = kernel.Tiles(n), panels = kernel.Panels(m.out);
-  RunJob job{&m, n, in, x_stride, out, y_stride, ctx.gemm_scratch, tiles, panels, 1, epilogue};
+  RunJob job{&m, n, in, x_stride, out, y_stride, ctx.gemm_scratch, tiles, 1, epilogue};
   const bool parallel =
       ctx.pool != nullptr && ctx.threads > 1 && n * m.in * m.out >= kMinParallelMacs;
   if (!parallel) {
@@ -135,9 +136,7 @@ void RunGemm(const PackedMatrix& m, size_t n, const float* in, size_t x_stride, 
   // matrix has too few panels for that, the tiles are split too.
   size_t panel_tasks = std::max<size_t>(1, (panels + kTaskPanels - 1) / kTaskPanels);
   panel_tasks = (panel_tasks + threads - 1) / threads * threads;
-  panel_tasks = std::min(panel_tasks, panels);
-  job.panels_per_task = (panels + panel_tasks - 1) / panel_tasks;
-  job.panel_tasks = (panels + job.panels_per_task - 1) / job.panels_per_task;
+  job.panel_tasks = std::min(panel_tasks, panels);
   size_t tile_tasks = 1;
   if (job.panel_tasks < 2 * threads) {
     tile_tasks = std::min(tiles, (2 * threads + job.panel_tasks - 1) / job.panel_tasks);
