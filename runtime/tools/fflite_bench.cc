@@ -519,24 +519,27 @@ int Main() {
   // The roofline of this machine, measured now, with one thread and with each thread count of
   // the run (all threads at once: a multi-thread row is held against what that many threads
   // measure, not against the one-thread figure times the threads).
+  // Measured again after the runs, each figure the larger of its two measurements (one_before and
+  // one_after: one thread's), so that a probe that ran in a slow second on a shared machine does not inflate
+  // the percentages (on a VM, one run read 131% of an FMA peak probed low).
   const size_t bw_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_bandwidth_mib)) << 20;
-  const double bw = MeasureReadBandwidth(bw_bytes, 5);
-  const FmaPeak peak = MeasureFmaPeak();
+  double bw = MeasureReadBandwidth(bw_bytes, 5);
+  FmaPeak peak = MeasureFmaPeak();
   // Quantised models: the int8 dot-product peak too (the many-token kernels' limit).
-  const DotPeak dot = work.quantized ? MeasureInt8DotPeak() : DotPeak();
+  DotPeak dot = work.quantized ? MeasureInt8DotPeak() : DotPeak();
   struct Roof {
     double bw = 0, fma = 0, dot = 0;
   };
+  auto measure_roof = [&](int64_t t) {
+    const int n = static_cast<int>(t);
+    return Roof{MeasureReadBandwidth(bw_bytes, 5, n), MeasureFmaPeak(n).gflops,
+                work.quantized ? MeasureInt8DotPeak(n).gops : 0.0};
+  };
   std::vector<std::pair<int64_t, Roof>> roofs;  // (threads, roofline of that many threads)
   for (int64_t t : thread_list) {
-    Roof r{bw, peak.gflops, dot.gops};
-    if (t > 1) {
-      const int n = static_cast<int>(t);
-      r = {MeasureReadBandwidth(bw_bytes, 5, n), MeasureFmaPeak(n).gflops,
-           work.quantized ? MeasureInt8DotPeak(n).gops : 0.0};
-    }
-    roofs.emplace_back(t, r);
+    roofs.emplace_back(t, t > 1 ? measure_roof(t) : Roof{bw, peak.gflops, dot.gops});
   }
+  const Roof one_before{bw, peak.gflops, dot.gops};
   auto roof_at = [&roofs](int64_t t) {
     for (const auto& [threads, r] : roofs) {
       if (threads == t) return r;
@@ -731,32 +734,6 @@ int Main() {
         row.base = stats[1];
         row.has_base = true;
       }
-      const double flops = work.flops_per_token * static_cast<double>(tokens);
-      row.gbs = work.weight_bytes / row.ours.median / 1e9;
-      row.gflops = flops / row.ours.median / 1e9;
-      // Roofline time: the larger of streaming the weights once at the bandwidth and the FLOPs at
-      // the FMA peak that this many threads measured. Quantised models taking the int8 path: the
-      // int8 dot-product peak instead of the FMA's.
-      const bool int8 = work.quantized && gemm_tokens != 0 &&
-                        static_cast<size_t>(tokens) >= gemm_tokens;
-      const Roof roof = roof_at(threads);
-      const double compute_peak = int8 ? roof.dot : roof.fma;
-      const double roof_s =
-          std::max(work.weight_bytes / (roof.bw * 1e9), flops / (compute_peak * 1e9));
-      row.roof_pct = 100.0 * roof_s / row.ours.median;
-      row.peak_pct = 100.0 * row.gflops / compute_peak;
-      row.int8 = int8;
-      if (work.moe && row.routed.median > 0) {
-        row.routed_gflops = work.routed_flops_per_token * static_cast<double>(tokens) /
-                            row.routed.median / 1e9;
-        row.routed_peak_pct = 100.0 * row.routed_gflops / roof.fma;
-        const double fma_s =
-            work.routed_flops_per_token * static_cast<double>(tokens) / (roof.fma * 1e9);
-        const double routed_read_s = row.routed_bytes / (roof.bw * 1e9);
-        row.routed_read_ms = routed_read_s * 1e3;
-        row.routed_bound_pct = 100.0 * fma_s / std::max(fma_s, routed_read_s);
-        row.routed_serial_pct = 100.0 * fma_s / (fma_s + routed_read_s);
-      }
       rows.push_back(row);
     }
     if (threads == thread_list.front()) {
@@ -773,6 +750,44 @@ int Main() {
         }
         histograms.emplace_back(l, std::move(sum));
       }
+    }
+  }
+
+  // The roofline again, each figure the larger of its two measurements; then every row's ratios.
+  const Roof one_after{MeasureReadBandwidth(bw_bytes, 5), MeasureFmaPeak().gflops,
+                       work.quantized ? MeasureInt8DotPeak().gops : 0.0};
+  bw = std::max(bw, one_after.bw);
+  peak.gflops = std::max(peak.gflops, one_after.fma);
+  dot.gops = std::max(dot.gops, one_after.dot);
+  for (auto& [t, r] : roofs) {
+    const Roof again = t > 1 ? measure_roof(t) : Roof{bw, peak.gflops, dot.gops};
+    r = {std::max(r.bw, again.bw), std::max(r.fma, again.fma), std::max(r.dot, again.dot)};
+  }
+  for (Row& row : rows) {
+    const double flops = work.flops_per_token * static_cast<double>(row.tokens);
+    row.gbs = work.weight_bytes / row.ours.median / 1e9;
+    row.gflops = flops / row.ours.median / 1e9;
+    // Roofline time: the larger of streaming the weights once at the bandwidth and the FLOPs at
+    // the FMA peak that this many threads measured. Quantised models taking the int8 path: the
+    // int8 dot-product peak instead of the FMA's.
+    const bool int8 = work.quantized && gemm_tokens != 0 && row.tokens >= gemm_tokens;
+    const Roof roof = roof_at(row.threads);
+    const double compute_peak = int8 ? roof.dot : roof.fma;
+    const double roof_s =
+        std::max(work.weight_bytes / (roof.bw * 1e9), flops / (compute_peak * 1e9));
+    row.roof_pct = 100.0 * roof_s / row.ours.median;
+    row.peak_pct = 100.0 * row.gflops / compute_peak;
+    row.int8 = int8;
+    if (work.moe && row.routed.median > 0) {
+      row.routed_gflops = work.routed_flops_per_token * static_cast<double>(row.tokens) /
+                          row.routed.median / 1e9;
+      row.routed_peak_pct = 100.0 * row.routed_gflops / roof.fma;
+      const double fma_s =
+          work.routed_flops_per_token * static_cast<double>(row.tokens) / (roof.fma * 1e9);
+      const double routed_read_s = row.routed_bytes / (roof.bw * 1e9);
+      row.routed_read_ms = routed_read_s * 1e3;
+      row.routed_bound_pct = 100.0 * fma_s / std::max(fma_s, routed_read_s);
+      row.routed_serial_pct = 100.0 * fma_s / (fma_s + routed_read_s);
     }
   }
 
@@ -864,10 +879,11 @@ int Main() {
   std::printf("weights read per call: %.1f MB; %.2f GFLOP per token; file %.1f MB\n",
               work.weight_bytes / 1e6, work.flops_per_token / 1e9, model.file_size() / 1e6);
   std::printf(
-      "roofline (measured now, 1 thread): read %.1f GB/s (%d MiB buffer), FMA peak %.1f "
-      "GFLOP/s (%s); LLC %.0f MiB\n",
-      bw, static_cast<int>(absl::GetFlag(FLAGS_bandwidth_mib)), peak.gflops, peak.isa.c_str(),
-      llc / 1048576.0);
+      "roofline (measured now, 1 thread; each figure the larger of its measurements before and "
+      "after the runs): read %.1f GB/s (%d MiB buffer; %.1f before, %.1f after), FMA peak %.1f "
+      "GFLOP/s (%s; %.1f before, %.1f after); LLC %.0f MiB\n",
+      bw, static_cast<int>(absl::GetFlag(FLAGS_bandwidth_mib)), one_before.bw, one_after.bw,
+      peak.gflops, peak.isa.c_str(), one_before.fma, one_after.fma, llc / 1048576.0);
   for (const auto& [t, r] : roofs) {
     if (t <= 1) continue;
     std::printf("roofline, %d threads at once: read %.1f GB/s (%.2fx one thread), FMA peak %.1f "
