@@ -123,8 +123,10 @@ float (*SumBufferForCpu())(const Vec16*, size_t) {
 constexpr long kFmaIterations = 50000000;  // x 12 chains: ~0.1-0.3 s per run
 // A probe runs its iterations in chunks and stops early once it has run kProbeSeconds: natively
 // the iterations end first (0.1-0.3 s); under qemu a whole FMA probe took 10 s or more, and the
-// bench's smoke tests measured the roofline for minutes.
-constexpr long kChunk = long{1} << 20;
+// bench's smoke tests measured the roofline for minutes. Chunks of 2^16 iterations: under qemu-arm
+// one chunk of 2^20 took about 2.5 s, so the half-second limit did not hold, and measuring the
+// roofline again after the runs doubled the smoke tests' time there (19 -> 36 s each).
+constexpr long kChunk = long{1} << 16;
 constexpr double kProbeSeconds = 0.5;
 inline bool More(long done, long total, double t0) {
   return done < total && Now() - t0 < kProbeSeconds;
