@@ -75,6 +75,9 @@ namespace {
 // Panels per task, about (tasks take whole panels, their sizes differing by at most one).
 constexpr size_t kTaskPanels = 8;
 
+// Start of range r of n things split into `ranges` (sizes differ by at most one).
+size_t RangeStart(size_t n, size_t ranges, size_t r) { return n * r / ranges; }
+
 struct RunJob {
   const PackedMatrix* m;
   size_t n;
@@ -83,7 +86,7 @@ struct RunJob {
   float* out;
   size_t y_stride;
   uint32_t* packed_x;
-  size_t tiles_per_task, panel_tasks;
+  size_t panel_tasks, tile_tasks;
   Epilogue epilogue;
 };
 
@@ -102,9 +105,11 @@ void RunTask(void* context, size_t task) {
   const GemmKernel& kernel = *m.gemm;
   const size_t tiles = kernel.Tiles(job.n), panels = kernel.Panels(m.out);
   const size_t p = task % job.panel_tasks, t = task / job.panel_tasks;
-  // Panel task p's share: sizes differ by at most one, so each thread gets the same number.
-  const size_t p0 = panels * p / job.panel_tasks, p1 = panels * (p + 1) / job.panel_tasks;
-  const size_t t0 = t * job.tiles_per_task, t1 = std::min(tiles, t0 + job.tiles_per_task);
+  // Task (p, t)'s share of panels and tiles: each split's sizes differ by at most one.
+  const size_t p0 = RangeStart(panels, job.panel_tasks, p);
+  const size_t p1 = RangeStart(panels, job.panel_tasks, p + 1);
+  const size_t t0 = RangeStart(tiles, job.tile_tasks, t);
+  const size_t t1 = RangeStart(tiles, job.tile_tasks, t + 1);
   if (p0 < p1 && t0 < t1) {
     GemmBlock(kernel, job.n, m.in, m.out, job.packed_x, m.panels.data(),
               m.bias.empty() ? nullptr : m.bias.data(), m.out_min, t0, t1, p0, p1, job.out,
@@ -123,7 +128,7 @@ void RunGemm(const PackedMatrix& m, size_t n, const float* in, size_t x_stride, 
              size_t y_stride, const EngineContext& ctx, bool last, const Epilogue& epilogue) {
   const GemmKernel& kernel = *m.gemm;
   const size_t tiles = kernel.Tiles(n), panels = kernel.Panels(m.out);
-  RunJob job{&m, n, in, x_stride, out, y_stride, ctx.gemm_scratch, tiles, 1, epilogue};
+  RunJob job{&m, n, in, x_stride, out, y_stride, ctx.gemm_scratch, 1, 1, epilogue};
   const bool parallel =
       ctx.pool != nullptr && ctx.threads > 1 && n * m.in * m.out >= kMinParallelMacs;
   if (!parallel) {
@@ -137,23 +142,17 @@ void RunGemm(const PackedMatrix& m, size_t n, const float* in, size_t x_stride, 
   size_t panel_tasks = std::max<size_t>(1, (panels + kTaskPanels - 1) / kTaskPanels);
   panel_tasks = (panel_tasks + threads - 1) / threads * threads;
   job.panel_tasks = std::min(panel_tasks, panels);
-  size_t tile_tasks = 1;
   if (job.panel_tasks < 2 * threads) {
-    tile_tasks = std::min(tiles, (2 * threads + job.panel_tasks - 1) / job.panel_tasks);
+    job.tile_tasks = std::min(tiles, (2 * threads + job.panel_tasks - 1) / job.panel_tasks);
   }
-  job.tiles_per_task = (tiles + tile_tasks - 1) / tile_tasks;
-  tile_tasks = (tiles + job.tiles_per_task - 1) / job.tiles_per_task;
   FFLITE_TSAN_RELEASE(&job);
   pthreadpool_parallelize_1d(ctx.pool, PackTiles, &job, tiles, PoolFlags(ctx, /*last=*/false));
-  pthreadpool_parallelize_1d(ctx.pool, RunTask, &job, job.panel_tasks * tile_tasks,
+  pthreadpool_parallelize_1d(ctx.pool, RunTask, &job, job.panel_tasks * job.tile_tasks,
                              PoolFlags(ctx, last));
   FFLITE_TSAN_ACQUIRE(&job);
 }
 
 namespace {
-
-// Token range r of n among `ranges` (sizes differ by at most one).
-size_t RangeStart(size_t n, size_t ranges, size_t r) { return n * r / ranges; }
 
 // Units of scratch range r's tiles take: its input for gate/up, then its hidden rows for down.
 size_t RangeScratchUnits(const GemmFfn& f, size_t tokens) {
