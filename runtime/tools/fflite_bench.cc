@@ -520,8 +520,8 @@ int Main() {
   // the run (all threads at once: a multi-thread row is held against what that many threads
   // measure, not against the one-thread figure times the threads).
   // Measured again after the runs, each figure the larger of its two measurements (one_before and
-  // one_after: one thread's), so that a probe that ran in a slow second on a shared machine does not inflate
-  // the percentages (on a VM, one run read 131% of an FMA peak probed low).
+  // one_after: one thread's), so that a probe that ran in a slow second on a shared machine does
+  // not inflate the percentages (on a VM, one run read 131% of an FMA peak probed low).
   const size_t bw_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_bandwidth_mib)) << 20;
   double bw = MeasureReadBandwidth(bw_bytes, 5);
   FmaPeak peak = MeasureFmaPeak();
