@@ -1,0 +1,24 @@
+# The suite's longest tests, with their seconds in the slowest stage of the test command (TSan or
+# qemu, measured in one fresh-clone run), as ctest's COST: ctest -j starts them first. On a fresh
+# build ctest has no timings of its own and runs tests in order, so the longest ones, listed late,
+# ran alone on one core at the end (TSan: 63 s for the MixtralLike test, begun 531st of 531).
+# Only the order changes. A name that no longer exists is ignored by ctest (so keep them current).
+# Parameterised tests are left out: their ctest names carry gtest's "# GetParam() = ..." text.
+set(fflite_test_costs
+  XnnpackMoeLargerTest.MixtralLikePrefillAndDecode 63
+  QuantShapeTest.OddShapesTokensAndThreads 56
+  XnnpackLargerTest.LlamaLikeSwiGlu 32
+  XnnpackOptionsTest.EveryPackedEngineMatchesReference 30
+  GemmTest.EveryKernelMatchesTheDoubleProduct 22
+  QuantizeStudy.SwigluOutputNmseAgainstF32 21
+  QuantizeTest.SearchIsWithinAHairOfExhaustive 14
+  XnnpackMoeGemmTest.EveryBf16KernelOnPackedExperts 12
+  XnnpackLargerTest.BertLikeGeluPostLayerNorm 9
+  ConverterKillTest.KilledConversionLeavesDestinationUntouched 8
+  QuantMoeTest.RoutedAndSharedExperts 7
+  QuantKernelSetsTest.EveryKernelMatchesReference 7
+)
+while(fflite_test_costs)
+  list(POP_FRONT fflite_test_costs name cost)
+  set_tests_properties(${name} PROPERTIES COST ${cost})
+endwhile()
