@@ -342,6 +342,53 @@ TEST(GemmTest, StreamingFormsGiveTheBitsOfTheMicrokernel) {
   if (checked == 0) GTEST_SKIP() << "no kernel with a streaming form on this CPU";
 }
 
+// GemmBlock's two orders of a blocked product (groups of panels or blocks of k outermost) give
+// the same bits, over a shape of 5 tiles (blocked: more than run k unblocked, also from the
+// second tile on), 3 blocks of k (the last partial, k odd) and 3 groups of panels (the last
+// partial, its last panel too), with bias and clamp, whole and from the second tile and panel on. Every kernel under test but the
+// AMX software model, whose speed would make this shape slow; the loops are the driver's, the
+// same for every kernel.
+TEST(GemmTest, BothOrdersGiveTheSameBits) {
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    for (const GemmKernel& kernel : KernelsUnderTest(dtype)) {
+      if (std::string(kernel.isa) == "amx-bf16-model") continue;
+      const size_t block = kernel.BlockUnits();
+      const size_t group =
+          std::max<size_t>(1, kGemmGroupBytes / (kernel.nr * block * kernel.SlotBytes()));
+      const Shape s{5 * kernel.mr - 1, (2 * block + 4) * kernel.kr() + 1,
+                    (2 * group + 1) * kernel.nr - 3};
+      ASSERT_EQ(kernel.Tiles(s.n), 5u) << kernel.isa;
+      ASSERT_EQ(kernel.Units(s.k), 2 * block + 5) << kernel.isa;
+      std::mt19937 gen(17);
+      Product p(kernel, s, gen);
+      const size_t tiles = kernel.Tiles(s.n), panels = kernel.Panels(s.rows);
+      for (size_t first : {0, 1}) {
+        std::vector<float> groups(s.n * s.rows, -7.0f), blocks(s.n * s.rows, -7.0f);
+        GemmBlock(kernel, s.n, s.k, s.rows, p.xp.data(), p.w.data(), p.bias.data(), 0.0f, first,
+                  tiles, first, panels, groups.data(), s.rows, GemmOrder::kGroupsOuter);
+        GemmBlock(kernel, s.n, s.k, s.rows, p.xp.data(), p.w.data(), p.bias.data(), 0.0f, first,
+                  tiles, first, panels, blocks.data(), s.rows, GemmOrder::kBlocksOuter);
+        ASSERT_EQ(std::memcmp(groups.data(), blocks.data(), groups.size() * sizeof(float)), 0)
+            << kernel.isa << " n " << s.n << " k " << s.k << " rows " << s.rows << " from "
+            << first;
+      }
+    }
+  }
+}
+
+// kAuto runs the blocks of k outermost past 2 MiB of packed activations: a Llama down matrix's
+// 128 tokens (k = 11008, about 5.6 MB in f32 and 2.8 MB in bf16 pairs), not an expert's 20
+// tokens (k = 1408, about 0.1 MB); the count does not wrap where size_t has 32 bits.
+TEST(GemmTest, BlocksGoOutermostPastTwoMebibytesOfActivations) {
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    for (const GemmKernel* kernel : AvailableGemmKernels(dtype)) {
+      EXPECT_TRUE(GemmBlocksOuter(*kernel, kernel->Tiles(128), 11008)) << kernel->isa;
+      EXPECT_FALSE(GemmBlocksOuter(*kernel, kernel->Tiles(20), 1408)) << kernel->isa;
+      EXPECT_TRUE(GemmBlocksOuter(*kernel, size_t{1} << 12, size_t{1} << 20)) << kernel->isa;
+    }
+  }
+}
+
 // Weights stored as f32 or f16 pack to the same panels as their values widened from bf16
 // (f32 kernels convert while packing), and padding channels and units are zero.
 TEST(GemmTest, PackingConvertsAndPads) {

@@ -23,9 +23,6 @@ float WeightAt(const void* w, DType w_dtype, size_t index) {
   }
 }
 
-// Panels of weights in L2 while every tile of a call passes over them (per block of units):
-// 256 KiB, a quarter of Zen 5's L2 (1 MiB), the rest for the call's activations and outputs.
-constexpr size_t kGroupBytes = size_t{256} << 10;
 // At most this many tiles in a product may run k unblocked (see GemmBlock).
 constexpr size_t kWholeKTiles = 3;
 
@@ -116,10 +113,14 @@ void GemmPackActivations(const GemmKernel& kernel, size_t n, size_t k, const flo
   }
 }
 
+bool GemmBlocksOuter(const GemmKernel& kernel, size_t tiles, size_t k) {
+  return static_cast<uint64_t>(tiles) * kernel.mr * kernel.Units(k) * 4 > kGemmBlocksOuterBytes;
+}
+
 void GemmBlock(const GemmKernel& kernel, size_t n, size_t k, size_t rows,
                const uint32_t* packed_x, const uint32_t* packed_w, const float* bias,
                float out_min, size_t t0, size_t t1, size_t p0, size_t p1, float* y,
-               size_t y_stride) {
+               size_t y_stride, GemmOrder order) {
   const size_t mr = kernel.mr, nr = kernel.nr, units = kernel.Units(k);
   // A few tiles (a few dozen tokens; an expert's batch): k is not blocked where a whole panel
   // stays in L2 for the other tiles (or there are no others), so that each panel is one stream
@@ -132,35 +133,55 @@ void GemmBlock(const GemmKernel& kernel, size_t n, size_t k, size_t rows,
   // these beat this loop: the tiles taking turns over 64-256-unit pieces of each panel; the later
   // tiles prefetching the next group into L2, spread over their passes; a 12-token x 8-channel
   // kernel that reads each panel once (its broadcast per multiply-add made it slower).
+  // The order of the blocks of k and the groups of panels (GemmOrder): with the groups outermost,
+  // each group passes through every block of k before the next, so the tiles' activations are
+  // read once per group, from L3 where they outgrow L2; with the blocks outermost, one block's
+  // activations stay in L2 for every group, and the outputs are reloaded once per block. Measured
+  // on a Zen 4 VM (AVX2, 1 MiB L2), one thread, 128 tokens, 11-31 rounds alternated, medians
+  // (GFLOP/s, groups / blocks outermost): Llama's down matrix [4096, 11008] (5.8 MB of packed
+  // activations) 63.5-66.2 / 70.8-74.8 in two runs, llama-70b's [8192, 28672] 63.7 / 70.2 and
+  // [28672, 8192] 65.6 / 68.6; Llama's up [11008, 4096] (2.2 MB) and BERT's [768, 3072] (1.6 MB)
+  // equal; but 16-40 expert matrices from memory ([1024, 3584], [2048, 1408]; 20-64 tokens, at
+  // most 1.5 MB) 57-72 / 54-69, 2-7% slower with the blocks outermost in every case (each
+  // panel's blocks are then separate streams from memory). At 2 threads (tasks of about 8
+  // panels) both orders measured the same on Llama's matrices.
   const size_t tiles = t1 - t0;
   const size_t slot = kernel.SlotBytes();
   const bool whole_k =
-      tiles == 1 || (tiles <= kWholeKTiles && units * nr * slot <= kGroupBytes);
+      tiles == 1 || (tiles <= kWholeKTiles && units * nr * slot <= kGemmGroupBytes);
   const size_t block = whole_k ? std::max<size_t>(units, 1) : kernel.BlockUnits();
   const size_t blocks = std::max<size_t>(1, (units + block - 1) / block);
-  const size_t group = std::max<size_t>(1, kGroupBytes / (nr * block * slot));
+  const size_t group = std::max<size_t>(1, kGemmGroupBytes / (nr * block * slot));
   const bool clamp = out_min != -std::numeric_limits<float>::infinity();
-  if (kernel.enter != nullptr) kernel.enter();
-  for (size_t pg = p0; pg < p1; pg += group) {
-    const size_t pe = std::min(p1, pg + group);
-    for (size_t b = 0; b < blocks; ++b) {
-      const size_t u0 = b * block, ub = std::min(block, units - u0);
-      const bool final = b + 1 == blocks;
-      for (size_t t = t0; t < t1; ++t) {
-        const size_t first_token = kernel.TileStart(n, t);
-        const size_t m = kernel.TileStart(n, t + 1) - first_token;
-        const uint32_t* xt = packed_x + (t * units + u0) * mr;
-        float* yt = y + first_token * y_stride;
-        // The first tile's pass brings the group's panels from memory; the others find them in L2.
-        const GemmMicrokernelFn microkernel =
-            t == t0 && kernel.stream != nullptr ? kernel.stream : kernel.microkernel;
-        for (size_t p = pg; p < pe; ++p) {
-          const size_t c = std::min(nr, rows - p * nr);
-          microkernel(m, c, ub, xt, kernel.PanelAt(packed_w, units, p, u0),
-                      bias != nullptr ? bias + p * nr : nullptr, /*accumulate=*/b > 0,
-                      final && clamp, out_min, yt + p * nr, y_stride);
-        }
+  // Block b of k over panels [pg, pe): every tile passes over the group's panels.
+  auto pass = [&](size_t b, size_t pg, size_t pe) {
+    const size_t u0 = b * block, ub = std::min(block, units - u0);
+    const bool final = b + 1 == blocks;
+    for (size_t t = t0; t < t1; ++t) {
+      const size_t first_token = kernel.TileStart(n, t);
+      const size_t m = kernel.TileStart(n, t + 1) - first_token;
+      const uint32_t* xt = packed_x + (t * units + u0) * mr;
+      float* yt = y + first_token * y_stride;
+      // The first tile's pass brings the group's panels from memory; the others find them in L2.
+      const GemmMicrokernelFn microkernel =
+          t == t0 && kernel.stream != nullptr ? kernel.stream : kernel.microkernel;
+      for (size_t p = pg; p < pe; ++p) {
+        const size_t c = std::min(nr, rows - p * nr);
+        microkernel(m, c, ub, xt, kernel.PanelAt(packed_w, units, p, u0),
+                    bias != nullptr ? bias + p * nr : nullptr, /*accumulate=*/b > 0,
+                    final && clamp, out_min, yt + p * nr, y_stride);
       }
+    }
+  };
+  if (kernel.enter != nullptr) kernel.enter();
+  if (order == GemmOrder::kBlocksOuter ||
+      (order == GemmOrder::kAuto && GemmBlocksOuter(kernel, tiles, k))) {
+    for (size_t b = 0; b < blocks; ++b) {
+      for (size_t pg = p0; pg < p1; pg += group) pass(b, pg, std::min(p1, pg + group));
+    }
+  } else {
+    for (size_t pg = p0; pg < p1; pg += group) {
+      for (size_t b = 0; b < blocks; ++b) pass(b, pg, std::min(p1, pg + group));
     }
   }
   if (kernel.leave != nullptr) kernel.leave();

@@ -143,13 +143,31 @@ void GemmPackWeights(const GemmKernel& kernel, size_t rows, size_t k, const void
 void GemmPackActivations(const GemmKernel& kernel, size_t n, size_t k, const float* x,
                          size_t x_stride, size_t first, size_t last, uint32_t* packed);
 
+// Panels of weights in L2 while every tile of a call passes over them (per block of units; a
+// group of panels in GemmBlock): 256 KiB, a quarter of Zen 5's L2 (1 MiB), the rest for the
+// call's activations and outputs.
+constexpr size_t kGemmGroupBytes = size_t{256} << 10;
+
+// How GemmBlock walks a product blocked in k: each group of panels through every block of k
+// (kGroupsOuter), or each block of k over every group (kBlocksOuter); kAuto: blocks outermost
+// where GemmBlocksOuter says so. The sums, and so the bits of every output, are the same.
+enum class GemmOrder { kAuto, kGroupsOuter, kBlocksOuter };
+
+// Bytes of packed activations (all blocks of k of a product's tiles) past which kAuto runs the
+// blocks of k outermost: 2 MiB, twice the L2 of Zen 4 and Zen 5 (measured in GemmBlock).
+constexpr uint64_t kGemmBlocksOuterBytes = uint64_t{2} << 20;
+
+// Whether kAuto runs the blocks of k outermost for `tiles` tiles over k values: their packed
+// activations (tiles · mr · Units(k) · 4 bytes) exceed kGemmBlocksOuterBytes.
+bool GemmBlocksOuter(const GemmKernel& kernel, size_t tiles, size_t k);
+
 // Computes the outputs of tokens in tiles [t0, t1) and channels in panels [p0, p1): bias [rows]
 // or nullptr, y [n, y_stride] f32 (rows columns; no other element is written). packed_x and
 // packed_w as packed above for the same n, k and rows.
 void GemmBlock(const GemmKernel& kernel, size_t n, size_t k, size_t rows,
                const uint32_t* packed_x, const uint32_t* packed_w, const float* bias,
                float out_min, size_t t0, size_t t1, size_t p0, size_t p1, float* y,
-               size_t y_stride);
+               size_t y_stride, GemmOrder order = GemmOrder::kAuto);
 
 // The kernels this CPU can run for packed `dtype` (F32 or BF16), scalar first; the best one (the
 // last of the list). The BF16 list has the scalar twin everywhere, "avx512bf16" on CPUs with
