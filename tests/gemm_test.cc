@@ -345,16 +345,15 @@ TEST(GemmTest, StreamingFormsGiveTheBitsOfTheMicrokernel) {
 // GemmBlock's two orders of a blocked product (groups of panels or blocks of k outermost) give
 // the same bits, over a shape of 5 tiles (blocked: more than run k unblocked, also from the
 // second tile on), 3 blocks of k (the last partial, k odd) and 3 groups of panels (the last
-// partial, its last panel too), with bias and clamp, whole and from the second tile and panel on. Every kernel under test but the
-// AMX software model, whose speed would make this shape slow; the loops are the driver's, the
-// same for every kernel.
+// partial, its last panel too), with bias and clamp, whole and from the second tile and panel
+// on. Every kernel under test but the AMX software model, whose speed would make this shape
+// slow; the loops are the driver's, the same for every kernel.
 TEST(GemmTest, BothOrdersGiveTheSameBits) {
   for (DType dtype : {DType::F32, DType::BF16}) {
     for (const GemmKernel& kernel : KernelsUnderTest(dtype)) {
       if (std::string(kernel.isa) == "amx-bf16-model") continue;
       const size_t block = kernel.BlockUnits();
-      const size_t group =
-          std::max<size_t>(1, kGemmGroupBytes / (kernel.nr * block * kernel.SlotBytes()));
+      const size_t group = GemmGroupPanels(kernel, block);
       const Shape s{5 * kernel.mr - 1, (2 * block + 4) * kernel.kr() + 1,
                     (2 * group + 1) * kernel.nr - 3};
       ASSERT_EQ(kernel.Tiles(s.n), 5u) << kernel.isa;

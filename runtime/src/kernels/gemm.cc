@@ -113,6 +113,10 @@ void GemmPackActivations(const GemmKernel& kernel, size_t n, size_t k, const flo
   }
 }
 
+size_t GemmGroupPanels(const GemmKernel& kernel, size_t block) {
+  return std::max<size_t>(1, kGemmGroupBytes / (kernel.nr * block * kernel.SlotBytes()));
+}
+
 bool GemmBlocksOuter(const GemmKernel& kernel, size_t tiles, size_t k) {
   return static_cast<uint64_t>(tiles) * kernel.mr * kernel.Units(k) * 4 > kGemmBlocksOuterBytes;
 }
@@ -142,7 +146,7 @@ void GemmBlock(const GemmKernel& kernel, size_t n, size_t k, size_t rows,
   // activations) 63.5-66.2 / 70.8-74.8 in two runs, llama-70b's [8192, 28672] 63.7 / 70.2 and
   // [28672, 8192] 65.6 / 68.6; Llama's up [11008, 4096] (2.2 MB) and BERT's [768, 3072] (1.6 MB)
   // equal; but 16-40 expert matrices from memory ([1024, 3584], [2048, 1408]; 20-64 tokens, at
-  // most 1.5 MB) 57-72 / 54-69, 2-7% slower with the blocks outermost in every case (each
+  // most 0.95 MB) 57-72 / 54-69, 2-7% slower with the blocks outermost in every case (each
   // panel's blocks are then separate streams from memory). At 2 threads (tasks of about 8
   // panels) both orders measured the same on Llama's matrices.
   const size_t tiles = t1 - t0;
@@ -151,7 +155,7 @@ void GemmBlock(const GemmKernel& kernel, size_t n, size_t k, size_t rows,
       tiles == 1 || (tiles <= kWholeKTiles && units * nr * slot <= kGemmGroupBytes);
   const size_t block = whole_k ? std::max<size_t>(units, 1) : kernel.BlockUnits();
   const size_t blocks = std::max<size_t>(1, (units + block - 1) / block);
-  const size_t group = std::max<size_t>(1, kGemmGroupBytes / (nr * block * slot));
+  const size_t group = GemmGroupPanels(kernel, block);
   const bool clamp = out_min != -std::numeric_limits<float>::infinity();
   // Block b of k over panels [pg, pe): every tile passes over the group's panels.
   auto pass = [&](size_t b, size_t pg, size_t pe) {

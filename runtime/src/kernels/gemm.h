@@ -148,6 +148,10 @@ void GemmPackActivations(const GemmKernel& kernel, size_t n, size_t k, const flo
 // call's activations and outputs.
 constexpr size_t kGemmGroupBytes = size_t{256} << 10;
 
+// Panels in one such group for blocks of `block` units of k: as many as fit kGemmGroupBytes, at
+// least one.
+size_t GemmGroupPanels(const GemmKernel& kernel, size_t block);
+
 // How GemmBlock walks a product blocked in k: each group of panels through every block of k
 // (kGroupsOuter), or each block of k over every group (kBlocksOuter); kAuto: blocks outermost
 // where GemmBlocksOuter says so. The sums, and so the bits of every output, are the same.
