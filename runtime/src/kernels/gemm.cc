@@ -286,10 +286,12 @@ constexpr GemmKernel WithStream(GemmKernel base, GemmMicrokernelFn stream) {
 
 constexpr GemmKernel kAvx2 = WithStream(
     {"avx2", DType::F32, 6, 16, GemmMicrokernelAvx2, GemmPackTileAvx2}, GemmMicrokernelAvx2Stream);
-constexpr GemmKernel kAvx512 = {"avx512", DType::F32, 12, 32, GemmMicrokernelAvx512,
-                                GemmPackTileAvx512};
-constexpr GemmKernel kAvx512Bf16 = {"avx512bf16", DType::BF16, 12, 32,
-                                    GemmMicrokernelAvx512Bf16, GemmPackTileAvx512Bf16};
+constexpr GemmKernel kAvx512 =
+    WithStream({"avx512", DType::F32, 12, 32, GemmMicrokernelAvx512, GemmPackTileAvx512},
+               GemmMicrokernelAvx512Stream);
+constexpr GemmKernel kAvx512Bf16 = WithStream(
+    {"avx512bf16", DType::BF16, 12, 32, GemmMicrokernelAvx512Bf16, GemmPackTileAvx512Bf16},
+    GemmMicrokernelAvx512Bf16Stream);
 #endif
 
 // `base` reading 16-bit panels of `panel` values through `microkernel` (and `stream`).
@@ -312,6 +314,12 @@ constexpr GemmKernel kAvx2F16w = HalfPanels(kAvx2, "avx2-f16w", GemmMicrokernelA
                                             GemmMicrokernelAvx2F16wStream, DType::F16, false);
 constexpr GemmKernel kAvx2Bf16w = HalfPanels(kAvx2, "avx2-bf16w", GemmMicrokernelAvx2Bf16w,
                                              GemmMicrokernelAvx2Bf16wStream, DType::BF16, true);
+constexpr GemmKernel kAvx512F16w =
+    HalfPanels(kAvx512, "avx512-f16w", GemmMicrokernelAvx512F16w, GemmMicrokernelAvx512F16wStream,
+               DType::F16, false);
+constexpr GemmKernel kAvx512Bf16w =
+    HalfPanels(kAvx512, "avx512-bf16w", GemmMicrokernelAvx512Bf16w,
+               GemmMicrokernelAvx512Bf16wStream, DType::BF16, true);
 #endif
 #if defined(FFLITE_GEMM_NEON)
 constexpr GemmKernel kNeon = {"neon", DType::F32, 6, 16, GemmMicrokernelNeon};
@@ -360,6 +368,8 @@ const GemmKernel* HalfPanelKernel(const GemmKernel& f32, DType half) {
 #if defined(FFLITE_GEMM_X86)
   // Listed only where the CPU has AVX2, FMA3 and F16C.
   if (f32.microkernel == &GemmMicrokernelAvx2) return f16 ? &kAvx2F16w : &kAvx2Bf16w;
+  // Listed only where the CPU has AVX-512 F (and so F16C's 512-bit form).
+  if (f32.microkernel == &GemmMicrokernelAvx512) return f16 ? &kAvx512F16w : &kAvx512Bf16w;
 #endif
   return nullptr;
 }

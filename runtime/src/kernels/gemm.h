@@ -57,7 +57,8 @@ using GemmPackTileFn = void (*)(size_t m, size_t k, const float* x, size_t x_str
 
 struct GemmKernel {
   // "scalar", "avx2", "avx512", "neon"; "scalar-bf16", "avx512bf16", "amx-bf16", "neon-bf16"
-  // "avx2-f16w", "avx2-bf16w", "scalar-f16w", "scalar-bf16w" (16-bit panels)
+  // "avx2-f16w", "avx2-bf16w", "avx512-f16w", "avx512-bf16w", "scalar-f16w", "scalar-bf16w"
+  // (16-bit panels)
   const char* isa;
   DType dtype;      // the packed element type: F32 (kr 1) or BF16 (kr 2)
   size_t mr, nr;    // tokens per tile, output channels per panel
@@ -87,7 +88,7 @@ struct GemmKernel {
   // the same either way. false (AMX, whose tiles take 16 tokens): full tiles, the last partial.
   bool even_tiles = true;
   // The same sums as `microkernel`, prefetching the panel ahead of its loads, or nullptr (none;
-  // the avx2 kernels have one): GemmBlock runs it for its first tile over each group of
+  // the avx2 and avx512 kernels have one): GemmBlock runs it for its first tile over each group of
   // panels, the pass that brings them from memory (an expert's few tokens read every panel
   // once). The later tiles find the panels in L2, where the prefetches would only take load
   // slots.
@@ -182,9 +183,10 @@ std::vector<const GemmKernel*> AvailableGemmKernels(DType dtype);
 const GemmKernel& BestGemmKernel(DType dtype);
 
 // The kernel that multiplies like `f32` (an F32 kernel) from 16-bit panels of `half` (F16 or
-// BF16) weights, or nullptr where there is none: "avx2" has "avx2-f16w" and "avx2-bf16w", the
-// scalar twin "scalar-f16w" and "scalar-bf16w". Its results are the f32 kernel's bits for the
-// same weights; f16/bf16 files pack to half the bytes of f32 panels.
+// BF16) weights, or nullptr where there is none: "avx2" has "avx2-f16w" and "avx2-bf16w",
+// "avx512" "avx512-f16w" and "avx512-bf16w", the scalar twin "scalar-f16w" and "scalar-bf16w".
+// Its results are the f32 kernel's bits for the same weights; f16/bf16 files pack to half the
+// bytes of f32 panels.
 const GemmKernel* HalfPanelKernel(const GemmKernel& f32, DType half);
 
 // Why "amx-bf16" is or is not listed, in a few words: "listed", "no AMX-BF16 on this CPU", "not
@@ -246,6 +248,28 @@ void GemmMicrokernelAvx512(size_t m, size_t n, size_t units, const uint32_t* x,
 void GemmMicrokernelAvx512Bf16(size_t m, size_t n, size_t units, const uint32_t* x,
                                const uint32_t* w, const float* bias, bool accumulate, bool clamp,
                                float out_min, float* y, size_t y_stride);
+// Their streaming forms (GemmKernel::stream): the same sums, the panel prefetched ahead.
+void GemmMicrokernelAvx512Stream(size_t m, size_t n, size_t units, const uint32_t* x,
+                                 const uint32_t* w, const float* bias, bool accumulate,
+                                 bool clamp, float out_min, float* y, size_t y_stride);
+void GemmMicrokernelAvx512Bf16Stream(size_t m, size_t n, size_t units, const uint32_t* x,
+                                     const uint32_t* w, const float* bias, bool accumulate,
+                                     bool clamp, float out_min, float* y, size_t y_stride);
+// The AVX-512 f32 kernel over 16-bit panels: f16 widened by vcvtph2ps, bf16 in channel pairs
+// (paired_halves) widened by a shift and a mask; the avx512 kernel's bits. And their streaming
+// forms.
+void GemmMicrokernelAvx512F16w(size_t m, size_t n, size_t units, const uint32_t* x,
+                               const uint32_t* w, const float* bias, bool accumulate, bool clamp,
+                               float out_min, float* y, size_t y_stride);
+void GemmMicrokernelAvx512Bf16w(size_t m, size_t n, size_t units, const uint32_t* x,
+                                const uint32_t* w, const float* bias, bool accumulate, bool clamp,
+                                float out_min, float* y, size_t y_stride);
+void GemmMicrokernelAvx512F16wStream(size_t m, size_t n, size_t units, const uint32_t* x,
+                                     const uint32_t* w, const float* bias, bool accumulate,
+                                     bool clamp, float out_min, float* y, size_t y_stride);
+void GemmMicrokernelAvx512Bf16wStream(size_t m, size_t n, size_t units, const uint32_t* x,
+                                      const uint32_t* w, const float* bias, bool accumulate,
+                                      bool clamp, float out_min, float* y, size_t y_stride);
 // AVX-512 F packing of 12-token tiles: f32 units, or bf16 pairs rounded as F32ToBf16 does.
 void GemmPackTileAvx512(size_t m, size_t k, const float* x, size_t x_stride, uint32_t* tile);
 void GemmPackTileAvx512Bf16(size_t m, size_t k, const float* x, size_t x_stride,
