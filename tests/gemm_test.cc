@@ -14,6 +14,7 @@
 
 #include "base/aligned_buffer.h"
 #include "base/half.h"
+#include "base/platform.h"
 #include "gtest/gtest.h"
 #include "kernels/gemm.h"
 #include "testing/guarded_buffer.h"
@@ -134,6 +135,22 @@ TEST(GemmTest, ScalarIsFirstAndBestIsLast) {
       EXPECT_EQ(g->dtype, dtype) << g->isa;
       EXPECT_GE(g->mr, 1u);
       EXPECT_GE(g->nr, 1u);
+    }
+  }
+}
+
+// bf16 arithmetic is chosen only with a kernel faster than f32 arithmetic: never the scalar twin,
+// and vdpbf16ps ("avx512bf16") except on Intel CPUs, where it runs at half the FMA rate.
+TEST(GemmTest, Bf16ArithmeticOnlyWhereFasterThanF32) {
+  const std::string cpu = GetPlatformInfo().cpu_name;
+  for (const GemmKernel* g : AvailableGemmKernels(DType::BF16)) {
+    const std::string isa = g->isa;
+    if (isa == "scalar-bf16") {
+      EXPECT_FALSE(GemmBf16ArithmeticFaster(*g));
+    } else if (isa == "avx512bf16") {
+      EXPECT_EQ(GemmBf16ArithmeticFaster(*g), cpu.find("Intel") == std::string::npos) << cpu;
+    } else {
+      EXPECT_TRUE(GemmBf16ArithmeticFaster(*g)) << isa;
     }
   }
 }

@@ -79,11 +79,11 @@ ABSL_FLAG(std::string, gemm_isa, "",
           "xnnpack with the gemm engine: a kernel by name (scalar, avx2, avx512, neon; for bf16 "
           "weights scalar-bf16, avx512bf16, amx-bf16; empty: the best for this CPU)");
 ABSL_FLAG(bool, bf16_arithmetic, true,
-          "xnnpack with the gemm engine: multiply bf16 weights in bf16 where the CPU can (false: "
-          "f32 panels)");
+          "xnnpack with the gemm engine: multiply bf16 weights in bf16 where the CPU does that "
+          "faster than f32 (false: f32 arithmetic, over 16-bit panels where --half_panels)");
 ABSL_FLAG(bool, half_panels, true,
           "xnnpack with the gemm engine: f16/bf16 weights stay 16-bit in the packed panels where "
-          "the kernel has such a twin (avx2; the same results; false: f32 panels)");
+          "the kernel has such a twin (avx2, avx512; the same results; false: f32 panels)");
 ABSL_FLAG(int64_t, bandwidth_mib, 1024, "buffer for the read-bandwidth measurement");
 ABSL_FLAG(std::string, dtype, "f32",
           "--synthetic: dtype of the FFN weight matrices: f32, f16, bf16, i8 or i4 (quantised by "

@@ -272,14 +272,15 @@ typedef struct fflite_platform_info {
   char quant_gemm_kernels[16];
   /* Appended in 0.2 too: what multiplies packed float weights at prefill (many tokens): "avx512",
    * "avx2" (fflite's own GEMM) or "xnnpack" for f32 weights; for bf16 weights "amx-bf16"
-   * (AMX tiles) or "avx512bf16" when they are multiplied in bf16 (activations rounded to bf16),
-   * else "avx2-bf16w" where bf16 weights stay 16-bit in the packed panels and are widened to f32
+   * (AMX tiles) or "avx512bf16" when they are multiplied in bf16 (activations rounded to bf16;
+   * not on Intel CPUs without AMX, where it is slower than f32 arithmetic), else "avx512-bf16w"
+   * or "avx2-bf16w" where bf16 weights stay 16-bit in the packed panels and are widened to f32
    * as they are loaded (the f32 results, bit for bit, from half the bytes), else the same as for
    * f32. */
   char gemm_kernels[16];
   char bf16_gemm_kernels[16];
-  /* Appended after those: the same for f16 weights: "avx2-f16w" (16-bit panels, widened to f32
-   * as they are loaded), else the same as for f32. */
+  /* Appended after those: the same for f16 weights: "avx512-f16w" or "avx2-f16w" (16-bit
+   * panels, widened to f32 as they are loaded), else the same as for f32. */
   char f16_gemm_kernels[16];
 } fflite_platform_info;
 

@@ -361,6 +361,18 @@ std::vector<const GemmKernel*> AvailableGemmKernels(DType dtype) {
 
 const GemmKernel& BestGemmKernel(DType dtype) { return *AvailableGemmKernels(dtype).back(); }
 
+bool GemmBf16ArithmeticFaster(const GemmKernel& kernel) {
+  if (kernel.microkernel == &GemmMicrokernelScalarBf16) return false;
+#if defined(FFLITE_GEMM_X86)
+  if (kernel.microkernel == &GemmMicrokernelAvx512Bf16) {
+    static const bool intel = cpuinfo_initialize() && cpuinfo_get_cores_count() > 0 &&
+                              cpuinfo_get_core(0)->vendor == cpuinfo_vendor_intel;
+    return !intel;
+  }
+#endif
+  return true;
+}
+
 const GemmKernel* HalfPanelKernel(const GemmKernel& f32, DType half) {
   if (half != DType::F16 && half != DType::BF16) return nullptr;
   const bool f16 = half == DType::F16;

@@ -253,9 +253,10 @@ PackChoice ChoosePackEngine(const XnnpackBackendOptions& options, size_t slice_b
     gemm = std::string(f32.isa) == "avx512" || std::string(f32.isa) == "avx2";
   }
   if (gemm) choice.gemm_f32 = &f32;
-  // bf16 arithmetic: only with a kernel that is faster than converting to f32 (never the scalar
-  // twin by default), and only when the caller accepts bf16 activations.
-  const bool bf16_fast = options.gemm_bf16 != nullptr || std::string(bf16.isa) != "scalar-bf16";
+  // bf16 arithmetic: only with a kernel that is faster than f32 arithmetic on this CPU (never
+  // the scalar twin, nor vdpbf16ps on Intel CPUs: GemmBf16ArithmeticFaster) unless the caller
+  // names it, and only when the caller accepts bf16 activations.
+  const bool bf16_fast = options.gemm_bf16 != nullptr || GemmBf16ArithmeticFaster(bf16);
   if (gemm && options.bf16_arithmetic && bf16_fast) choice.gemm_bf16 = &bf16;
   // f16/bf16 weights in 16-bit panels where the f32 kernel has such a twin: the same bits from
   // half the bytes (packed memory, and the reads of a prefill whose experts get few tokens).

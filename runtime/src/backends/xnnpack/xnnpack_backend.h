@@ -61,14 +61,16 @@ struct XnnpackBackendOptions {
   // weights with bf16 arithmetic.
   const GemmKernel* gemm_f32 = nullptr;
   const GemmKernel* gemm_bf16 = nullptr;
-  // bf16 weights with the gemm engine multiply in bf16 where the CPU has a bf16 kernel (AVX-512
-  // BF16): activations are rounded to bf16 (relative error up to 2^-9 each, products and sums in
-  // f32), at about twice the f32 rate. false: converted to f32 panels, f32 arithmetic.
+  // bf16 weights with the gemm engine multiply in bf16 where the CPU has a bf16 kernel faster
+  // than f32 arithmetic (AMX-BF16; AVX-512 BF16 except on Intel CPUs; Arm's BF16: see
+  // GemmBf16ArithmeticFaster): activations are rounded to bf16 (relative error up to 2^-9 each,
+  // products and sums in f32), at about twice the f32 rate. false, or no such kernel: f32
+  // arithmetic (16-bit panels below, else f32 panels).
   bool bf16_arithmetic = true;
   // f16/bf16 weights with the gemm engine (and without bf16 arithmetic) are packed as they are
   // stored, 16 bits each, where the f32 kernel has a twin that widens them as it loads them
-  // (AVX2: HalfPanelKernel): the same results bit for bit from half the packed bytes. false:
-  // converted to f32 panels.
+  // (AVX2 and AVX-512: HalfPanelKernel): the same results bit for bit from half the packed
+  // bytes. false: converted to f32 panels.
   bool half_panels = true;
   // Down matrices stored as value rows (Layout::VALUE_ROWS, ReLU-family FFNs): a few-token call
   // reads only the rows of the neurons that fire for some token, unless more than this fraction
