@@ -52,10 +52,7 @@ namespace gemm_avx512_bf16 {
 namespace {
 constexpr size_t kMr = 12, kNr = 32, kUnitBytes = kNr * 4;
 #define FFLITE_GEMM_TARGET __attribute__((target("avx512f,avx512bf16,fma")))
-FFLITE_GEMM_TARGET inline void LoadUnit(const uint32_t* w, size_t u, __m512* w0, __m512* w1) {
-  *w0 = _mm512_load_ps(reinterpret_cast<const float*>(w + u * kNr));
-  *w1 = _mm512_load_ps(reinterpret_cast<const float*>(w + u * kNr + 16));
-}
+using gemm_avx512_f32::LoadUnit;  // the same 128-byte units, as pairs of bf16
 FFLITE_GEMM_TARGET inline __m512 Step(__m512 acc, __m512 w, uint32_t x) {
   return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_castps_si512(w),
                           (__m512bh)_mm512_set1_epi32(static_cast<int>(x)));
@@ -78,9 +75,7 @@ FFLITE_GEMM_TARGET inline void LoadUnit(const uint32_t* w, size_t u, __m512* w0,
   *w0 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(unit)));
   *w1 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(unit + 32)));
 }
-FFLITE_GEMM_TARGET inline __m512 Step(__m512 acc, __m512 w, uint32_t x) {
-  return _mm512_fmadd_ps(w, _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(x))), acc);
-}
+using gemm_avx512_f32::Step;  // the f32 kernel's vfmadd231ps
 #include "kernels/gemm_avx512_tile.inc"
 #undef FFLITE_GEMM_TARGET
 }  // namespace
@@ -96,9 +91,7 @@ FFLITE_GEMM_TARGET inline void LoadUnit(const uint32_t* w, size_t u, __m512* w0,
   const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
   *w1 = _mm512_castsi512_ps(_mm512_and_si512(pairs, high));
 }
-FFLITE_GEMM_TARGET inline __m512 Step(__m512 acc, __m512 w, uint32_t x) {
-  return _mm512_fmadd_ps(w, _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(x))), acc);
-}
+using gemm_avx512_f32::Step;
 #include "kernels/gemm_avx512_tile.inc"
 #undef FFLITE_GEMM_TARGET
 }  // namespace
