@@ -26,9 +26,10 @@ namespace {
 // group of panels) prefetches the panel, into L2. Measured on an Intel Xeon VM (AVX-512, family 6
 // model 207, 2 MiB L2), one thread, 128 tokens, matrices of Llama ([11008, 4096], [4096, 11008])
 // and BERT ([768, 3072]) rotating through 3 copies, 11-15 rounds alternated, % of the same
-// round's in-L1 microkernel rate: no prefetch 70-78%; 8 KiB ahead into L2 79-94%; 2 KiB ahead
-// into L1 75-92%, alike whether every tile prefetches or the first only; 4 and 16 KiB into L2
-// alike. The hardware prefetchers alone left the first tile waiting on the panels.
+// round's in-L1 microkernel rate: no prefetch 70-87%; 8 KiB ahead into L2 79-94%, 7-15 points
+// above no prefetch in each of 6 paired runs; 2 KiB ahead into L1 72-93%, alike whether every
+// tile prefetches or the first only; 4 and 16 KiB into L2 alike. The hardware prefetchers alone
+// left the first tile waiting on the panels.
 constexpr size_t kPrefetchBytes = 8192;
 }  // namespace
 
