@@ -185,9 +185,9 @@ const GemmKernel& BestGemmKernel(DType dtype);
 // Whether bf16 arithmetic with `kernel` (a BF16 kernel) beats f32 arithmetic over 16-bit panels
 // of the same weights on this CPU, so that rounding the activations to bf16 buys speed. False for
 // the scalar twin, and for "avx512bf16" on Intel CPUs: there vdpbf16ps runs at half the rate of
-// vfmadd231ps in flops (measured on a Xeon VM, family 6 model 207: 75-81 against 158-166
+// vfmadd231ps in flops (measured on a Xeon VM, family 6 model 207: 71-81 against 158-166
 // GFLOP/s, 4-24 chains), so the f32 kernel's 2 FMAs a cycle do more (Llama prefill of 128
-// tokens, bf16 weights: 330-390 ms with "avx512-bf16w" against 460-510 with "avx512bf16"). AMD's
+// tokens, bf16 weights: 330-393 ms with "avx512-bf16w" against 462-510 with "avx512bf16"). AMD's
 // Zen 4 and Zen 5 run vdpbf16ps at the FMA rate, twice the flops; AMX and Arm's bfdot likewise.
 bool GemmBf16ArithmeticFaster(const GemmKernel& kernel);
 
