@@ -2,8 +2,10 @@
 // two panel loads and 12 broadcasts per unit. f32: vfmadd231ps (one k per unit); bf16:
 // vdpbf16ps (a pair of k per unit, twice the multiply-adds per instruction); and the f32 kernel
 // over 16-bit panels of f16 or bf16 weights, widened as they are loaded. Each has a streaming
-// form, which prefetches the panel ahead. One tile source (gemm_avx512_tile.inc) for all, each
-// with its own target attribute: no AVX-512 code in shared inline functions.
+// form, which prefetches the panel ahead. One tile source (gemm_avx512_tile.inc) for all, in one
+// namespace per kernel; every function here carries its target attribute (the 16-bit-panel and
+// bf16 kernels take the f32 kernel's Step or LoadUnit, whose target is a subset of theirs), so no
+// AVX-512 code sits in an inline function without one.
 #include "kernels/gemm.h"
 
 #if defined(FFLITE_GEMM_X86)

@@ -232,9 +232,9 @@ double FmaLoopScalar() {
 // 12 named variables with distinct starts (in the VNNI and dot-product probes each held in a
 // register by an empty asm): with an array, g++ 12 interchanged the loops and kept the
 // accumulators in memory (620-750 GOP/s on Zen 5), and with equal starts it merged equal chains
-// (an overestimate). Where the multiply does not take the
-// accumulator as an input (AVX2's maddubs + madd, NEON's smull), g++ 12 computed the product once,
-// outside the loop, and timed only the additions: see DotLoopAvx2 and DotLoopNeon.
+// (an overestimate). Where the multiply does not take the accumulator as an input (AVX2's
+// maddubs + madd, NEON's smull), g++ 12 computed the product once, outside the loop, and timed
+// only the additions: see DotLoopAvx2 and DotLoopNeon.
 constexpr long kDotIterations = 20000000;
 #define FFLITE_DOT_CHAINS(step) \
   step(a0) step(a1) step(a2) step(a3) step(a4) step(a5) step(a6) step(a7) step(a8) step(a9) \
@@ -368,9 +368,9 @@ __attribute__((target("arch=armv8.2-a+dotprod"))) double DotLoopNeonDot() {
 #endif
 #if defined(__ARM_NEON)
 // Plain NEON: widening multiply (s8 -> s16) and pairwise accumulate (s16 -> s32). An empty asm
-// after each step makes u opaque, so that every step multiplies; with 32
-// registers the accumulators need no asm of their own (with one, g++ 12 copied each of them once
-// an iteration: 12 moves per 24 operations, on aarch64).
+// after each step makes u opaque, so that every step multiplies; with 32 registers the
+// accumulators need no asm of their own (with one, g++ 12 copied each of them once an iteration:
+// 12 moves per 24 operations, on aarch64).
 double DotLoopNeon() {
 #define FFLITE_INIT(acc) int32x4_t acc = vdupq_n_s32(__LINE__ + __COUNTER__);
   FFLITE_DOT_CHAINS(FFLITE_INIT)
