@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer target for a fixed budget with its generated seed corpus and saved crash
-# inputs, as many targets at once as there are cores; fails on any finding (the input is kept in
+# inputs, all targets at once; fails on any finding (the input is kept in
 # build-fuzz/findings/ — add it to tests/fuzz/regressions/<target>/ once fixed).
 # Usage: scripts/fuzz.sh [seconds-per-target]
 set -euo pipefail
@@ -18,11 +18,12 @@ rm -rf "$seeds" build-fuzz/corpus build-fuzz/findings
 mkdir -p build-fuzz/corpus build-fuzz/findings
 build-fuzz/tests/fuzz/make_fuzz_seeds "$seeds" >/dev/null
 
-# One target: its budget, its corpus, its log; writes "ok <executions>" or "finding" to its result.
+# One target: its budget (wall seconds), its corpus, its log; writes "ok <executions>" or
+# "finding" to its result.
 run_target() {
-  local target=$1 corpus=build-fuzz/corpus/$1 log=build-fuzz/$1.log
+  local target=$1 wall=$2 corpus=build-fuzz/corpus/$1 log=build-fuzz/$1.log
   mkdir -p "$corpus"
-  if build-fuzz/tests/fuzz/"$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  if build-fuzz/tests/fuzz/"$target" -max_total_time="$wall" -timeout=10 -rss_limit_mb=2048 \
       -malloc_limit_mb=1024 -print_final_stats=1 -artifact_prefix=build-fuzz/findings/"$target"- \
       "$corpus" "$seeds/$target" tests/fuzz/regressions/"$target" >"$log" 2>&1; then
     echo "ok $(grep -E '^stat::number_of_executed_units' "$log" | awk '{print $2}')" >"$log.result"
@@ -31,21 +32,21 @@ run_target() {
   fi
 }
 
-# The targets run side by side, one per core (each is one process with its own time budget).
+# The targets run side by side, all at once: with more targets than cores each runs for
+# seconds × targets / cores of wall time, so that each still gets about `seconds` of a core and no
+# core idles while the last target runs alone.
 targets=()
 while read -r target; do
   [ -n "$target" ] && targets+=("$target")
 done < build-fuzz/tests/fuzz/targets.txt
-running=0
+wall=$seconds
+if [ "${#targets[@]}" -gt "$jobs" ]; then
+  wall=$(((seconds * ${#targets[@]} + jobs - 1) / jobs))
+fi
 for target in "${targets[@]}"; do
-  echo "== fuzz $target for ${seconds}s =="
+  echo "== fuzz $target for ${wall}s of wall time (about ${seconds}s of a core) =="
   rm -f build-fuzz/"$target".log.result
-  run_target "$target" &
-  running=$((running + 1))
-  if [ "$running" -ge "$jobs" ]; then
-    wait -n || true
-    running=$((running - 1))
-  fi
+  run_target "$target" "$wall" &
 done
 wait
 

@@ -51,7 +51,7 @@ run_suite native build
 run_suite sanitizers build-asan -DFFLITE_SANITIZE=ON
 run_suite threads build-tsan -DFFLITE_TSAN=ON -DFFLITE_BUILD_TOOLS=OFF
 
-# 4. Every libFuzzer target for 60 s with its generated seeds and saved crash inputs.
+# 4. Every libFuzzer target for about 60 s of a core with its generated seeds and saved crashes.
 t0=$SECONDS
 scripts/fuzz.sh 60 2>&1 | tee build-fuzz.log; [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 read -r p f < <(sed -nE 's/^fuzz: ([0-9]+) passed, ([0-9]+) failed.*/\1 \2/p' build-fuzz.log)
