@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -314,6 +315,11 @@ class NeuronsToolTest : public ::testing::Test {
     std::fill(input_.begin() + 3 * 16, input_.begin() + 4 * 16, 0.0f);
     input_path_ = dir_ + "/tokens.f32";
     WriteF32(input_path_, input_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+    std::filesystem::remove_all(io_dir_, ec);
   }
 
   void CheckLayer(size_t layer, bool moe, const std::vector<float>& input,
