@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -186,18 +187,21 @@ TEST(QuantKernelSetsTest, FloatActivationsForManyTokens) {
                        "i4 rotated, float activations, 300 tokens");
 }
 
-// Rows are shared among threads at panel boundaries: 1 and 3 threads give the same bits, on
-// both paths.
+// Rows are shared among threads at panel boundaries, and for many tokens the rotation and the
+// int8 activations among them by tokens, each thread applying the GLU to its rows: 1 and 3
+// threads give the same bits, on both paths, plain and rotated.
 TEST(QuantThreadsTest, SameBitsForOneAndThreeThreads) {
   Rng rng(8);
   const ModelSpec spec = OneLayer(96, 700, rng);
-  for (size_t tokens : {size_t{1}, size_t{64}}) {
-    std::vector<float> one, three;
-    CompareWithReference(spec, Quantized(DType::I8, false), tokens, 1, XnnpackBackendOptions(),
-                         ToleranceFor(DType::I8, tokens), "1 thread", &one);
-    CompareWithReference(spec, Quantized(DType::I8, false), tokens, 3, XnnpackBackendOptions(),
-                         ToleranceFor(DType::I8, tokens), "3 threads", &three);
-    EXPECT_EQ(one, three) << tokens << " tokens";
+  for (const auto& [dtype, rotate] : {std::pair{DType::I8, false}, std::pair{DType::I4, true}}) {
+    for (size_t tokens : {size_t{1}, size_t{64}}) {
+      std::vector<float> one, three;
+      CompareWithReference(spec, Quantized(dtype, rotate), tokens, 1, XnnpackBackendOptions(),
+                           ToleranceFor(dtype, tokens), "1 thread", &one);
+      CompareWithReference(spec, Quantized(dtype, rotate), tokens, 3, XnnpackBackendOptions(),
+                           ToleranceFor(dtype, tokens), "3 threads", &three);
+      EXPECT_EQ(one, three) << tokens << " tokens, rotated " << rotate;
+    }
   }
 }
 
@@ -222,25 +226,31 @@ TEST(QuantMixedTest, QuantisedAndFloatMatricesInOneFfn) {
 
 // A NaN in one token's input makes that token's outputs NaN and leaves the others as the
 // reference has them, on the float path and on the int8 path (which cannot carry a NaN, so such
-// a call takes the float path).
+// a call takes the float path). The last case shares the tokens' preparation among 3 threads
+// (64·700·96 multiply-adds), with the NaN in the last thread's share.
 TEST(QuantNanTest, NanStaysInItsToken) {
-  Rng rng(12);
-  const ModelSpec spec = OneLayer(40, 64, rng);
-  auto built = testing::BuildModel(spec, Quantized(DType::I8, true));
-  ASSERT_TRUE(built.ok()) << built.status();
-  for (size_t tokens : {size_t{2}, size_t{20}}) {
-    std::vector<float> input = Rng(13).Vec(tokens * 40, 2.0f);
-    input[1 * 40 + 7] = std::nanf("");
-    auto got = testing::RunLayer(*built->model, "xnnpack", 0, input, tokens);
-    auto want = testing::RunLayer(*built->model, "reference", 0, input, tokens);
+  struct Case {
+    uint32_t d, ff;
+    size_t tokens, bad;
+    int threads;
+  };
+  for (const Case& c : {Case{40, 64, 2, 1, 1}, Case{40, 64, 20, 1, 1}, Case{96, 700, 64, 50, 3}}) {
+    Rng rng(12);
+    const ModelSpec spec = OneLayer(c.d, c.ff, rng);
+    auto built = testing::BuildModel(spec, Quantized(DType::I8, true));
+    ASSERT_TRUE(built.ok()) << built.status();
+    std::vector<float> input = Rng(13).Vec(c.tokens * c.d, 2.0f);
+    input[c.bad * c.d + 7] = std::nanf("");
+    auto got = testing::RunLayer(*built->model, "xnnpack", 0, input, c.tokens, c.threads);
+    auto want = testing::RunLayer(*built->model, "reference", 0, input, c.tokens);
     ASSERT_TRUE(got.ok() && want.ok());
-    for (size_t t = 0; t < tokens; ++t) {
-      for (size_t i = 0; i < 40; ++i) {
-        const float g = (*got)[t * 40 + i], w = (*want)[t * 40 + i];
-        if (t == 1) {
-          EXPECT_TRUE(std::isnan(g)) << tokens << " tokens, feature " << i;
+    for (size_t t = 0; t < c.tokens; ++t) {
+      for (size_t i = 0; i < c.d; ++i) {
+        const float g = (*got)[t * c.d + i], w = (*want)[t * c.d + i];
+        if (t == c.bad) {
+          EXPECT_TRUE(std::isnan(g)) << c.tokens << " tokens, feature " << i;
         } else {
-          EXPECT_NEAR(g, w, testing::kF32RelTol * (std::fabs(w) + 1.0)) << tokens << " tokens";
+          EXPECT_NEAR(g, w, testing::kF32RelTol * (std::fabs(w) + 1.0)) << c.tokens << " tokens";
         }
       }
     }

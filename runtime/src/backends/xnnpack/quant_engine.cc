@@ -1,8 +1,10 @@
-// The quantised matrix engine: optional block rotation of the activations, then the float- or
-// int8-activation kernel over panels of rows shared among the pool's threads.
+// The quantised matrix engine: optional block rotation of the activations and their int8 form
+// (tokens shared among the pool's threads), then the float- or int8-activation kernel over panels
+// of rows shared among them, each thread applying the epilogue to its rows.
 #include "backends/xnnpack/quant_engine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "base/tsan.h"
@@ -25,6 +27,7 @@ struct Job {
   const QActBlock* xq;
   float* y;
   size_t y_stride;
+  const Epilogue* epilogue;
 };
 
 // Rows [first, first + n) (first a multiple of 16).
@@ -40,23 +43,60 @@ void RunTile(void* context, size_t first, size_t n) {
     job.engine->gemv().qgemv(job.c, job.k, n, w, job.dtype, bias, job.x, job.x_stride,
                              job.y + first, job.y_stride);
   }
+  job.epilogue->Apply(job.y, job.y_stride, 0, job.c, first, first + n);
   FFLITE_TSAN_RELEASE(context);
 }
 
-// Whether x[c, x_stride] (k values per token) holds only finite values: an integer test of the
-// exponent bits, which the compiler vectorises (a float sum would be a latency-bound chain).
-bool AllFinite(size_t c, size_t k, const float* x, size_t x_stride) {
-  for (size_t t = 0; t < c; ++t) {
-    const float* row = x + t * x_stride;
-    uint32_t bad = 0;
-    for (size_t j = 0; j < k; ++j) {
-      uint32_t bits;
-      std::memcpy(&bits, row + j, sizeof(bits));
-      bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
-    }
-    if (bad != 0) return false;
+// Whether row[k] holds only finite values: an integer test of the exponent bits, which the
+// compiler vectorises (a float sum would be a latency-bound chain).
+bool AllFinite(size_t k, const float* row) {
+  uint32_t bad = 0;
+  for (size_t j = 0; j < k; ++j) {
+    uint32_t bits;
+    std::memcpy(&bits, row + j, sizeof(bits));
+    bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
   }
-  return true;
+  return bad == 0;
+}
+
+// The activations' preparation, per token: R·x per block of 32 into `rotated` (zero-padded from
+// k to kp) when set, then the int8 blocks into xq when `quantize`, unless a value is not finite.
+struct Prep {
+  const QuantEngine* engine;
+  const float* x;
+  size_t x_stride, k, kp;
+  float* rotated;  // nullptr: no rotation
+  bool quantize;
+  QActBlock* xq;
+  std::atomic<bool> nonfinite{false};
+};
+
+// Tokens [first, first + n).
+void PrepareTokens(void* context, size_t first, size_t n) {
+  Prep& prep = *static_cast<Prep*>(context);
+  FFLITE_TSAN_ACQUIRE(context);
+  bool nonfinite = false;
+  for (size_t t = first; t < first + n; ++t) {
+    const float* row = prep.x + t * prep.x_stride;
+    size_t k = prep.k;
+    if (prep.rotated != nullptr) {
+      float* r = prep.rotated + t * prep.kp;
+      std::memcpy(r, row, k * sizeof(float));
+      std::memset(r + k, 0, (prep.kp - k) * sizeof(float));
+      for (size_t b = 0; b < prep.kp; b += kQuantBlock) Rotate32(r + b);
+      row = r;
+      k = prep.kp;
+    }
+    if (!prep.quantize || nonfinite) continue;
+    if (!AllFinite(k, row)) {
+      nonfinite = true;
+      continue;
+    }
+    QActBlock* xq = prep.xq + t * (prep.kp / kQuantBlock);
+    prep.engine->gemm().quantize_activations(1, k, row, k, xq);
+  }
+  if (nonfinite) prep.nonfinite.store(true, std::memory_order_relaxed);
+  FFLITE_TSAN_RELEASE(context);
 }
 
 }  // namespace
@@ -80,33 +120,42 @@ bool QuantEngine::Reserve(size_t max_tokens, size_t max_k) {
 
 void QuantEngine::Run(const TensorView& w, const float* bias, size_t c, const float* x,
                       size_t x_stride, float* y, size_t y_stride, const EngineContext& ctx,
-                      bool last) {
+                      bool last, const Epilogue& epilogue) {
   const size_t rows = static_cast<size_t>(w.shape[0]);
   size_t k = static_cast<size_t>(w.shape[1]);
   const QuantGeometry g = QuantMatrixGeometry(w.dtype, rows, k);
-  if (w.layout == Layout::PANEL16_K4_HADAMARD32) {
-    // x' = R·x per block of 32 (zero-padded past k): the stored weights are W·Rᵀ.
-    const size_t kp = g.k_blocks * kQuantBlock;
-    for (size_t t = 0; t < c; ++t) {
-      float* r = rotated_.data() + t * kp;
-      std::memcpy(r, x + t * x_stride, k * sizeof(float));
-      std::memset(r + k, 0, (kp - k) * sizeof(float));
-      for (size_t b = 0; b < g.k_blocks; ++b) Rotate32(r + b * kQuantBlock);
-    }
-    x = rotated_.data();
-    x_stride = kp;
-    k = kp;
-  }
+  const bool parallel = ctx.pool != nullptr && ctx.threads > 1 &&
+                        c * rows * k >= kMinParallelMacs && rows > kQuantPanelRows;
   // Int8 activations cannot carry a NaN or an infinity: a call with one takes the float path,
   // which propagates it to the token's outputs as every other engine does. (One pass over the
   // activations: c·k reads against c·k·rows multiply-adds.)
   bool gemm = UsesGemm(w.dtype, c);
-  if (gemm) gemm = AllFinite(c, k, x, x_stride);
-  Job job{this, gemm, w.data, w.dtype, static_cast<size_t>(g.panel_bytes), bias, c, k,
-          rows, x, x_stride, xq_.data(), y, y_stride};
-  if (job.gemm) gemm_.quantize_activations(c, k, x, x_stride, xq_.data());
-  if (ctx.pool != nullptr && ctx.threads > 1 && c * rows * k >= kMinParallelMacs &&
-      rows > kQuantPanelRows) {
+  const bool rotate = w.layout == Layout::PANEL16_K4_HADAMARD32;
+  if (rotate || gemm) {
+    // x' = R·x per block of 32 (zero-padded past k): the stored weights are W·Rᵀ. The tokens are
+    // shared among the threads when the product is (each token's blocks are the same whoever
+    // computes them).
+    const size_t kp = g.k_blocks * kQuantBlock;
+    Prep prep{this, x, x_stride, k, kp, rotate ? rotated_.data() : nullptr, gemm, xq_.data()};
+    if (parallel && c > 1) {
+      const size_t tile = (c + ctx.threads - 1) / ctx.threads;
+      FFLITE_TSAN_RELEASE(&prep);
+      pthreadpool_parallelize_1d_tile_1d(ctx.pool, PrepareTokens, &prep, c, tile,
+                                         PoolFlags(ctx, false));
+      FFLITE_TSAN_ACQUIRE(&prep);
+    } else {
+      PrepareTokens(&prep, 0, c);
+    }
+    if (gemm && prep.nonfinite.load(std::memory_order_relaxed)) gemm = false;
+    if (rotate) {
+      x = rotated_.data();
+      x_stride = kp;
+      k = kp;
+    }
+  }
+  Job job{this, gemm, w.data, w.dtype, static_cast<size_t>(g.panel_bytes), bias, c, k, rows, x,
+          x_stride, xq_.data(), y, y_stride, &epilogue};
+  if (parallel) {
     // About 4 tiles per thread, whole panels each.
     const size_t panels = (rows + kQuantPanelRows - 1) / kQuantPanelRows;
     const size_t tile = std::max<size_t>(1, (panels + 4 * ctx.threads - 1) / (4 * ctx.threads)) *

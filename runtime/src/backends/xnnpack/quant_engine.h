@@ -23,12 +23,13 @@ class QuantEngine {
   // Returns false when the allocation fails. Run allocates nothing.
   bool Reserve(size_t max_tokens, size_t max_k);
 
-  // y[c, y_stride] = x[c, x_stride] · Wᵀ + bias, W the quantised [rows, k] tensor as mapped.
-  // c <= max_tokens; bias: [rows] f32 or nullptr. With a pool, the rows are shared among its
-  // threads at panel boundaries (results do not depend on the split). `last` as for every
-  // engine (engines.h).
+  // y[c, y_stride] = x[c, x_stride] · Wᵀ + bias, then `epilogue` on y, W the quantised
+  // [rows, k] tensor as mapped. c <= max_tokens; bias: [rows] f32 or nullptr. With a pool, the
+  // rows are shared among its threads at panel boundaries, each thread applying the epilogue to
+  // its own (results do not depend on the split). `last` as for every engine (engines.h).
   void Run(const TensorView& w, const float* bias, size_t c, const float* x, size_t x_stride,
-           float* y, size_t y_stride, const EngineContext& ctx, bool last);
+           float* y, size_t y_stride, const EngineContext& ctx, bool last,
+           const Epilogue& epilogue = {});
 
   // Whether a call of c tokens over `dtype` weights takes the int8 path (gemm) or the float one.
   bool UsesGemm(DType dtype, size_t c) const {

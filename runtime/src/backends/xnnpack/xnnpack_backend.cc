@@ -685,8 +685,10 @@ class XnnpackBackend : public Backend {
       return RunPacked(*packed, n, x, y, ctx, last, epilogue);
     }
     if (w.quantized()) {
-      quant_.Run(w, bias, n, x, x_stride, y, y_stride, ctx, last);
-    } else if (w.value_rows()) {
+      quant_.Run(w, bias, n, x, x_stride, y, y_stride, ctx, last, epilogue);
+      return absl::OkStatus();
+    }
+    if (w.value_rows()) {
       value_rows_.read += RunValueRows(kernels_, w, bias, n, x, x_stride, y, y_stride,
                                        value_rows_dense_fraction_, active_.data(), ctx, last);
       value_rows_.total += w.shape[1];
