@@ -400,6 +400,30 @@ void StoredBlock(DType dt, const QuantGeometry& g, const std::vector<uint8_t>& q
   for (uint64_t j = 0; j < 32; ++j) out[j] = s * QuantValueAt(dt, g, q.data(), r, b * 32 + j);
 }
 
+// The runtime's float rotation of the activations against the double one. Each output is a
+// signed sum of the 32 inputs by a tree of 5 float additions, then one multiplication: its error
+// is at most 6 roundings of 2^-24 each, relative to the sum of magnitudes, so the bound below
+// (2^-20 of Σ|v|/√32) holds with room; a wrong sign or a misplaced butterfly is off by O(|v|).
+TEST(QuantizeTest, FloatRotationMatchesDouble) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  for (int trial = 0; trial < 200; ++trial) {
+    const float scale = std::ldexp(1.0f, trial % 40 - 20);
+    float f[32];
+    double d[32], sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      f[j] = scale * uni(rng);
+      d[j] = f[j];
+      sum += std::fabs(d[j]);
+    }
+    Rotate32(f);
+    Rotate32(d);
+    for (int j = 0; j < 32; ++j) {
+      EXPECT_NEAR(f[j], d[j], std::ldexp(sum / std::sqrt(32.0), -20)) << trial << ", " << j;
+    }
+  }
+}
+
 TEST(QuantizeTest, RotatedLayoutRoundTrips) {
   // k = 77: the last block is part padding, whose rotation is stored too (R mixes it in).
   const uint64_t rows = 37, k = 77;
