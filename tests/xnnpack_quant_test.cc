@@ -115,6 +115,26 @@ TEST(QuantMoeTest, RoutedAndSharedExperts) {
   }
 }
 
+// Experts large enough (about 43 tokens x 700 x 96 each) that the quantised engine shares each
+// product among 3 threads, each applying the GLU to its own rows.
+TEST(QuantMoeTest, ExpertProductsSharedAmongThreads) {
+  for (DType dtype : {DType::I8, DType::I4}) {
+    testing::MoeParams moe;
+    moe.num_experts = 6;
+    moe.top_k = 2;
+    moe.num_shared = 1;
+    MoeTester()
+        .d_model(96)
+        .d_ff(700)
+        .moe(moe)
+        .dtype(dtype)
+        .tokens(130)
+        .threads(3)
+        .tolerance(ToleranceFor(dtype, 130))
+        .Test("xnnpack");
+  }
+}
+
 // Runs `spec` (written with `write`) through the xnnpack backend with `options` and through the
 // reference, `tokens` tokens, and compares with `tol`.
 void CompareWithReference(const ModelSpec& spec, const WriteOptions& write, size_t tokens,

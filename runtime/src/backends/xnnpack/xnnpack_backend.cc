@@ -867,9 +867,8 @@ class XnnpackBackend : public Backend {
       return;
     }
     // Status: the direct and quantised engines cannot fail (no packed operator is involved).
-    Multiply(f.up, nullptr, DirectBias(f.up_bias, s.up_bias), c, in, in_stride, hidden, hs, false,
-             {})
-        .IgnoreError();
+    // The activation rides on the up product (gate first when gated), as in RunFfn: the quantised
+    // engine applies it on each thread's rows, the direct kernel after the product.
     if (f.gated) {
       float* gate = gate_.data();
       Multiply(f.gate, nullptr, DirectBias(f.gate_bias, s.gate_bias), c, in, in_stride, gate, hs,
@@ -877,7 +876,9 @@ class XnnpackBackend : public Backend {
           .IgnoreError();
       act.gate = gate;
     }
-    act.Apply(hidden, hs, 0, c, 0, ff);
+    Multiply(f.up, nullptr, DirectBias(f.up_bias, s.up_bias), c, in, in_stride, hidden, hs, false,
+             act)
+        .IgnoreError();
     Multiply(f.down, nullptr, DirectBias(f.down_bias, s.down_bias), c, hidden, hs, out, d, last, {})
         .IgnoreError();
   }
