@@ -60,13 +60,13 @@ bool AllFinite(size_t k, const float* row) {
 }
 
 // The activations' preparation, per token: R·x per block of 32 into `rotated` (zero-padded from
-// k to kp) when set, then the int8 blocks into xq when `quantize`, unless a value is not finite.
+// k to kp) when set, then the int8 blocks into xq by `quantize` when set, unless a value is not
+// finite.
 struct Prep {
-  const QuantEngine* engine;
   const float* x;
   size_t x_stride, k, kp;
-  float* rotated;  // nullptr: no rotation
-  bool quantize;
+  float* rotated;                  // nullptr: no rotation
+  QuantizeActivationsFn quantize;  // nullptr: no int8 blocks
   QActBlock* xq;
   std::atomic<bool> nonfinite{false};
 };
@@ -87,13 +87,12 @@ void PrepareTokens(void* context, size_t first, size_t n) {
       row = r;
       k = prep.kp;
     }
-    if (!prep.quantize || nonfinite) continue;
+    if (prep.quantize == nullptr || nonfinite) continue;
     if (!AllFinite(k, row)) {
       nonfinite = true;
       continue;
     }
-    QActBlock* xq = prep.xq + t * (prep.kp / kQuantBlock);
-    prep.engine->gemm().quantize_activations(1, k, row, k, xq);
+    prep.quantize(1, k, row, k, prep.xq + t * (prep.kp / kQuantBlock));
   }
   if (nonfinite) prep.nonfinite.store(true, std::memory_order_relaxed);
   FFLITE_TSAN_RELEASE(context);
@@ -136,7 +135,8 @@ void QuantEngine::Run(const TensorView& w, const float* bias, size_t c, const fl
     // shared among the threads when the product is (each token's blocks are the same whoever
     // computes them).
     const size_t kp = g.k_blocks * kQuantBlock;
-    Prep prep{this, x, x_stride, k, kp, rotate ? rotated_.data() : nullptr, gemm, xq_.data()};
+    Prep prep{x, x_stride, k, kp, rotate ? rotated_.data() : nullptr,
+              gemm ? gemm_.quantize_activations : nullptr, xq_.data()};
     if (parallel && c > 1) {
       const size_t tile = (c + ctx.threads - 1) / ctx.threads;
       FFLITE_TSAN_RELEASE(&prep);
