@@ -1,14 +1,18 @@
 // Quantised weights (I8, I4; plain and block-rotated layouts) on the xnnpack backend against the
 // reference on the same file: dense and MoE layers, odd shapes, 1..300 tokens (both the
 // float-activation and the int8-activation kernels), 1 and 3 threads, every kernel this CPU has.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "backends/xnnpack/quant_engine.h"
 #include "backends/xnnpack/xnnpack_backend.h"
+#include "format/quantize.h"
 #include "format/writer.h"
 #include "gtest/gtest.h"
 #include "testing/model_builder.h"
@@ -221,6 +225,96 @@ TEST(QuantThreadsTest, SameBitsForOneAndThreeThreads) {
       CompareWithReference(spec, Quantized(dtype, rotate), tokens, 3, XnnpackBackendOptions(),
                            ToleranceFor(dtype, tokens), "3 threads", &three);
       EXPECT_EQ(one, three) << tokens << " tokens, rotated " << rotate;
+    }
+  }
+}
+
+// The quantised engine's RunPair (a GLU's gate and up together: the activations prepared once,
+// each thread computing both products for its rows and then the GLU on them) gives the bits of
+// Run for gate then Run for up with the GLU: few tokens (float activations) and many (int8),
+// plain and rotated, biases, an output stride wider than the rows, on the caller's thread and on
+// 3 threads (64 tokens of 700 × 96: split), and a NaN in one token (both take the float path).
+TEST(QuantPairTest, SameBitsAsGateThenUp) {
+  const size_t rows = 700, k = 96, stride = 709;
+  Rng rng(21);
+  const std::vector<float> gate_f = rng.Vec(rows * k, 1.0f), up_f = rng.Vec(rows * k, 1.0f);
+  const std::vector<float> gate_bias = rng.Vec(rows, 0.5f), up_bias = rng.Vec(rows, 0.5f);
+  pthreadpool_t pool = pthreadpool_create(3);
+  ASSERT_NE(pool, nullptr);
+  for (const auto& [dtype, rotate] : {std::pair{DType::I8, false}, std::pair{DType::I4, true}}) {
+    QuantizeOptions quantize;
+    quantize.rotate = rotate;
+    const Layout layout = rotate ? Layout::PANEL16_K4_HADAMARD32 : Layout::PANEL16_K4;
+    const size_t bytes = TensorBytes(dtype, {rows, k}, layout);
+    std::vector<uint8_t> gate_q(bytes), up_q(bytes);
+    ASSERT_TRUE(QuantizeMatrix(dtype, rows, k, gate_f.data(), quantize, "gate", gate_q.data(),
+                               nullptr)
+                    .ok());
+    ASSERT_TRUE(
+        QuantizeMatrix(dtype, rows, k, up_f.data(), quantize, "up", up_q.data(), nullptr).ok());
+    TensorView gate_w;
+    gate_w.dtype = dtype;
+    gate_w.shape = {rows, k};
+    gate_w.layout = layout;
+    gate_w.size = bytes;
+    gate_w.data = gate_q.data();
+    TensorView up_w = gate_w;
+    up_w.data = up_q.data();
+    ASSERT_TRUE(QuantEngine::CanPair(gate_w, up_w));
+    QuantEngine engine(BestQGemvKernel(), BestQGemmKernel(), kQuantGemmTokensAuto);
+    ASSERT_TRUE(engine.Reserve(64, k));
+    for (size_t tokens : {size_t{3}, size_t{64}}) {
+      for (size_t threads : {size_t{1}, size_t{3}}) {
+        for (bool nan : {false, true}) {
+          const std::string what = absl::StrFormat("%s rotated %d, %d tokens, %d threads, nan %d",
+                                                   DTypeName(dtype), rotate, tokens, threads, nan);
+          std::vector<float> x = Rng(22).Vec(tokens * k, 2.0f);
+          if (nan) x[2 * k + 5] = std::nanf("");
+          const EngineContext ctx{threads > 1 ? pool : nullptr, threads};
+          std::vector<float> gate_a(tokens * stride), y_a(tokens * stride);
+          std::vector<float> gate_b(tokens * stride), y_b(tokens * stride);
+          engine.Run(gate_w, gate_bias.data(), tokens, x.data(), k, gate_a.data(), stride, ctx,
+                     false, {});
+          engine.Run(up_w, up_bias.data(), tokens, x.data(), k, y_a.data(), stride, ctx, true,
+                     Epilogue{BestKernels().silu, gate_a.data(), nullptr});
+          engine.RunPair(gate_w, gate_bias.data(), gate_b.data(), up_w, up_bias.data(), tokens,
+                         x.data(), k, y_b.data(), stride, ctx, true,
+                         Epilogue{BestKernels().silu, gate_b.data(), nullptr});
+          for (size_t t = 0; t < tokens; ++t) {
+            ASSERT_EQ(std::memcmp(gate_a.data() + t * stride, gate_b.data() + t * stride,
+                                  rows * sizeof(float)),
+                      0)
+                << what << ", gate of token " << t;
+            ASSERT_EQ(std::memcmp(y_a.data() + t * stride, y_b.data() + t * stride,
+                                  rows * sizeof(float)),
+                      0)
+                << what << ", output of token " << t;
+            EXPECT_EQ(std::isnan(y_b[t * stride]), nan && t == 2) << what << ", token " << t;
+          }
+        }
+      }
+    }
+  }
+  pthreadpool_destroy(pool);
+}
+
+// Gate and up quantised differently (I8 and I4, and I4 and f16) cannot share one pass: each runs
+// on its own, against the reference.
+TEST(QuantPairTest, GateAndUpOfDifferentDtypes) {
+  Rng rng(23);
+  const ModelSpec spec = OneLayer(96, 300, rng);
+  for (DType up_dtype : {DType::I4, DType::F16}) {
+    WriteOptions write = Quantized(DType::I8, false);
+    write.matrix_dtype = [up_dtype](const std::string& path, DType) {
+      const bool up = path.size() >= 2 && path.compare(path.size() - 2, 2, "up") == 0;
+      return up ? up_dtype : DType::I8;
+    };
+    for (size_t tokens : {size_t{2}, size_t{64}}) {
+      CompareWithReference(spec, write, tokens, 3, XnnpackBackendOptions(),
+                           std::max(ToleranceFor(DType::I8, tokens),
+                                    ToleranceFor(DType::I4, tokens)),
+                           absl::StrFormat("gate i8, up %s, %d tokens", DTypeName(up_dtype),
+                                           tokens));
     }
   }
 }

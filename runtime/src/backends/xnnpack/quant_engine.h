@@ -31,6 +31,30 @@ class QuantEngine {
            float* y, size_t y_stride, const EngineContext& ctx, bool last,
            const Epilogue& epilogue = {});
 
+  // The two products of a GLU over the same input, gate and up, which RunPair takes together:
+  // both quantised alike (dtype, layout) and of the same shape.
+  static bool CanPair(const TensorView& gate_w, const TensorView& up_w) {
+    return gate_w.quantized() && gate_w.dtype == up_w.dtype && gate_w.layout == up_w.layout &&
+           gate_w.shape == up_w.shape;
+  }
+
+  // gate[c, y_stride] = x · Gᵀ + gate_bias, then y[c, y_stride] = x · Uᵀ + up_bias and `epilogue`
+  // on y, whose gate must be `gate`: the same bits as Run for gate then Run for up with the
+  // epilogue, but the activations are rotated and quantised once for both, and each thread
+  // computes both products for its rows before their epilogue, in one parallel pass (one wait
+  // for the slowest thread instead of two). CanPair(gate_w, up_w) must hold.
+  void RunPair(const TensorView& gate_w, const float* gate_bias, float* gate,
+               const TensorView& up_w, const float* up_bias, size_t c, const float* x,
+               size_t x_stride, float* y, size_t y_stride, const EngineContext& ctx, bool last,
+               const Epilogue& epilogue);
+
+  // One product of RunProducts: y = x · Wᵀ + bias.
+  struct Product {
+    const uint8_t* w;
+    const float* bias;
+    float* y;
+  };
+
   // Whether a call of c tokens over `dtype` weights takes the int8 path (gemm) or the float one.
   bool UsesGemm(DType dtype, size_t c) const {
     const size_t min = dtype == DType::I4 ? gemm_min_tokens_i4_ : gemm_min_tokens_i8_;
@@ -40,6 +64,12 @@ class QuantEngine {
   const QGemmKernel& gemm() const { return gemm_; }
 
  private:
+  // The `count` products over x (their matrices alike: w's dtype, layout and shape), then
+  // `epilogue` on the last one's y, with the activations prepared once.
+  void RunProducts(const TensorView& w, const Product* products, size_t count, size_t c,
+                   const float* x, size_t x_stride, size_t y_stride, const EngineContext& ctx,
+                   bool last, const Epilogue& epilogue);
+
   const QGemvKernel& gemv_;
   const QGemmKernel& gemm_;
   size_t gemm_min_tokens_i8_, gemm_min_tokens_i4_;

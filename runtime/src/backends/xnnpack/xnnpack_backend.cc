@@ -650,16 +650,34 @@ class XnnpackBackend : public Backend {
     // The activation (and the neuron edits) ride on the up product (gate first when gated): the
     // gemm engine applies them on each thread's outputs while they are in cache, the other
     // engines after the product.
-    Epilogue act{f.activation, nullptr, scale};
-    if (f.gated) {
-      FFLITE_RETURN_IF_ERROR(Multiply(v.gate, &f.gate, DirectBias(v.gate_bias, f.gate_bias), n,
-                                      in, d, gate_.data(), ff, /*last=*/false, {}));
-      act.gate = gate_.data();
-    }
-    FFLITE_RETURN_IF_ERROR(Multiply(v.up, &f.up, DirectBias(v.up_bias, f.up_bias), n, in, d,
-                                    hidden_.data(), ff, /*last=*/false, act));
+    FFLITE_RETURN_IF_ERROR(GateUp(v, &f.gate, &f.up, DirectBias(v.gate_bias, f.gate_bias),
+                                  DirectBias(v.up_bias, f.up_bias), n, in, d, ff,
+                                  Epilogue{f.activation, nullptr, scale}));
     return Multiply(v.down, &f.down, DirectBias(v.down_bias, f.down_bias), n, hidden_.data(), ff,
                     out, d, last, {});
+  }
+
+  // hidden_[n, stride] = act(gate) ⊙ up (gated) or act(up), then the epilogue's neuron edits, of
+  // x[n, x_stride] through v's gate (when gated) and up: gate's product into gate_ first, the
+  // activation riding on up's. Quantised alike, the two are one pass of the quantised engine.
+  // gate_packed, up_packed: Multiply's `packed` for each.
+  absl::Status GateUp(const FfnView& v, const PackedMatrix* gate_packed,
+                      const PackedMatrix* up_packed, const float* gate_bias, const float* up_bias,
+                      size_t n, const float* x, size_t x_stride, size_t stride, Epilogue act) {
+    if (!v.gated) {
+      return Multiply(v.up, up_packed, up_bias, n, x, x_stride, hidden_.data(), stride,
+                      /*last=*/false, act);
+    }
+    act.gate = gate_.data();
+    if (QuantEngine::CanPair(v.gate, v.up)) {
+      quant_.RunPair(v.gate, gate_bias, gate_.data(), v.up, up_bias, n, x, x_stride,
+                     hidden_.data(), stride, Context(), /*last=*/false, act);
+      return absl::OkStatus();
+    }
+    FFLITE_RETURN_IF_ERROR(Multiply(v.gate, gate_packed, gate_bias, n, x, x_stride, gate_.data(),
+                                    stride, /*last=*/false, {}));
+    return Multiply(v.up, up_packed, up_bias, n, x, x_stride, hidden_.data(), stride,
+                    /*last=*/false, act);
   }
 
   // Whether f runs n tokens split among the threads (RunGemmFfnByTokens): many tokens, every
@@ -869,15 +887,8 @@ class XnnpackBackend : public Backend {
     // Status: the direct and quantised engines cannot fail (no packed operator is involved).
     // The activation rides on the up product (gate first when gated), as in RunFfn: the quantised
     // engine applies it on each thread's rows, the direct kernel after the product.
-    if (f.gated) {
-      float* gate = gate_.data();
-      Multiply(f.gate, nullptr, DirectBias(f.gate_bias, s.gate_bias), c, in, in_stride, gate, hs,
-               false, {})
-          .IgnoreError();
-      act.gate = gate;
-    }
-    Multiply(f.up, nullptr, DirectBias(f.up_bias, s.up_bias), c, in, in_stride, hidden, hs, false,
-             act)
+    GateUp(f, nullptr, nullptr, DirectBias(f.gate_bias, s.gate_bias),
+           DirectBias(f.up_bias, s.up_bias), c, in, in_stride, hs, act)
         .IgnoreError();
     Multiply(f.down, nullptr, DirectBias(f.down_bias, s.down_bias), c, hidden, hs, out, d, last, {})
         .IgnoreError();
