@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "format/quant_layout.h"
+
 // Per-function target attributes, as in gemv_avx2.cc: no AVX2 code in shared inline functions.
 #define FFLITE_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define FFLITE_QGEMM_AVX2 FFLITE_AVX2
@@ -15,6 +17,57 @@
 #include "kernels/qgemm_avx2_tiles.inc"
 
 namespace fflite {
+
+namespace {
+
+// One butterfly stage of span kSpan < 8 within a vector, as Rotate32's FwhtStage: in each pair
+// (a, b) = (v[i], v[i + kSpan]) the lower lane gets a + b and the upper one a - b. t holds each
+// lane's partner, so lower lanes take v + t = a + b and upper ones t - v = a - b: the same
+// operands in the same order.
+template <int kSpan>
+FFLITE_AVX2 inline __m256 Butterfly(__m256 v) {
+  if constexpr (kSpan == 1) {
+    const __m256 t = _mm256_permute_ps(v, 0xB1);  // [1, 0, 3, 2] in each 128-bit lane
+    return _mm256_blend_ps(_mm256_add_ps(v, t), _mm256_sub_ps(t, v), 0xAA);
+  } else if constexpr (kSpan == 2) {
+    const __m256 t = _mm256_permute_ps(v, 0x4E);  // [2, 3, 0, 1]
+    return _mm256_blend_ps(_mm256_add_ps(v, t), _mm256_sub_ps(t, v), 0xCC);
+  } else {
+    static_assert(kSpan == 4);
+    const __m256 t = _mm256_permute2f128_ps(v, v, 0x01);  // the two 128-bit halves swapped
+    return _mm256_blend_ps(_mm256_add_ps(v, t), _mm256_sub_ps(t, v), 0xF0);
+  }
+}
+
+}  // namespace
+
+// Rotate32 per block: the sign flips as an xor of the sign bits, the 5 stages of spans 1-16 (the
+// last two between the four vectors), then the multiplication by 1/sqrt(32).
+FFLITE_AVX2 void RotateBlocksAvx2(size_t blocks, const float* x, float* y) {
+  __m256 flip[4];
+  for (int i = 0; i < 4; ++i) {
+    alignas(32) uint32_t bits[8];
+    for (int j = 0; j < 8; ++j) bits[j] = ((kHadamardSigns >> (8 * i + j)) & 1u) << 31;
+    flip[i] = _mm256_castsi256_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(bits)));
+  }
+  const __m256 norm = _mm256_set1_ps(0.17677669529663688f);  // Rotate32's constant
+  for (size_t b = 0; b < blocks; ++b) {
+    const float* xb = x + b * kQuantBlock;
+    float* yb = y + b * kQuantBlock;
+    __m256 v[4];
+    for (int i = 0; i < 4; ++i) {
+      v[i] = Butterfly<4>(Butterfly<2>(Butterfly<1>(_mm256_xor_ps(_mm256_loadu_ps(xb + 8 * i),
+                                                                  flip[i]))));
+    }
+    // Span 8: (v0, v1) and (v2, v3); span 16: (v0, v2) and (v1, v3).
+    const __m256 a0 = _mm256_add_ps(v[0], v[1]), a1 = _mm256_sub_ps(v[0], v[1]);
+    const __m256 a2 = _mm256_add_ps(v[2], v[3]), a3 = _mm256_sub_ps(v[2], v[3]);
+    _mm256_storeu_ps(yb, _mm256_mul_ps(_mm256_add_ps(a0, a2), norm));
+    _mm256_storeu_ps(yb + 8, _mm256_mul_ps(_mm256_add_ps(a1, a3), norm));
+    _mm256_storeu_ps(yb + 16, _mm256_mul_ps(_mm256_sub_ps(a0, a2), norm));
+    _mm256_storeu_ps(yb + 24, _mm256_mul_ps(_mm256_sub_ps(a1, a3), norm));
+  }
+}
 
 // 32 activations in four 8-lane vectors, with the scalar twin's operations (IEEE max, divide,
 // multiply, round to nearest even through MXCSR like nearbyint): bit-identical blocks.

@@ -232,7 +232,55 @@ FFLITE_VNNI void QGemm(size_t c, size_t k, size_t rows, const uint8_t* w, const 
   }
 }
 
+// One butterfly stage of span kSpan < 16 within a vector, as Rotate32's FwhtStage: in each pair
+// (a, b) = (v[i], v[i + kSpan]) the lower lane gets a + b and the upper one a - b. t holds each
+// lane's partner (the permute), so lower lanes compute v + t = a + b and upper ones t - v = a - b:
+// the same operands in the same order.
+template <int kSpan>
+FFLITE_VNNI inline __m512 Butterfly(__m512 v) {
+  __m512 t;
+  __mmask16 upper;
+  if constexpr (kSpan == 1) {
+    t = _mm512_permute_ps(v, 0xB1);  // [1, 0, 3, 2] in each 128-bit lane
+    upper = 0xAAAA;
+  } else if constexpr (kSpan == 2) {
+    t = _mm512_permute_ps(v, 0x4E);  // [2, 3, 0, 1]
+    upper = 0xCCCC;
+  } else if constexpr (kSpan == 4) {
+    t = _mm512_shuffle_f32x4(v, v, 0xB1);  // 128-bit lanes [1, 0, 3, 2]
+    upper = 0xF0F0;
+  } else {
+    static_assert(kSpan == 8);
+    t = _mm512_shuffle_f32x4(v, v, 0x4E);  // 128-bit lanes [2, 3, 0, 1]
+    upper = 0xFF00;
+  }
+  return _mm512_mask_sub_ps(_mm512_add_ps(v, t), upper, t, v);
+}
+
 }  // namespace
+
+// Rotate32 per block: the sign flips as an xor of the sign bits, the 5 stages of spans 1-16 (the
+// last between the two vectors), then the multiplication by 1/sqrt(32).
+FFLITE_VNNI void RotateBlocksAvx512(size_t blocks, const float* x, float* y) {
+  const __m512i sign = _mm512_set1_epi32(static_cast<int>(0x80000000u));
+  const __mmask16 flip_lo = static_cast<__mmask16>(kHadamardSigns & 0xffffu);
+  const __mmask16 flip_hi = static_cast<__mmask16>(kHadamardSigns >> 16);
+  const __m512 norm = _mm512_set1_ps(0.17677669529663688f);  // Rotate32's constant
+  for (size_t b = 0; b < blocks; ++b) {
+    const float* xb = x + b * kQuantBlock;
+    float* yb = y + b * kQuantBlock;
+    __m512i lo_bits = _mm512_loadu_si512(xb);
+    __m512i hi_bits = _mm512_loadu_si512(xb + 16);
+    lo_bits = _mm512_mask_xor_epi32(lo_bits, flip_lo, lo_bits, sign);
+    hi_bits = _mm512_mask_xor_epi32(hi_bits, flip_hi, hi_bits, sign);
+    __m512 lo = _mm512_castsi512_ps(lo_bits), hi = _mm512_castsi512_ps(hi_bits);
+    lo = Butterfly<8>(Butterfly<4>(Butterfly<2>(Butterfly<1>(lo))));
+    hi = Butterfly<8>(Butterfly<4>(Butterfly<2>(Butterfly<1>(hi))));
+    const __m512 sum = _mm512_add_ps(lo, hi), diff = _mm512_sub_ps(lo, hi);
+    _mm512_storeu_ps(yb, _mm512_mul_ps(sum, norm));
+    _mm512_storeu_ps(yb + 16, _mm512_mul_ps(diff, norm));
+  }
+}
 
 // 32 activations in two 16-lane vectors: the scalar twin's operations (IEEE max, divide, multiply,
 // round to nearest even through MXCSR like nearbyint), so the blocks are bit-identical to it.

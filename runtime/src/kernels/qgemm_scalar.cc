@@ -8,6 +8,13 @@
 
 namespace fflite {
 
+void RotateBlocksScalar(size_t blocks, const float* x, float* y) {
+  for (size_t b = 0; b < blocks; ++b) {
+    if (x != y) std::memcpy(y + b * kQuantBlock, x + b * kQuantBlock, kQuantBlock * sizeof(float));
+    Rotate32(y + b * kQuantBlock);
+  }
+}
+
 void QuantizeActivationsScalar(size_t c, size_t k, const float* x, size_t x_stride,
                                QActBlock* xq) {
   const size_t kb = (k + kQuantBlock - 1) / kQuantBlock;

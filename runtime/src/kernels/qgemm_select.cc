@@ -22,18 +22,23 @@ namespace fflite {
 
 namespace {
 
-const QGemmKernel kScalar = {"scalar", QuantizeActivationsScalar, QGemmScalar};
+const QGemmKernel kScalar = {"scalar", QuantizeActivationsScalar, QGemmScalar,
+                             RotateBlocksScalar};
 #if defined(FFLITE_QGEMM_X86)
-const QGemmKernel kAvx2 = {"avx2", QuantizeActivationsAvx2, QGemmAvx2};
-const QGemmKernel kAvxVnni = {"avxvnni", QuantizeActivationsAvx2, QGemmAvxVnni};
+const QGemmKernel kAvx2 = {"avx2", QuantizeActivationsAvx2, QGemmAvx2, RotateBlocksAvx2};
+const QGemmKernel kAvxVnni = {"avxvnni", QuantizeActivationsAvx2, QGemmAvxVnni,
+                              RotateBlocksAvx2};
 
-const QGemmKernel kAvx512Vnni = {"avx512vnni", QuantizeActivationsAvx512, QGemmAvx512Vnni};
+const QGemmKernel kAvx512Vnni = {"avx512vnni", QuantizeActivationsAvx512, QGemmAvx512Vnni,
+                                 RotateBlocksAvx512};
 #endif
 #if defined(FFLITE_QGEMM_NEON)
-const QGemmKernel kNeon = {"neon", QuantizeActivationsNeon, QGemmNeon};
+const QGemmKernel kNeon = {"neon", QuantizeActivationsNeon, QGemmNeon, RotateBlocksScalar};
 #if defined(__aarch64__)
-const QGemmKernel kNeonDot = {"neondot", QuantizeActivationsNeon, QGemmNeonDot};
-const QGemmKernel kNeonI8mm = {"neoni8mm", QuantizeActivationsNeon, QGemmNeonI8mm};
+const QGemmKernel kNeonDot = {"neondot", QuantizeActivationsNeon, QGemmNeonDot,
+                             RotateBlocksScalar};
+const QGemmKernel kNeonI8mm = {"neoni8mm", QuantizeActivationsNeon, QGemmNeonI8mm,
+                              RotateBlocksScalar};
 
 // Debian 12's cpuinfo has no i8mm query: Linux reports it in AT_HWCAP2 (elsewhere the kernel is
 // not used).

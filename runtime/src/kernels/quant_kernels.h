@@ -48,6 +48,11 @@ inline constexpr float kQuantActMinAbsMax = 7.8886090522101181e-31f;
 using QuantizeActivationsFn = void (*)(size_t c, size_t k, const float* x, size_t x_stride,
                                        QActBlock* xq);
 
+// y[32b .. 32b + 32) = R·x[32b .. 32b + 32) for b < blocks: Rotate32 of each block (the rotated
+// layout's activations, format/quant_layout.h), by its operations in its order, so the same bits.
+// y may equal x (in place); no other overlap.
+using RotateBlocksFn = void (*)(size_t blocks, const float* x, float* y);
+
 // y[t·y_stride + o] = (bias ? bias[o] : 0) + Σ_b d_w[o, b] · d_x[t, b] · Σ_j q_w[o, 32b + j] · q_x[t, b, j]
 //   for t < c, o < rows. w, rows, dtype, bias as for QGemvFn; xq: [c, ceil(k / 32)] blocks.
 using QGemmFn = void (*)(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype,
@@ -63,6 +68,9 @@ struct QGemmKernel {
   const char* isa;  // "scalar", "avx2", "avxvnni", "avx512vnni", "neon", "neondot", ...
   QuantizeActivationsFn quantize_activations;
   QGemmFn qgemm;
+  // The activations' rotation for the rotated layout, which the quantised engine runs before
+  // either kernel (the float-activation one too): its instruction set's, where one is written.
+  RotateBlocksFn rotate_blocks;
 };
 
 // Whether the CPU has AVX-VNNI (256-bit VEX vpdpbusd), which Debian 12's cpuinfo cannot tell;
@@ -93,6 +101,7 @@ void QGemvScalar(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype,
                  const float* x, size_t x_stride, float* y, size_t y_stride);
 void QuantizeActivationsScalar(size_t c, size_t k, const float* x, size_t x_stride,
                                QActBlock* xq);
+void RotateBlocksScalar(size_t blocks, const float* x, float* y);
 void QGemmScalar(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype, const float* bias,
                  const QActBlock* xq, float* y, size_t y_stride);
 
@@ -102,6 +111,8 @@ void QGemmScalar(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype,
 #define FFLITE_QGEMM_X86 1
 // AVX2 + FMA3 + F16C: vpmaddubsw / vpmaddwd (I8 through the sign trick).
 void QuantizeActivationsAvx2(size_t c, size_t k, const float* x, size_t x_stride, QActBlock* xq);
+// A block in four vectors, its butterflies by permutes and blends (the AVX2 and AVX-VNNI sets).
+void RotateBlocksAvx2(size_t blocks, const float* x, float* y);
 void QGemmAvx2(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype, const float* bias,
                const QActBlock* xq, float* y, size_t y_stride);
 // AVX2 + FMA3 + F16C + AVX-VNNI (CPUID.(7,1):EAX bit 4): the AVX2 kernel's tiles with vpdpbusd on
@@ -111,6 +122,8 @@ void QGemmAvxVnni(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype
 // AVX-512 F + BW + VL + VNNI: vpdpbusd on 16 rows × 4 k per instruction.
 void QuantizeActivationsAvx512(size_t c, size_t k, const float* x, size_t x_stride,
                                QActBlock* xq);
+// AVX-512 F: a block in two vectors, its butterflies by in-register permutes.
+void RotateBlocksAvx512(size_t blocks, const float* x, float* y);
 void QGemmAvx512Vnni(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype,
                      const float* bias, const QActBlock* xq, float* y, size_t y_stride);
 #endif

@@ -61,13 +61,14 @@ bool AllFinite(size_t k, const float* row) {
   return bad == 0;
 }
 
-// The activations' preparation, per token: R·x per block of 32 into `rotated` (zero-padded from
-// k to kp) when set, then the int8 blocks into xq by `quantize` when set, unless a value is not
-// finite.
+// The activations' preparation, per token: R·x per block of 32 into `rotated` by `rotate`
+// (zero-padded from k to kp) when set, then the int8 blocks into xq by `quantize` when set, unless
+// a value is not finite.
 struct Prep {
   const float* x;
   size_t x_stride, k, kp;
-  float* rotated;                  // nullptr: no rotation
+  float* rotated;  // nullptr: no rotation
+  RotateBlocksFn rotate;
   QuantizeActivationsFn quantize;  // nullptr: no int8 blocks
   QActBlock* xq;
   std::atomic<bool> nonfinite{false};
@@ -82,10 +83,17 @@ void PrepareTokens(void* context, size_t first, size_t n) {
     const float* row = prep.x + t * prep.x_stride;
     size_t k = prep.k;
     if (prep.rotated != nullptr) {
+      // The whole blocks straight from x, the last one (when k is not a multiple of 32) from a
+      // zero-padded copy.
       float* r = prep.rotated + t * prep.kp;
-      std::memcpy(r, row, k * sizeof(float));
-      std::memset(r + k, 0, (prep.kp - k) * sizeof(float));
-      for (size_t b = 0; b < prep.kp; b += kQuantBlock) Rotate32(r + b);
+      const size_t whole = k / kQuantBlock, tail = k - whole * kQuantBlock;
+      prep.rotate(whole, row, r);
+      if (tail != 0) {
+        float* last = r + whole * kQuantBlock;
+        std::memcpy(last, row + whole * kQuantBlock, tail * sizeof(float));
+        std::memset(last + tail, 0, (kQuantBlock - tail) * sizeof(float));
+        prep.rotate(1, last, last);
+      }
       row = r;
       k = prep.kp;
     }
@@ -152,7 +160,7 @@ void QuantEngine::RunProducts(const TensorView& w, const Product* products, size
     // shared among the threads when the product is (each token's blocks are the same whoever
     // computes them).
     const size_t kp = g.k_blocks * kQuantBlock;
-    Prep prep{x, x_stride, k, kp, rotate ? rotated_.data() : nullptr,
+    Prep prep{x, x_stride, k, kp, rotate ? rotated_.data() : nullptr, gemm_.rotate_blocks,
               gemm ? gemm_.quantize_activations : nullptr, xq_.data()};
     if (parallel && c > 1) {
       const size_t tile = (c + ctx.threads - 1) / ctx.threads;
