@@ -648,8 +648,8 @@ class XnnpackBackend : public Backend {
       return absl::OkStatus();
     }
     // The activation (and the neuron edits) ride on the up product (gate first when gated): the
-    // gemm engine applies them on each thread's outputs while they are in cache, the other
-    // engines after the product.
+    // gemm and quantised engines apply them on each thread's outputs while they are in cache, the
+    // others after the product.
     FFLITE_RETURN_IF_ERROR(GateUp(v, &f.gate, &f.up, DirectBias(v.gate_bias, f.gate_bias),
                                   DirectBias(v.up_bias, f.up_bias), n, in, d, ff,
                                   Epilogue{f.activation, nullptr, scale}));
