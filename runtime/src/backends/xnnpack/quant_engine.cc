@@ -183,8 +183,9 @@ void QuantEngine::RunProducts(const TensorView& w, const Product* products, size
   if (parallel) {
     // About 8 tiles per thread and product (whole panels each), so that the wait for the slowest
     // thread at the end is short: on a 2-core Xeon VM, i8 Llama at 128 tokens, the pool's
-    // spinning took 5.7% of the kernels' CPU time with 4 tiles per thread in each loop, 3.3% with
-    // 8 and 2.2% with 16 (perf cpu-clock samples); the kernels' own time did not move with it.
+    // spinning took 5.7-5.8% of the kernels' CPU time with 4 tiles per thread in each loop,
+    // 3.0-3.9% with 8 and 2.0-2.3% with 16 (perf cpu-clock samples, 2 runs each); the kernels'
+    // own time did not move with it.
     const size_t panels = (rows + kQuantPanelRows - 1) / kQuantPanelRows;
     const size_t tiles = 8 * count * ctx.threads;
     const size_t tile = std::max<size_t>(1, (panels + tiles - 1) / tiles) * kQuantPanelRows;
