@@ -398,6 +398,140 @@ TEST(GemmTest, BothOrdersGiveTheSameBits) {
   }
 }
 
+// A kernel's ahead form (GemmKernel::ahead: a range of the next pass's panels prefetched, run by
+// GemmBlock for the tiles of every pass with 2 tiles or more) leaves the bits of its
+// microkernel, over every shape, both orders, whole and from the second tile and panel on.
+TEST(GemmTest, AheadFormsGiveTheBitsOfTheMicrokernel) {
+  size_t checked = 0;
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    for (const GemmKernel& kernel : KernelsUnderTest(dtype)) {
+      if (kernel.ahead == nullptr) continue;
+      ++checked;
+      GemmKernel plain = kernel;
+      plain.stream = nullptr;
+      plain.ahead = nullptr;
+      std::mt19937 gen(19);
+      std::vector<Shape> shapes(std::begin(kShapes), std::end(kShapes));
+      // 5 tiles, 3 blocks of k and 3 groups of panels, as in BothOrdersGiveTheSameBits.
+      const size_t block = kernel.BlockUnits(), group = GemmGroupPanels(kernel, block);
+      shapes.push_back({5 * kernel.mr - 1, (2 * block + 4) * kernel.kr() + 1,
+                        (2 * group + 1) * kernel.nr - 3});
+      for (const Shape& s : shapes) {
+        Product p(kernel, s, gen);
+        const size_t tiles = kernel.Tiles(s.n), panels = kernel.Panels(s.rows);
+        for (GemmOrder order : {GemmOrder::kGroupsOuter, GemmOrder::kBlocksOuter}) {
+          for (size_t first : {0, 1}) {
+            if (first >= tiles || first >= panels) continue;
+            std::vector<float> want(s.n * s.rows, -7.0f), got(s.n * s.rows, -7.0f);
+            GemmBlock(plain, s.n, s.k, s.rows, p.xp.data(), p.w.data(), p.bias.data(), 0.0f,
+                      first, tiles, first, panels, want.data(), s.rows, order);
+            GemmBlock(kernel, s.n, s.k, s.rows, p.xp.data(), p.w.data(), p.bias.data(), 0.0f,
+                      first, tiles, first, panels, got.data(), s.rows, order);
+            ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
+                << kernel.isa << " n " << s.n << " k " << s.k << " rows " << s.rows
+                << " from " << first << " blocks outer " << (order == GemmOrder::kBlocksOuter);
+          }
+        }
+      }
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no kernel with an ahead form on this CPU";
+}
+
+// What GemmBlock asks an ahead form to prefetch, recorded by a wrapper around a kernel's
+// microkernel (so the driver is checked on every CPU, with the scalar twin too).
+struct AheadRange {
+  const char* begin;
+  size_t bytes;
+};
+const GemmKernel* g_recorded_kernel = nullptr;
+std::vector<AheadRange>* g_ahead_ranges = nullptr;
+void RecordingAhead(size_t m, size_t n, size_t units, const uint32_t* x, const uint32_t* w,
+                    const float* bias, bool accumulate, bool clamp, float out_min, float* y,
+                    size_t y_stride, const void* ahead, size_t ahead_bytes) {
+  g_ahead_ranges->push_back({static_cast<const char*>(ahead), ahead_bytes});
+  g_recorded_kernel->microkernel(m, n, units, x, w, bias, accumulate, clamp, out_min, y,
+                                 y_stride);
+}
+
+// The driver's prefetches: inside the panels the call computes, no byte twice, and, where every
+// group of panels is whole, every piece of every pass but the first (which the first tile
+// streams): a product of 5 tiles blocked in k (3 blocks, the last partial) and one of 2 tiles
+// whose panels are whole in k, in both orders; and none with one tile.
+TEST(GemmTest, AheadPrefetchesEveryLaterPieceOnceWithinTheCallsPanels) {
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    for (const GemmKernel& kernel : KernelsUnderTest(dtype)) {
+      if (std::string(kernel.isa) == "amx-bf16-model") continue;  // slow; the same driver
+      g_recorded_kernel = &kernel;
+      GemmKernel recording = kernel;
+      recording.ahead = RecordingAhead;
+      const size_t slot = kernel.SlotBytes();
+      const size_t block = kernel.BlockUnits(), group = GemmGroupPanels(kernel, block);
+      // Whole k for 2 tiles: a panel of at most kGemmGroupBytes, in groups of 2.
+      const size_t whole_units = kGemmGroupBytes / (2 * kernel.nr * slot);
+      struct Case {
+        Shape s;
+        size_t piece_units, group;
+      };
+      const Case cases[] = {
+          {{5 * kernel.mr - 1, (2 * block + 4) * kernel.kr() + 1, 2 * group * kernel.nr}, block,
+           group},
+          {{2 * kernel.mr, whole_units * kernel.kr(), 6 * kernel.nr}, whole_units, 2},
+          {{kernel.mr, (2 * block + 4) * kernel.kr() + 1, 2 * group * kernel.nr}, 0, 0}};
+      std::mt19937 gen(23);
+      for (const Case& c : cases) {
+        const Shape& s = c.s;
+        Product p(kernel, s, gen);
+        const size_t tiles = kernel.Tiles(s.n), panels = kernel.Panels(s.rows);
+        const size_t units = kernel.Units(s.k);
+        for (GemmOrder order : {GemmOrder::kGroupsOuter, GemmOrder::kBlocksOuter}) {
+          for (size_t first : {0, 1}) {
+            std::vector<AheadRange> ranges;
+            g_ahead_ranges = &ranges;
+            std::vector<float> y(s.n * s.rows);
+            GemmBlock(recording, s.n, s.k, s.rows, p.xp.data(), p.w.data(), p.bias.data(), 0.0f,
+                      0, tiles, first, panels, y.data(), s.rows, order);
+            g_ahead_ranges = nullptr;
+            const std::string what = std::string(kernel.isa) + " n " + std::to_string(s.n) +
+                                     " k " + std::to_string(s.k) + " rows " +
+                                     std::to_string(s.rows) + " from panel " +
+                                     std::to_string(first) + " order " +
+                                     std::to_string(static_cast<int>(order));
+            if (tiles == 1) {
+              EXPECT_TRUE(ranges.empty()) << what;
+              continue;
+            }
+            const char* lo =
+                reinterpret_cast<const char*>(kernel.PanelAt(p.w.data(), units, first, 0));
+            const char* hi =
+                reinterpret_cast<const char*>(kernel.PanelAt(p.w.data(), units, panels, 0));
+            std::sort(ranges.begin(), ranges.end(),
+                      [](const AheadRange& a, const AheadRange& b) { return a.begin < b.begin; });
+            size_t total = 0;
+            for (size_t i = 0; i < ranges.size(); ++i) {
+              ASSERT_GT(ranges[i].bytes, 0u) << what;
+              ASSERT_GE(ranges[i].begin, lo) << what;
+              ASSERT_LE(ranges[i].begin + ranges[i].bytes, hi) << what;
+              if (i + 1 < ranges.size()) {
+                ASSERT_LE(ranges[i].begin + ranges[i].bytes, ranges[i + 1].begin) << what;
+              }
+              total += ranges[i].bytes;
+            }
+            if (first == 0) {
+              // Whole groups: everything but the first pass's pieces.
+              EXPECT_EQ(total, kernel.WeightBytes(s.rows, s.k) -
+                                   c.group * c.piece_units * kernel.nr * slot)
+                  << what;
+            } else {
+              EXPECT_GT(total, 0u) << what;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // kAuto runs the blocks of k outermost past 2 MiB of packed activations: a Llama down matrix's
 // 128 tokens (k = 11008, about 5.6 MB in f32 and 2.8 MB in bf16 pairs), not an expert's 20
 // tokens (k = 1408, about 0.1 MB); the count does not wrap where size_t has 32 bits.

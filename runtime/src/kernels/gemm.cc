@@ -135,8 +135,9 @@ void GemmBlock(const GemmKernel& kernel, size_t n, size_t k, size_t rows,
   // With 2-3 tiles the later tiles' passes run from L2 while the memory idles. On a Zen 4 VM
   // (AVX2; f32 expert matrices of 1408 x 2048 from memory, 7-12 tokens, 1 and 2 threads) none of
   // these beat this loop: the tiles taking turns over 64-256-unit pieces of each panel; the later
-  // tiles prefetching the next group into L2, spread over their passes; a 12-token x 8-channel
-  // kernel that reads each panel once (its broadcast per multiply-add made it slower).
+  // tiles prefetching the next group into L2, spread over their passes (which the AVX-512
+  // kernels now do, for every pass: on an Intel Xeon it gained, see `ahead` below); a 12-token x
+  // 8-channel kernel that reads each panel once (its broadcast per multiply-add made it slower).
   // The order of the blocks of k and the groups of panels (GemmOrder): with the groups outermost,
   // each group passes through every block of k before the next, so the tiles' activations are
   // read once per group, from L3 where they outgrow L2; with the blocks outermost, one block's
@@ -157,36 +158,87 @@ void GemmBlock(const GemmKernel& kernel, size_t n, size_t k, size_t rows,
   const size_t blocks = std::max<size_t>(1, (units + block - 1) / block);
   const size_t group = GemmGroupPanels(kernel, block);
   const bool clamp = out_min != -std::numeric_limits<float>::infinity();
-  // Block b of k over panels [pg, pe): every tile passes over the group's panels.
-  auto pass = [&](size_t b, size_t pg, size_t pe) {
-    const size_t u0 = b * block, ub = std::min(block, units - u0);
-    const bool final = b + 1 == blocks;
+  const bool blocks_outer = order == GemmOrder::kBlocksOuter ||
+                            (order == GemmOrder::kAuto && GemmBlocksOuter(kernel, tiles, k));
+  // The passes (block b of k over the group of panels from pg), in order.
+  struct Pass {
+    size_t b, pg;
+  };
+  const size_t groups = (p1 - p0 + group - 1) / group;
+  const size_t passes = blocks * groups;
+  auto pass_at = [&](size_t i) -> Pass {
+    return blocks_outer ? Pass{i / groups, p0 + i % groups * group}
+                        : Pass{i % blocks, p0 + i / blocks * group};
+  };
+  auto group_end = [&](size_t pg) { return std::min(p1, pg + group); };
+  // With an ahead form and 2 tiles or more, the tiles of each pass prefetch the next pass's
+  // pieces of panels into L2, each tile a share of each: while computing on panel pg + j, the
+  // next pass's panel pg' + j (panels of the next pass past this pass's count are not
+  // prefetched). So only the first pass's first tile waits on memory (with the streaming form),
+  // and the memory works while every later pass computes. A panel the previous pass prefetched
+  // is shared among all the tiles' prefetches; one it did not, the first tile streams and the
+  // others share. Measured on an Intel Xeon VM (AVX-512, family 6 model 207, 2 MiB L2), one
+  // thread, matrices read from memory unless said, 5-11 rounds alternated in each of 1-3 runs,
+  // medians in GFLOP/s (FMA peak 166), the loop without / with the ahead form: Llama's [11008,
+  // 4096] at 128 tokens 104-116 / 115-117, [4096, 11008] 101-133 / 123-142; BERT's (from L3)
+  // [3072, 768] 135-148 / 131-164 and [768, 3072] 124-138 / 149; mixtral-mini's expert matrices
+  // at 32 tokens (3 tiles) [3584, 1024] 85-104 / 101-137 and [1024, 3584] 85-92 / 96-118, at 20
+  // tokens [3584, 1024] 76 / 79; qwen-moe's [1408, 2048] at 16, 24 and 30 tokens 57 / 58,
+  // 78 / 84, 78 / 90. Then 15-21 rounds, medians of the paired ratios with / without: Llama's
+  // 1.05 and 1.02, mixtral-mini's 1.18 and 1.24, BERT's 1.10 and 1.10.
+  const bool ahead = kernel.ahead != nullptr && tiles >= 2;
+  size_t prefetched = 0;  // panels of this pass, from its first, that the previous pass prefetched
+  if (kernel.enter != nullptr) kernel.enter();
+  for (size_t i = 0; i < passes; ++i) {
+    const Pass pass = pass_at(i);
+    const size_t pe = group_end(pass.pg);
+    const size_t u0 = pass.b * block, ub = std::min(block, units - u0);
+    const bool final = pass.b + 1 == blocks;
+    // The next pass's pieces to prefetch: block next.b of its next_count panels from next.pg.
+    const bool has_next = ahead && i + 1 < passes;
+    const Pass next = has_next ? pass_at(i + 1) : Pass{0, 0};
+    const size_t next_count = has_next ? group_end(next.pg) - next.pg : 0;
+    const size_t next_u0 = next.b * block;
+    const size_t next_bytes = has_next ? std::min(block, units - next_u0) * nr * slot : 0;
     for (size_t t = t0; t < t1; ++t) {
       const size_t first_token = kernel.TileStart(n, t);
       const size_t m = kernel.TileStart(n, t + 1) - first_token;
       const uint32_t* xt = packed_x + (t * units + u0) * mr;
       float* yt = y + first_token * y_stride;
-      // The first tile's pass brings the group's panels from memory; the others find them in L2.
-      const GemmMicrokernelFn microkernel =
-          t == t0 && kernel.stream != nullptr ? kernel.stream : kernel.microkernel;
-      for (size_t p = pg; p < pe; ++p) {
+      for (size_t p = pass.pg; p < pe; ++p) {
         const size_t c = std::min(nr, rows - p * nr);
-        microkernel(m, c, ub, xt, kernel.PanelAt(packed_w, units, p, u0),
-                    bias != nullptr ? bias + p * nr : nullptr, /*accumulate=*/b > 0,
-                    final && clamp, out_min, yt + p * nr, y_stride);
+        const size_t j = p - pass.pg;
+        const uint32_t* wp = kernel.PanelAt(packed_w, units, p, u0);
+        const float* bp = bias != nullptr ? bias + p * nr : nullptr;
+        float* yp = yt + p * nr;
+        const bool in_l2 = j < prefetched;
+        // The pass that brings the panel from memory: the first tile streams it.
+        if (t == t0 && !in_l2) {
+          const GemmMicrokernelFn first =
+              kernel.stream != nullptr ? kernel.stream : kernel.microkernel;
+          first(m, c, ub, xt, wp, bp, pass.b > 0, final && clamp, out_min, yp, y_stride);
+          continue;
+        }
+        if (j < next_count) {
+          // This tile's share of the next pass's piece of its panel j (none where the piece has
+          // fewer lines than the tiles).
+          const size_t sharers = in_l2 ? tiles : tiles - 1, share = in_l2 ? t - t0 : t - t0 - 1;
+          const size_t lo = next_bytes * share / sharers / 64 * 64;
+          const size_t hi = share + 1 == sharers ? next_bytes
+                                                 : next_bytes * (share + 1) / sharers / 64 * 64;
+          if (hi > lo) {
+            const char* next_piece = reinterpret_cast<const char*>(
+                kernel.PanelAt(packed_w, units, next.pg + j, next_u0));
+            kernel.ahead(m, c, ub, xt, wp, bp, pass.b > 0, final && clamp, out_min, yp,
+                         y_stride, next_piece + lo, hi - lo);
+            continue;
+          }
+        }
+        kernel.microkernel(m, c, ub, xt, wp, bp, pass.b > 0, final && clamp, out_min, yp,
+                           y_stride);
       }
     }
-  };
-  if (kernel.enter != nullptr) kernel.enter();
-  if (order == GemmOrder::kBlocksOuter ||
-      (order == GemmOrder::kAuto && GemmBlocksOuter(kernel, tiles, k))) {
-    for (size_t b = 0; b < blocks; ++b) {
-      for (size_t pg = p0; pg < p1; pg += group) pass(b, pg, std::min(p1, pg + group));
-    }
-  } else {
-    for (size_t pg = p0; pg < p1; pg += group) {
-      for (size_t b = 0; b < blocks; ++b) pass(b, pg, std::min(p1, pg + group));
-    }
+    prefetched = has_next ? std::min(next_count, pe - pass.pg) : 0;
   }
   if (kernel.leave != nullptr) kernel.leave();
 }
@@ -278,9 +330,11 @@ constexpr GemmKernel kScalar = {"scalar", DType::F32, kScalarMr, kScalarNr, Gemm
 constexpr GemmKernel kScalarBf16 = {"scalar-bf16", DType::BF16, kScalarMr, kScalarNr,
                                     GemmMicrokernelScalarBf16};
 #if defined(FFLITE_GEMM_X86)
-// `base` with its streaming microkernel (GemmKernel::stream).
-constexpr GemmKernel WithStream(GemmKernel base, GemmMicrokernelFn stream) {
+// `base` with its streaming microkernel (GemmKernel::stream) and its ahead form, if any.
+constexpr GemmKernel WithStream(GemmKernel base, GemmMicrokernelFn stream,
+                                GemmAheadMicrokernelFn ahead = nullptr) {
   base.stream = stream;
+  base.ahead = ahead;
   return base;
 }
 
@@ -288,18 +342,20 @@ constexpr GemmKernel kAvx2 = WithStream(
     {"avx2", DType::F32, 6, 16, GemmMicrokernelAvx2, GemmPackTileAvx2}, GemmMicrokernelAvx2Stream);
 constexpr GemmKernel kAvx512 =
     WithStream({"avx512", DType::F32, 12, 32, GemmMicrokernelAvx512, GemmPackTileAvx512},
-               GemmMicrokernelAvx512Stream);
+               GemmMicrokernelAvx512Stream, GemmMicrokernelAvx512Ahead);
 constexpr GemmKernel kAvx512Bf16 = WithStream(
     {"avx512bf16", DType::BF16, 12, 32, GemmMicrokernelAvx512Bf16, GemmPackTileAvx512Bf16},
-    GemmMicrokernelAvx512Bf16Stream);
+    GemmMicrokernelAvx512Bf16Stream, GemmMicrokernelAvx512Bf16Ahead);
 #endif
 
-// `base` reading 16-bit panels of `panel` values through `microkernel` (and `stream`).
+// `base` reading 16-bit panels of `panel` values through `microkernel` (and `stream`, `ahead`).
 constexpr GemmKernel HalfPanels(GemmKernel base, const char* isa, GemmMicrokernelFn microkernel,
-                                GemmMicrokernelFn stream, DType panel, bool paired_halves) {
+                                GemmMicrokernelFn stream, DType panel, bool paired_halves,
+                                GemmAheadMicrokernelFn ahead = nullptr) {
   base.isa = isa;
   base.microkernel = microkernel;
   base.stream = stream;
+  base.ahead = ahead;
   base.panel = panel;
   base.paired_halves = paired_halves;
   return base;
@@ -316,10 +372,11 @@ constexpr GemmKernel kAvx2Bf16w = HalfPanels(kAvx2, "avx2-bf16w", GemmMicrokerne
                                              GemmMicrokernelAvx2Bf16wStream, DType::BF16, true);
 constexpr GemmKernel kAvx512F16w =
     HalfPanels(kAvx512, "avx512-f16w", GemmMicrokernelAvx512F16w, GemmMicrokernelAvx512F16wStream,
-               DType::F16, false);
+               DType::F16, false, GemmMicrokernelAvx512F16wAhead);
 constexpr GemmKernel kAvx512Bf16w =
     HalfPanels(kAvx512, "avx512-bf16w", GemmMicrokernelAvx512Bf16w,
-               GemmMicrokernelAvx512Bf16wStream, DType::BF16, true);
+               GemmMicrokernelAvx512Bf16wStream, DType::BF16, true,
+               GemmMicrokernelAvx512Bf16wAhead);
 #endif
 #if defined(FFLITE_GEMM_NEON)
 constexpr GemmKernel kNeon = {"neon", DType::F32, 6, 16, GemmMicrokernelNeon};

@@ -21,7 +21,8 @@
 //    units, GemmKernel::x_rows). Rows past the tile's tokens and k values past k are zero.
 // The microkernel multiplies one tile by one panel over a block of units, keeping mr × nr sums in
 // registers; the driver (GemmBlock) walks the blocks so that a block of panels stays in L2 while
-// every tile passes over it, and a tile's units stay in L1 while it passes over the panels.
+// every tile passes over it, and a tile's units stay in L1 while it passes over the panels; with
+// an ahead form (AVX-512), the tiles' passes over one block of panels prefetch the next.
 //
 // Sums: each output is summed in an order that depends only on k and the kernel (units in order,
 // the running sum stored to y and reloaded exactly between blocks), not on the token count, the
@@ -49,6 +50,13 @@ namespace fflite {
 using GemmMicrokernelFn = void (*)(size_t m, size_t n, size_t units, const uint32_t* x,
                                    const uint32_t* w, const float* bias, bool accumulate,
                                    bool clamp, float out_min, float* y, size_t y_stride);
+
+// A microkernel call as above that also prefetches `ahead_bytes` from `ahead` into L2, spread
+// over its units (GemmKernel::ahead). Prefetches never fault; the sums are the microkernel's.
+using GemmAheadMicrokernelFn = void (*)(size_t m, size_t n, size_t units, const uint32_t* x,
+                                        const uint32_t* w, const float* bias, bool accumulate,
+                                        bool clamp, float out_min, float* y, size_t y_stride,
+                                        const void* ahead, size_t ahead_bytes);
 
 // Packs one tile of activations: m tokens (1..mr) at x, x + x_stride, ... (k values each) into
 // tile (units(k) · mr units), as GemmPackActivations does.
@@ -89,10 +97,15 @@ struct GemmKernel {
   bool even_tiles = true;
   // The same sums as `microkernel`, prefetching the panel ahead of its loads, or nullptr (none;
   // the avx2 and avx512 kernels have one): GemmBlock runs it for its first tile over each group of
-  // panels, the pass that brings them from memory (an expert's few tokens read every panel
-  // once). The later tiles find the panels in L2, where the prefetches would only take load
-  // slots.
+  // panels that no earlier pass prefetched (with `ahead`, the first pass only; an expert's few
+  // tokens in one tile read every panel once). The later tiles find the panels in L2, where the
+  // prefetches would only take load slots.
   GemmMicrokernelFn stream = nullptr;
+  // The same sums as `microkernel`, prefetching a given range into L2 as it goes, or nullptr
+  // (the AVX-512 kernels have one). With it, GemmBlock has every tile of a pass over a group of
+  // panels (2 tiles or more) prefetch its share of the next pass's panels, so that the next
+  // pass finds them in L2 instead of its first tile waiting on memory (see GemmBlock).
+  GemmAheadMicrokernelFn ahead = nullptr;
 
   size_t kr() const { return dtype == DType::BF16 ? 2 : 1; }
   // Units holding k's values, and units as packed (rounded up to unit_align).
@@ -279,6 +292,23 @@ void GemmMicrokernelAvx512F16wStream(size_t m, size_t n, size_t units, const uin
 void GemmMicrokernelAvx512Bf16wStream(size_t m, size_t n, size_t units, const uint32_t* x,
                                       const uint32_t* w, const float* bias, bool accumulate,
                                       bool clamp, float out_min, float* y, size_t y_stride);
+// The ahead forms of the four AVX-512 kernels (GemmKernel::ahead).
+void GemmMicrokernelAvx512Ahead(size_t m, size_t n, size_t units, const uint32_t* x,
+                                const uint32_t* w, const float* bias, bool accumulate,
+                                bool clamp, float out_min, float* y, size_t y_stride,
+                                const void* ahead, size_t ahead_bytes);
+void GemmMicrokernelAvx512Bf16Ahead(size_t m, size_t n, size_t units, const uint32_t* x,
+                                    const uint32_t* w, const float* bias, bool accumulate,
+                                    bool clamp, float out_min, float* y, size_t y_stride,
+                                    const void* ahead, size_t ahead_bytes);
+void GemmMicrokernelAvx512F16wAhead(size_t m, size_t n, size_t units, const uint32_t* x,
+                                    const uint32_t* w, const float* bias, bool accumulate,
+                                    bool clamp, float out_min, float* y, size_t y_stride,
+                                    const void* ahead, size_t ahead_bytes);
+void GemmMicrokernelAvx512Bf16wAhead(size_t m, size_t n, size_t units, const uint32_t* x,
+                                     const uint32_t* w, const float* bias, bool accumulate,
+                                     bool clamp, float out_min, float* y, size_t y_stride,
+                                     const void* ahead, size_t ahead_bytes);
 // AVX-512 F packing of 12-token tiles: f32 units, or bf16 pairs rounded as F32ToBf16 does.
 void GemmPackTileAvx512(size_t m, size_t k, const float* x, size_t x_stride, uint32_t* tile);
 void GemmPackTileAvx512Bf16(size_t m, size_t k, const float* x, size_t x_stride,

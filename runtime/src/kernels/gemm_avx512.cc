@@ -2,10 +2,11 @@
 // two panel loads and 12 broadcasts per unit. f32: vfmadd231ps (one k per unit); bf16:
 // vdpbf16ps (a pair of k per unit, twice the multiply-adds per instruction); and the f32 kernel
 // over 16-bit panels of f16 or bf16 weights, widened as they are loaded. Each has a streaming
-// form, which prefetches the panel ahead. One tile source (gemm_avx512_tile.inc) for all, in one
-// namespace per kernel; every function here carries its target attribute (the 16-bit-panel and
-// bf16 kernels take the f32 kernel's Step or LoadUnit, whose target is a subset of theirs), so no
-// AVX-512 code sits in an inline function without one.
+// form, which prefetches the panel ahead, and an ahead form, which prefetches the next pass's
+// panels while it computes on panels already in L2. One tile source (gemm_avx512_tile.inc) for
+// all, in one namespace per kernel; every function here carries its target attribute (the
+// 16-bit-panel and bf16 kernels take the f32 kernel's Step or LoadUnit, whose target is a subset
+// of theirs), so no AVX-512 code sits in an inline function without one.
 #include "kernels/gemm.h"
 
 #if defined(FFLITE_GEMM_X86)
@@ -117,6 +118,24 @@ FFLITE_GEMM_ENTRY(GemmMicrokernelAvx512F16wStream, "avx512f,fma", gemm_avx512_f1
 FFLITE_GEMM_ENTRY(GemmMicrokernelAvx512Bf16w, "avx512f,fma", gemm_avx512_bf16w, false)
 FFLITE_GEMM_ENTRY(GemmMicrokernelAvx512Bf16wStream, "avx512f,fma", gemm_avx512_bf16w, true)
 #undef FFLITE_GEMM_ENTRY
+
+// Their ahead forms (GemmKernel::ahead): the same sums, with a range of the next pass's panels
+// prefetched into L2 a few lines per unit.
+#define FFLITE_GEMM_AHEAD_ENTRY(name, features, ns)                                             \
+  __attribute__((target(features))) void name(                                                  \
+      size_t m, size_t n, size_t units, const uint32_t* x, const uint32_t* w, const float* bias, \
+      bool accumulate, bool clamp, float out_min, float* y, size_t y_stride, const void* ahead,  \
+      size_t ahead_bytes) {                                                                     \
+    ns::Microkernel<false, true>(m, n, units, x, w, bias, accumulate, clamp, out_min, y,        \
+                                 y_stride, static_cast<const char*>(ahead),                     \
+                                 (ahead_bytes + 63) / 64);                                      \
+  }
+FFLITE_GEMM_AHEAD_ENTRY(GemmMicrokernelAvx512Ahead, "avx512f,fma", gemm_avx512_f32)
+FFLITE_GEMM_AHEAD_ENTRY(GemmMicrokernelAvx512Bf16Ahead, "avx512f,avx512bf16,fma",
+                        gemm_avx512_bf16)
+FFLITE_GEMM_AHEAD_ENTRY(GemmMicrokernelAvx512F16wAhead, "avx512f,fma", gemm_avx512_f16w)
+FFLITE_GEMM_AHEAD_ENTRY(GemmMicrokernelAvx512Bf16wAhead, "avx512f,fma", gemm_avx512_bf16w)
+#undef FFLITE_GEMM_AHEAD_ENTRY
 
 // --- Packing a tile of 12 tokens: 16 units of every token at once, a 16 × 16 transpose. ---
 
