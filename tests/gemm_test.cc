@@ -365,6 +365,12 @@ TEST(GemmTest, StreamingFormsGiveTheBitsOfTheMicrokernel) {
   if (checked == 0) GTEST_SKIP() << "no kernel with a streaming form on this CPU";
 }
 
+// A product of 5 tiles (the last one token short) over 3 blocks of k (the last partial, k odd)
+// and `rows` rows: blocked in k on every kernel (more tiles than run k whole).
+Shape FiveTilesThreeBlocks(const GemmKernel& kernel, size_t rows) {
+  return {5 * kernel.mr - 1, (2 * kernel.BlockUnits() + 4) * kernel.kr() + 1, rows};
+}
+
 // GemmBlock's two orders of a blocked product (groups of panels or blocks of k outermost) give
 // the same bits, over a shape of 5 tiles (blocked: more than run k unblocked, also from the
 // second tile on), 3 blocks of k (the last partial, k odd) and 3 groups of panels (the last
@@ -377,8 +383,7 @@ TEST(GemmTest, BothOrdersGiveTheSameBits) {
       if (std::string(kernel.isa) == "amx-bf16-model") continue;
       const size_t block = kernel.BlockUnits();
       const size_t group = GemmGroupPanels(kernel, block);
-      const Shape s{5 * kernel.mr - 1, (2 * block + 4) * kernel.kr() + 1,
-                    (2 * group + 1) * kernel.nr - 3};
+      const Shape s = FiveTilesThreeBlocks(kernel, (2 * group + 1) * kernel.nr - 3);
       ASSERT_EQ(kernel.Tiles(s.n), 5u) << kernel.isa;
       ASSERT_EQ(kernel.Units(s.k), 2 * block + 5) << kernel.isa;
       std::mt19937 gen(17);
@@ -413,9 +418,8 @@ TEST(GemmTest, AheadFormsGiveTheBitsOfTheMicrokernel) {
       std::mt19937 gen(19);
       std::vector<Shape> shapes(std::begin(kShapes), std::end(kShapes));
       // 5 tiles, 3 blocks of k and 3 groups of panels, as in BothOrdersGiveTheSameBits.
-      const size_t block = kernel.BlockUnits(), group = GemmGroupPanels(kernel, block);
-      shapes.push_back({5 * kernel.mr - 1, (2 * block + 4) * kernel.kr() + 1,
-                        (2 * group + 1) * kernel.nr - 3});
+      const size_t group = GemmGroupPanels(kernel, kernel.BlockUnits());
+      shapes.push_back(FiveTilesThreeBlocks(kernel, (2 * group + 1) * kernel.nr - 3));
       for (const Shape& s : shapes) {
         Product p(kernel, s, gen);
         const size_t tiles = kernel.Tiles(s.n), panels = kernel.Panels(s.rows);
@@ -473,11 +477,11 @@ TEST(GemmTest, AheadPrefetchesEveryLaterPieceOnceWithinTheCallsPanels) {
         Shape s;
         size_t piece_units, group;
       };
+      const Shape blocked = FiveTilesThreeBlocks(kernel, 2 * group * kernel.nr);
       const Case cases[] = {
-          {{5 * kernel.mr - 1, (2 * block + 4) * kernel.kr() + 1, 2 * group * kernel.nr}, block,
-           group},
+          {blocked, block, group},
           {{2 * kernel.mr, whole_units * kernel.kr(), 6 * kernel.nr}, whole_units, 2},
-          {{kernel.mr, (2 * block + 4) * kernel.kr() + 1, 2 * group * kernel.nr}, 0, 0}};
+          {{kernel.mr, blocked.k, blocked.rows}, 0, 0}};
       std::mt19937 gen(23);
       for (const Case& c : cases) {
         const Shape& s = c.s;
