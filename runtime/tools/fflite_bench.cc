@@ -21,10 +21,12 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "backends/backend.h"
 #include "backends/xnnpack/xnnpack_backend.h"
@@ -65,6 +67,12 @@ ABSL_FLAG(
 ABSL_FLAG(bool, aa, false,
           "with --baseline: compare against a second instance of the same backend instead (an A/A "
           "run: the ratio shows the measurement's own bias on this machine)");
+ABSL_FLAG(std::string, vs, "",
+          "with --baseline: compare against the same backend with tuning flags set otherwise, "
+          "flag=value pairs separated by commas (engine, gemm_isa, bf16_arithmetic, "
+          "half_panels, slice_kib, token_chunk, expert_slice_kib, direct_tokens, "
+          "quant_gemm_tokens, value_rows_dense_fraction), e.g. --vs gemm_isa=avx2 (an A/B run: "
+          "both in one process, alternating, each with the other's threads idle)");
 ABSL_FLAG(bool, json, false, "print JSON instead of a table");
 ABSL_FLAG(int64_t, slice_kib, -1, "xnnpack: KiB of packed weights per operator (0: unsliced)");
 ABSL_FLAG(int64_t, token_chunk, 0, "xnnpack: tokens per chunk (0: the default)");
@@ -235,6 +243,11 @@ struct Stats {
   double median = 0, min = 0, max = 0;  // seconds
 };
 
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
 Stats Summarise(std::vector<double> t) {
   std::sort(t.begin(), t.end());
   return {t[t.size() / 2], t.front(), t.back()};
@@ -246,7 +259,8 @@ Stats Summarise(std::vector<double> t) {
 // With `vary`, each repetition takes the next of 64 random inputs (made before timing).
 absl::Status Time(const std::vector<std::vector<std::unique_ptr<Backend>>*>& sets,
                   const Model& model, size_t tokens, int warmup, int reps, bool vary,
-                  std::vector<Stats>* stats, Stats* routed, double* routed_bytes) {
+                  std::vector<Stats>* stats, double* paired, Stats* routed,
+                  double* routed_bytes) {
   const size_t d = model.d_model();
   std::vector<std::vector<float>> inputs(vary ? 64 : 1, std::vector<float>(tokens * d));
   std::vector<float> a, b(tokens * d);
@@ -284,6 +298,13 @@ absl::Status Time(const std::vector<std::vector<std::unique_ptr<Backend>>*>& set
   }
   stats->clear();
   for (auto& t : times) stats->push_back(Summarise(t));
+  // With two sets: the median over repetitions of the second's time over the first's in the
+  // same repetition (a spell of a shared machine falls on both sides of a pair alike).
+  std::vector<double> ratios;
+  for (size_t r = 0; times.size() == 2 && r < times[0].size(); ++r) {
+    ratios.push_back(times[1][r] / times[0][r]);
+  }
+  *paired = Median(ratios);
   *routed = Summarise(routed_times);
   *routed_bytes =
       routed_times.empty() ? 0.0 : routed_read / static_cast<double>(routed_times.size());
@@ -295,6 +316,7 @@ struct Row {
   int threads = 1;
   size_t tokens = 1;
   Stats ours, base;
+  double paired = 0;  // with a baseline: the median of base / ours over the repetitions
   Stats routed;  // MoE, xnnpack: time in the routed experts
   bool has_base = false;
   double gbs = 0, gflops = 0, roof_pct = 0, peak_pct = 0;
@@ -386,6 +408,69 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const Model& model, const s
   return entry->create(model, config);
 }
 
+// --vs: the tuning flags that the baseline sets otherwise.
+constexpr const char* kVsFlags[] = {"engine",           "gemm_isa",        "bf16_arithmetic",
+                                    "half_panels",      "slice_kib",       "token_chunk",
+                                    "expert_slice_kib", "direct_tokens",   "quant_gemm_tokens",
+                                    "value_rows_dense_fraction"};
+
+using FlagValues = std::vector<std::pair<std::string, std::string>>;
+
+// Sets each flag of `values` (in order) and returns the values they had, for SetFlags to put
+// back in reverse order. Fails, naming the pair, where a value does not parse; the flags before it
+// are then set back.
+absl::StatusOr<FlagValues> SetFlags(const FlagValues& values) {
+  FlagValues before;
+  for (const auto& [name, value] : values) {
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    std::string error;
+    const std::string current = flag != nullptr ? flag->CurrentValue() : "";
+    if (flag == nullptr || !flag->ParseFrom(value, &error)) {
+      for (auto it = before.rbegin(); it != before.rend(); ++it) {
+        absl::FindCommandLineFlag(it->first)->ParseFrom(it->second, &error);
+      }
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--vs: %s=%s: %s", name, value, flag == nullptr ? "no such flag" : error));
+    }
+    before.emplace_back(name, current);
+  }
+  std::reverse(before.begin(), before.end());
+  return before;
+}
+
+// --vs's pairs, checked: each a tuning flag with a value it parses.
+absl::StatusOr<FlagValues> ParseVs(const std::string& spec) {
+  FlagValues values;
+  for (absl::string_view item : absl::StrSplit(spec, ',', absl::SkipEmpty())) {
+    const size_t eq = item.find('=');
+    const std::string name(item.substr(0, eq));
+    if (eq == absl::string_view::npos || name.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--vs: '%s' is not flag=value", std::string(item)));
+    }
+    if (std::find_if(std::begin(kVsFlags), std::end(kVsFlags),
+                     [&](const char* f) { return name == f; }) == std::end(kVsFlags)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--vs: %s is not one of the tuning flags (%s)", name,
+          absl::StrJoin(std::begin(kVsFlags), std::end(kVsFlags), ", ")));
+    }
+    values.emplace_back(name, std::string(item.substr(eq + 1)));
+  }
+  if (values.empty()) return absl::InvalidArgumentError("--vs: no flag=value given");
+  FFLITE_ASSIGN_OR_RETURN(FlagValues before, SetFlags(values));
+  FFLITE_RETURN_IF_ERROR(SetFlags(before).status());
+  return values;
+}
+
+// `make()` with the flags of `values` set, and then as they were.
+template <typename Make>
+auto WithFlags(const FlagValues& values, Make make) -> decltype(make()) {
+  FFLITE_ASSIGN_OR_RETURN(FlagValues before, SetFlags(values));
+  auto made = make();
+  FFLITE_RETURN_IF_ERROR(SetFlags(before).status());
+  return made;
+}
+
 // What packs float matrices in the xnnpack backend this run makes.
 std::string PackedEngineName() {
   auto options = BenchXnnpackOptions();
@@ -421,6 +506,27 @@ int Main() {
   const std::vector<int64_t> thread_list = ParseList("threads", absl::GetFlag(FLAGS_threads));
   const std::string backend = ResolveBackend(absl::GetFlag(FLAGS_backend));
   const bool json = absl::GetFlag(FLAGS_json);
+  // What the baseline is: plain XNNPACK, or one of these.
+  const int against = absl::GetFlag(FLAGS_aa) + absl::GetFlag(FLAGS_vs_unbudgeted) +
+                      absl::GetFlag(FLAGS_vs_dense) + !absl::GetFlag(FLAGS_vs).empty();
+  if (against > 1) {
+    std::fprintf(stderr, "give at most one of --aa, --vs_unbudgeted, --vs_dense and --vs\n");
+    return 2;
+  }
+  FlagValues vs;
+  if (!absl::GetFlag(FLAGS_vs).empty()) {
+    absl::StatusOr<FlagValues> parsed = ParseVs(absl::GetFlag(FLAGS_vs));
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(parsed.status().message()).c_str());
+      return 2;
+    }
+    if (!absl::GetFlag(FLAGS_baseline) || backend != "xnnpack") {
+      std::fprintf(stderr, "--vs compares two xnnpack sessions: give it with --baseline and the "
+                           "xnnpack backend (this run's backend: %s)\n", backend.c_str());
+      return 2;
+    }
+    vs = std::move(*parsed);
+  }
 
   // The model: a file, or the synthetic shape written with the writer into a temporary file (so
   // that it is mapped like a real model and its pages can be released after packing).
@@ -659,6 +765,12 @@ int Main() {
       if (with_base) {
         if (absl::GetFlag(FLAGS_aa)) {
           b = MakeBackend(model, backend, config);
+        } else if (!vs.empty()) {
+          // The same copy of the weights as ours[c], packed by the baseline's own engine.
+          b = WithFlags(vs, [&] {
+            return MakeBackend(c == 0 || cold_models.empty() ? model : *cold_models[c - 1],
+                               backend, config);
+          });
         } else if (absl::GetFlag(FLAGS_vs_unbudgeted)) {
           b = MakeBackend(**second, backend, unbudgeted);
         } else if (absl::GetFlag(FLAGS_vs_dense)) {
@@ -713,7 +825,7 @@ int Main() {
       }
       const absl::Status st = Time(sets, model, row.tokens, absl::GetFlag(FLAGS_warmup),
                                    absl::GetFlag(FLAGS_reps), absl::GetFlag(FLAGS_vary_tokens),
-                                   &stats, &row.routed, &row.routed_bytes);
+                                   &stats, &row.paired, &row.routed, &row.routed_bytes);
       if (!st.ok()) {
         std::fprintf(stderr, "run: %s\n", st.ToString().c_str());
         return 1;
@@ -856,9 +968,9 @@ int Main() {
       if (r.has_base) {
         std::printf(
             ", \"baseline_median_ms\": %.4f, \"baseline_min_ms\": %.4f, "
-            "\"speedup\": %.3f, \"speedup_by_min\": %.3f",
+            "\"speedup\": %.3f, \"speedup_by_min\": %.3f, \"speedup_paired\": %.3f",
             r.base.median * 1e3, r.base.min * 1e3, r.base.median / r.ours.median,
-            r.base.min / r.ours.min);
+            r.base.min / r.ours.min, r.paired);
       }
       std::printf("}%s\n", i + 1 < rows.size() ? "," : "");
     }
@@ -869,6 +981,12 @@ int Main() {
               fflite::BestKernels().isa);
   if (backend == "xnnpack") {
     std::printf("packed float matrices: %s\n", PackedEngineName().c_str());
+    if (!vs.empty()) {
+      const absl::StatusOr<std::string> engine =
+          WithFlags(vs, []() -> absl::StatusOr<std::string> { return PackedEngineName(); });
+      std::printf("baseline: the same backend with --vs %s (packed float matrices: %s)\n",
+                  absl::GetFlag(FLAGS_vs).c_str(), engine.ok() ? engine->c_str() : "?");
+    }
 #if defined(__x86_64__)
     std::printf("amx-bf16 gemm kernel: %s\n", GemmAmxStatus());
 #endif
@@ -943,15 +1061,16 @@ int Main() {
   std::printf("%7s %6s %10s %10s %10s %8s %9s %7s %6s", "threads", "tokens", "median ms",
               "min ms", "max ms", "GB/s", "GFLOP/s", "roof%", "peak%");
   if (with_base)
-    std::printf(" %12s %10s %8s %8s", "base med ms", "base min", "speedup", "(by min)");
+    std::printf(" %12s %10s %8s %8s %8s", "base med ms", "base min", "speedup", "(by min)",
+                "(paired)");
   std::printf("\n");
   for (const Row& r : rows) {
     std::printf("%7d %6zu %10.3f %10.3f %10.3f %8.2f %9.2f %6.1f%% %5.1f%%%s", r.threads,
                 r.tokens, r.ours.median * 1e3, r.ours.min * 1e3, r.ours.max * 1e3, r.gbs,
                 r.gflops, r.roof_pct, r.peak_pct, r.int8 ? " (int8 peak)" : "");
     if (r.has_base) {
-      std::printf(" %12.3f %10.3f %7.2fx %7.2fx", r.base.median * 1e3, r.base.min * 1e3,
-                  r.base.median / r.ours.median, r.base.min / r.ours.min);
+      std::printf(" %12.3f %10.3f %7.2fx %7.2fx %7.3fx", r.base.median * 1e3, r.base.min * 1e3,
+                  r.base.median / r.ours.median, r.base.min / r.ours.min, r.paired);
     }
     std::printf("\n");
   }
