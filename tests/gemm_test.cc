@@ -442,6 +442,38 @@ TEST(GemmTest, AheadFormsGiveTheBitsOfTheMicrokernel) {
   if (checked == 0) GTEST_SKIP() << "no kernel with an ahead form on this CPU";
 }
 
+// GemmKernelWithoutAhead: every kernel this CPU runs (the 16-bit-panel twins too) without an
+// ahead form, and otherwise the same kernel (name, shape, microkernel, streaming form).
+TEST(GemmTest, WithoutAheadKeepsEverythingButTheAheadForm) {
+  EXPECT_EQ(GemmKernelWithoutAhead(nullptr), nullptr);
+  std::vector<const GemmKernel*> kernels = HalfPanelKernels();
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    for (const GemmKernel* g : AvailableGemmKernels(dtype)) kernels.push_back(g);
+  }
+  for (const GemmKernel* g : kernels) {
+    const GemmKernel* plain = GemmKernelWithoutAhead(g);
+    ASSERT_NE(plain, nullptr) << g->isa;
+    EXPECT_EQ(plain->ahead, nullptr) << g->isa;
+    if (g->ahead == nullptr) {
+      EXPECT_EQ(plain, g) << g->isa;
+    }
+    EXPECT_EQ(plain->isa, g->isa);
+    EXPECT_EQ(plain->dtype, g->dtype) << g->isa;
+    EXPECT_EQ(plain->panel, g->panel) << g->isa;
+    EXPECT_EQ(plain->paired_halves, g->paired_halves) << g->isa;
+    EXPECT_EQ(plain->mr, g->mr) << g->isa;
+    EXPECT_EQ(plain->nr, g->nr) << g->isa;
+    EXPECT_EQ(plain->microkernel, g->microkernel) << g->isa;
+    EXPECT_EQ(plain->stream, g->stream) << g->isa;
+    EXPECT_EQ(plain->pack_tile, g->pack_tile) << g->isa;
+    EXPECT_EQ(plain->unit_align, g->unit_align) << g->isa;
+    EXPECT_EQ(plain->x_rows, g->x_rows) << g->isa;
+    EXPECT_EQ(plain->even_tiles, g->even_tiles) << g->isa;
+    EXPECT_EQ(plain->enter, g->enter) << g->isa;
+    EXPECT_EQ(plain->leave, g->leave) << g->isa;
+  }
+}
+
 // What GemmBlock asks an ahead form to prefetch, recorded by a wrapper around a kernel's
 // microkernel (so the driver is checked on every CPU, with the scalar twin too).
 struct AheadRange {

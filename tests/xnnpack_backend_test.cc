@@ -197,6 +197,7 @@ TEST(XnnpackOptionsTest, EveryPackedEngineMatchesReference) {
     bool bf16_arithmetic;
     std::string name;
     bool half_panels = true;
+    bool ahead = true;
   };
   std::vector<Setting> settings = {{Engine::kXnnpack, nullptr, nullptr, false, "xnnpack"}};
   for (const GemmKernel* g : AvailableGemmKernels(DType::F32)) {
@@ -208,6 +209,9 @@ TEST(XnnpackOptionsTest, EveryPackedEngineMatchesReference) {
   for (const GemmKernel* g : AvailableGemmKernels(DType::BF16)) {
     settings.push_back({Engine::kGemm, nullptr, g, true, std::string("gemm ") + g->isa});
   }
+  // Without the AVX-512 kernels' ahead prefetch (the best kernels; f32 and 16-bit panels).
+  settings.push_back({Engine::kGemm, nullptr, nullptr, true, "gemm, no ahead prefetch", true,
+                      false});
   // The AMX kernel's layout and tile source on its software model (gemm.h).
   settings.push_back({Engine::kGemm, nullptr, &GemmAmxModelKernel(), true, "gemm amx-bf16-model"});
   for (const Setting& setting : settings) {
@@ -227,6 +231,7 @@ TEST(XnnpackOptionsTest, EveryPackedEngineMatchesReference) {
         options.gemm_bf16 = setting.bf16;
         options.bf16_arithmetic = setting.bf16_arithmetic;
         options.half_panels = setting.half_panels;
+        options.gemm_ahead = setting.ahead;
         options.token_chunk = 50;  // 131 tokens: chunks of 50, 50, 31
         options.direct_max_tokens = 0;
         WriteOptions write;

@@ -70,7 +70,7 @@ ABSL_FLAG(bool, aa, false,
 ABSL_FLAG(std::string, vs, "",
           "with --baseline: compare against the same backend with tuning flags set otherwise, "
           "flag=value pairs separated by commas (engine, gemm_isa, bf16_arithmetic, "
-          "half_panels, slice_kib, token_chunk, expert_slice_kib, direct_tokens, "
+          "half_panels, gemm_ahead, slice_kib, token_chunk, expert_slice_kib, direct_tokens, "
           "quant_gemm_tokens, value_rows_dense_fraction), e.g. --vs gemm_isa=avx2 (an A/B run: "
           "both in one process, alternating, each with the other's threads idle)");
 ABSL_FLAG(bool, json, false, "print JSON instead of a table");
@@ -92,6 +92,10 @@ ABSL_FLAG(bool, bf16_arithmetic, true,
 ABSL_FLAG(bool, half_panels, true,
           "xnnpack with the gemm engine: f16/bf16 weights stay 16-bit in the packed panels where "
           "the kernel has such a twin (avx2, avx512; the same results; false: f32 panels)");
+ABSL_FLAG(bool, gemm_ahead, true,
+          "xnnpack with the gemm engine: the AVX-512 kernels prefetch the next pass's panels "
+          "while they compute (false: without, the same results; compare with --baseline --vs "
+          "gemm_ahead=false)");
 ABSL_FLAG(int64_t, bandwidth_mib, 1024, "buffer for the read-bandwidth measurement");
 ABSL_FLAG(std::string, dtype, "f32",
           "--synthetic: dtype of the FFN weight matrices: f32, f16, bf16, i8 or i4 (quantised by "
@@ -369,6 +373,7 @@ absl::StatusOr<XnnpackBackendOptions> BenchXnnpackOptions() {
   }
   options.bf16_arithmetic = absl::GetFlag(FLAGS_bf16_arithmetic);
   options.half_panels = absl::GetFlag(FLAGS_half_panels);
+  options.gemm_ahead = absl::GetFlag(FLAGS_gemm_ahead);
   return options;
 }
 
@@ -409,10 +414,10 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const Model& model, const s
 }
 
 // --vs: the tuning flags that the baseline sets otherwise.
-constexpr const char* kVsFlags[] = {"engine",           "gemm_isa",        "bf16_arithmetic",
-                                    "half_panels",      "slice_kib",       "token_chunk",
-                                    "expert_slice_kib", "direct_tokens",   "quant_gemm_tokens",
-                                    "value_rows_dense_fraction"};
+constexpr const char* kVsFlags[] = {
+    "engine",      "gemm_isa",         "bf16_arithmetic", "half_panels",       "gemm_ahead",
+    "slice_kib",   "token_chunk",      "expert_slice_kib", "direct_tokens",    "quant_gemm_tokens",
+    "value_rows_dense_fraction"};
 
 using FlagValues = std::vector<std::pair<std::string, std::string>>;
 

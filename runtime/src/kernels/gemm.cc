@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "base/half.h"
 
@@ -408,7 +409,34 @@ std::vector<const GemmKernel*> Detect(DType dtype) {
   return list;
 }
 
+#if defined(FFLITE_GEMM_X86)
+constexpr GemmKernel WithoutAhead(GemmKernel base) {
+  base.ahead = nullptr;
+  return base;
+}
+
+// Every kernel with an ahead form, and its copy without.
+constexpr GemmKernel kAvx512Plain = WithoutAhead(kAvx512);
+constexpr GemmKernel kAvx512Bf16Plain = WithoutAhead(kAvx512Bf16);
+constexpr GemmKernel kAvx512F16wPlain = WithoutAhead(kAvx512F16w);
+constexpr GemmKernel kAvx512Bf16wPlain = WithoutAhead(kAvx512Bf16w);
+constexpr std::pair<const GemmKernel*, const GemmKernel*> kAheadForms[] = {
+    {&kAvx512, &kAvx512Plain},
+    {&kAvx512Bf16, &kAvx512Bf16Plain},
+    {&kAvx512F16w, &kAvx512F16wPlain},
+    {&kAvx512Bf16w, &kAvx512Bf16wPlain}};
+#endif
+
 }  // namespace
+
+const GemmKernel* GemmKernelWithoutAhead(const GemmKernel* kernel) {
+#if defined(FFLITE_GEMM_X86)
+  for (const auto& [with, without] : kAheadForms) {
+    if (kernel == with) return without;
+  }
+#endif
+  return kernel;
+}
 
 std::vector<const GemmKernel*> AvailableGemmKernels(DType dtype) {
   static const std::vector<const GemmKernel*> kF32 = Detect(DType::F32);

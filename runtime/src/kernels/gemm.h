@@ -211,6 +211,12 @@ bool GemmBf16ArithmeticFaster(const GemmKernel& kernel);
 // bytes of f32 panels.
 const GemmKernel* HalfPanelKernel(const GemmKernel& f32, DType half);
 
+// `kernel` without its ahead form (GemmKernel::ahead, the AVX-512 kernels'), the same otherwise:
+// the same sums, with each pass's panels streamed by its first tile as with one tile. For
+// measuring the prefetch on a CPU (XnnpackBackendOptions::gemm_ahead). `kernel` itself where it
+// has no ahead form (or is nullptr).
+const GemmKernel* GemmKernelWithoutAhead(const GemmKernel* kernel);
+
 // Why "amx-bf16" is or is not listed, in a few words: "listed", "no AMX-BF16 on this CPU", "not
 // requested (FFLITE_NO_AMX is set)", "the OS refused the AMX tile state", "self-check failed:
 // ...", "not built for this target".

@@ -264,6 +264,12 @@ PackChoice ChoosePackEngine(const XnnpackBackendOptions& options, size_t slice_b
     choice.gemm_f16w = HalfPanelKernel(f32, DType::F16);
     choice.gemm_bf16w = HalfPanelKernel(f32, DType::BF16);
   }
+  if (!options.gemm_ahead) {
+    for (const GemmKernel** g :
+         {&choice.gemm_f32, &choice.gemm_bf16, &choice.gemm_f16w, &choice.gemm_bf16w}) {
+      *g = GemmKernelWithoutAhead(*g);
+    }
+  }
   return choice;
 }
 
@@ -1040,8 +1046,9 @@ std::string XnnpackPackedEngineName(const XnnpackBackendOptions& options) {
     const GemmKernel* g = choice.Gemm(dtype);
     return g != choice.gemm_f32 ? g->isa : "f32 panels";
   };
-  return absl::StrFormat("gemm %s (f16 weights: %s; bf16 weights: %s)", choice.gemm_f32->isa,
-                         half(DType::F16), half(DType::BF16));
+  return absl::StrFormat("gemm %s (f16 weights: %s; bf16 weights: %s)%s", choice.gemm_f32->isa,
+                         half(DType::F16), half(DType::BF16),
+                         options.gemm_ahead ? "" : ", without the ahead prefetch");
 }
 
 bool XnnpackBf16Arithmetic(const XnnpackBackendOptions& options) {

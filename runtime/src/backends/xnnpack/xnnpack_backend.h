@@ -72,6 +72,11 @@ struct XnnpackBackendOptions {
   // (AVX2 and AVX-512: HalfPanelKernel): the same results bit for bit from half the packed
   // bytes. false: converted to f32 panels.
   bool half_panels = true;
+  // The gemm engine's AVX-512 kernels prefetch the next pass's panels while they compute on the
+  // current ones (GemmKernel::ahead; measured on an Intel Xeon, see GemmBlock). false: without
+  // it, the same results (GemmKernelWithoutAhead), for measuring it on another CPU
+  // (fflite-bench --baseline --vs gemm_ahead=false).
+  bool gemm_ahead = true;
   // Down matrices stored as value rows (Layout::VALUE_ROWS, ReLU-family FFNs): a few-token call
   // reads only the rows of the neurons that fire for some token, unless more than this fraction
   // fire; then every row in order (the same bits). 0: always every row; 1: always the list.
