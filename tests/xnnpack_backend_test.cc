@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 #include "session/session.h"
@@ -197,7 +198,7 @@ TEST(XnnpackOptionsTest, EveryPackedEngineMatchesReference) {
     bool bf16_arithmetic;
     std::string name;
     bool half_panels = true;
-    bool ahead = true;
+    XnnpackBackendOptions::GemmAhead ahead = XnnpackBackendOptions::GemmAhead::kAuto;
   };
   std::vector<Setting> settings = {{Engine::kXnnpack, nullptr, nullptr, false, "xnnpack"}};
   for (const GemmKernel* g : AvailableGemmKernels(DType::F32)) {
@@ -209,9 +210,12 @@ TEST(XnnpackOptionsTest, EveryPackedEngineMatchesReference) {
   for (const GemmKernel* g : AvailableGemmKernels(DType::BF16)) {
     settings.push_back({Engine::kGemm, nullptr, g, true, std::string("gemm ") + g->isa});
   }
-  // Without the AVX-512 kernels' ahead prefetch (the best kernels; f32 and 16-bit panels).
-  settings.push_back({Engine::kGemm, nullptr, nullptr, true, "gemm, no ahead prefetch", true,
-                      false});
+  // With and without the AVX-512 kernels' ahead prefetch, whatever this CPU's default (the best
+  // kernels; f32 and 16-bit panels, bf16 arithmetic where it is faster).
+  settings.push_back({Engine::kGemm, nullptr, nullptr, true, "gemm, ahead prefetch on", true,
+                      XnnpackBackendOptions::GemmAhead::kOn});
+  settings.push_back({Engine::kGemm, nullptr, nullptr, true, "gemm, ahead prefetch off", true,
+                      XnnpackBackendOptions::GemmAhead::kOff});
   // The AMX kernel's layout and tile source on its software model (gemm.h).
   settings.push_back({Engine::kGemm, nullptr, &GemmAmxModelKernel(), true, "gemm amx-bf16-model"});
   for (const Setting& setting : settings) {
@@ -255,6 +259,23 @@ TEST(XnnpackOptionsTest, EveryPackedEngineMatchesReference) {
 // every kernel, gated (pre-norm) or not (post-norm), with biases and odd sizes (partial tiles and
 // panels in every range), matches the reference and gives the bits of one thread, which splits
 // nothing.
+// gemm_ahead: the kernels keep their ahead forms where asked, or by default where the CPU's L2
+// is like the Xeon's they were measured on (GemmAheadByDefault), and leave them out otherwise (the
+// engine's name says so).
+TEST(XnnpackOptionsTest, AheadPrefetchRunsWhereAskedOrByDefaultWhereTheL2HoldsIt) {
+  using GemmAhead = XnnpackBackendOptions::GemmAhead;
+  XnnpackBackendOptions options;
+  options.packed_engine = XnnpackBackendOptions::PackedEngine::kGemm;
+  const bool has_ahead = BestGemmKernel(DType::F32).ahead != nullptr;
+  auto without = [&](GemmAhead ahead) {
+    options.gemm_ahead = ahead;
+    return absl::StrContains(XnnpackPackedEngineName(options), "without the ahead prefetch");
+  };
+  EXPECT_FALSE(without(GemmAhead::kOn));
+  EXPECT_EQ(without(GemmAhead::kOff), has_ahead);
+  EXPECT_EQ(without(GemmAhead::kAuto), has_ahead && !GemmAheadByDefault());
+}
+
 TEST(XnnpackOptionsTest, GemmTokenSplitMatchesReferenceAndOneThread) {
   using Engine = XnnpackBackendOptions::PackedEngine;
   std::vector<std::pair<const GemmKernel*, bool>> kernels;  // kernel, bf16 arithmetic

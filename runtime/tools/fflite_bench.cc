@@ -92,10 +92,10 @@ ABSL_FLAG(bool, bf16_arithmetic, true,
 ABSL_FLAG(bool, half_panels, true,
           "xnnpack with the gemm engine: f16/bf16 weights stay 16-bit in the packed panels where "
           "the kernel has such a twin (avx2, avx512; the same results; false: f32 panels)");
-ABSL_FLAG(bool, gemm_ahead, true,
-          "xnnpack with the gemm engine: the AVX-512 kernels prefetch the next pass's panels "
-          "while they compute (false: without, the same results; compare with --baseline --vs "
-          "gemm_ahead=false)");
+ABSL_FLAG(std::string, gemm_ahead, "auto",
+          "xnnpack with the gemm engine: whether the AVX-512 kernels prefetch the next pass's "
+          "panels while they compute (auto: where each core has 2 MiB of L2 or more; on; off; "
+          "the same results; compare with --gemm_ahead on --baseline --vs gemm_ahead=off)");
 ABSL_FLAG(int64_t, bandwidth_mib, 1024, "buffer for the read-bandwidth measurement");
 ABSL_FLAG(std::string, dtype, "f32",
           "--synthetic: dtype of the FFN weight matrices: f32, f16, bf16, i8 or i4 (quantised by "
@@ -373,7 +373,15 @@ absl::StatusOr<XnnpackBackendOptions> BenchXnnpackOptions() {
   }
   options.bf16_arithmetic = absl::GetFlag(FLAGS_bf16_arithmetic);
   options.half_panels = absl::GetFlag(FLAGS_half_panels);
-  options.gemm_ahead = absl::GetFlag(FLAGS_gemm_ahead);
+  const std::string ahead = absl::GetFlag(FLAGS_gemm_ahead);
+  using GemmAhead = XnnpackBackendOptions::GemmAhead;
+  if (ahead == "on") {
+    options.gemm_ahead = GemmAhead::kOn;
+  } else if (ahead == "off") {
+    options.gemm_ahead = GemmAhead::kOff;
+  } else if (ahead != "auto") {
+    return absl::InvalidArgumentError("--gemm_ahead: auto, on or off, not " + ahead);
+  }
   return options;
 }
 

@@ -438,6 +438,12 @@ const GemmKernel* GemmKernelWithoutAhead(const GemmKernel* kernel) {
   return kernel;
 }
 
+bool GemmAheadByDefault() {
+  static const bool big_l2 = cpuinfo_initialize() && cpuinfo_get_l2_caches_count() > 0 &&
+                             cpuinfo_get_l2_cache(0)->size >= (uint32_t{2} << 20);
+  return big_l2;
+}
+
 std::vector<const GemmKernel*> AvailableGemmKernels(DType dtype) {
   static const std::vector<const GemmKernel*> kF32 = Detect(DType::F32);
   static const std::vector<const GemmKernel*> kBf16 = Detect(DType::BF16);

@@ -212,10 +212,16 @@ bool GemmBf16ArithmeticFaster(const GemmKernel& kernel);
 const GemmKernel* HalfPanelKernel(const GemmKernel& f32, DType half);
 
 // `kernel` without its ahead form (GemmKernel::ahead, the AVX-512 kernels'), the same otherwise:
-// the same sums, with each pass's panels streamed by its first tile as with one tile. For
-// measuring the prefetch on a CPU (XnnpackBackendOptions::gemm_ahead). `kernel` itself where it
-// has no ahead form (or is nullptr).
+// the same sums, with each pass's panels streamed by its first tile as with one tile. `kernel`
+// itself where it has no ahead form (or is nullptr).
 const GemmKernel* GemmKernelWithoutAhead(const GemmKernel* kernel);
+
+// Whether the ahead forms run by default on this CPU (XnnpackBackendOptions::gemm_ahead): where
+// each core has 2 MiB of L2 or more, like the Xeon they were measured on (a pass keeps its group
+// of panels, the next one and its block of activations there: about 800 KiB at 128 tokens).
+// Cores with less (Zen 4 and 5, 1 MiB; Xeons before Sapphire Rapids, 1-1.25 MiB) run without
+// them until they are measured there.
+bool GemmAheadByDefault();
 
 // Why "amx-bf16" is or is not listed, in a few words: "listed", "no AMX-BF16 on this CPU", "not
 // requested (FFLITE_NO_AMX is set)", "the OS refused the AMX tile state", "self-check failed:

@@ -100,6 +100,7 @@ struct PackChoice {
   const GemmKernel* gemm_bf16 = nullptr;
   const GemmKernel* gemm_f16w = nullptr;
   const GemmKernel* gemm_bf16w = nullptr;
+  bool ahead_off = false;  // the kernels' ahead forms left out (XnnpackBackendOptions::gemm_ahead)
   // The gemm kernel for weights of `dtype` (nullptr: XNNPACK).
   const GemmKernel* Gemm(DType dtype) const {
     if (dtype == DType::F16 && gemm_f16w != nullptr) return gemm_f16w;

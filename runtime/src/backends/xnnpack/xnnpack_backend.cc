@@ -264,9 +264,12 @@ PackChoice ChoosePackEngine(const XnnpackBackendOptions& options, size_t slice_b
     choice.gemm_f16w = HalfPanelKernel(f32, DType::F16);
     choice.gemm_bf16w = HalfPanelKernel(f32, DType::BF16);
   }
-  if (!options.gemm_ahead) {
+  using GemmAhead = XnnpackBackendOptions::GemmAhead;
+  if (options.gemm_ahead == GemmAhead::kOff ||
+      (options.gemm_ahead == GemmAhead::kAuto && !GemmAheadByDefault())) {
     for (const GemmKernel** g :
          {&choice.gemm_f32, &choice.gemm_bf16, &choice.gemm_f16w, &choice.gemm_bf16w}) {
+      choice.ahead_off |= GemmKernelWithoutAhead(*g) != *g;
       *g = GemmKernelWithoutAhead(*g);
     }
   }
@@ -1048,7 +1051,7 @@ std::string XnnpackPackedEngineName(const XnnpackBackendOptions& options) {
   };
   return absl::StrFormat("gemm %s (f16 weights: %s; bf16 weights: %s)%s", choice.gemm_f32->isa,
                          half(DType::F16), half(DType::BF16),
-                         options.gemm_ahead ? "" : ", without the ahead prefetch");
+                         choice.ahead_off ? ", without the ahead prefetch" : "");
 }
 
 bool XnnpackBf16Arithmetic(const XnnpackBackendOptions& options) {

@@ -72,11 +72,13 @@ struct XnnpackBackendOptions {
   // (AVX2 and AVX-512: HalfPanelKernel): the same results bit for bit from half the packed
   // bytes. false: converted to f32 panels.
   bool half_panels = true;
-  // The gemm engine's AVX-512 kernels prefetch the next pass's panels while they compute on the
-  // current ones (GemmKernel::ahead; measured on an Intel Xeon, see GemmBlock). false: without
-  // it, the same results (GemmKernelWithoutAhead), for measuring it on another CPU
-  // (fflite-bench --baseline --vs gemm_ahead=false).
-  bool gemm_ahead = true;
+  // Whether the gemm engine's AVX-512 kernels prefetch the next pass's panels while they compute
+  // on the current ones (GemmKernel::ahead; measured on an Intel Xeon, see GemmBlock). kAuto:
+  // where the CPU's L2 is like that Xeon's (GemmAheadByDefault). The results are the same bits
+  // either way; kOn and kOff are for measuring it (fflite-bench --gemm_ahead on --baseline --vs
+  // gemm_ahead=off).
+  enum class GemmAhead { kAuto, kOn, kOff };
+  GemmAhead gemm_ahead = GemmAhead::kAuto;
   // Down matrices stored as value rows (Layout::VALUE_ROWS, ReLU-family FFNs): a few-token call
   // reads only the rows of the neurons that fire for some token, unless more than this fraction
   // fire; then every row in order (the same bits). 0: always every row; 1: always the list.
