@@ -186,7 +186,11 @@ void GemmBlock(const GemmKernel& kernel, size_t n, size_t k, size_t rows,
   // at 32 tokens (3 tiles) [3584, 1024] 85-104 / 101-137 and [1024, 3584] 85-92 / 96-118, at 20
   // tokens [3584, 1024] 76 / 79; qwen-moe's [1408, 2048] at 16, 24 and 30 tokens 57 / 58,
   // 78 / 84, 78 / 90. Then 15-21 rounds, medians of the paired ratios with / without: Llama's
-  // 1.05 and 1.02, mixtral-mini's 1.18 and 1.24, BERT's 1.10 and 1.10.
+  // 1.05 and 1.02, mixtral-mini's 1.18 and 1.24, BERT's 1.10 and 1.10. The same ahead form
+  // for the AVX2 kernel (6-token tiles), on that Xeon (fflite-bench --gemm_isa avx2 --gemm_ahead
+  // on --baseline --vs gemm_ahead=off, 2 runs, paired ratios at 1 and 2 threads): Llama f32
+  // 0.80-0.92, bf16 0.87-0.93, BERT 0.85-0.89 (one 1.04), mixtral-mini 0.89-1.11, qwen-moe
+  // 0.93-1.03; not kept.
   const bool ahead = kernel.ahead != nullptr && tiles >= 2;
   size_t prefetched = 0;  // panels of this pass, from its first, that the previous pass prefetched
   if (kernel.enter != nullptr) kernel.enter();
