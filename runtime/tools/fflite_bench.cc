@@ -644,6 +644,8 @@ int Main() {
   const size_t bw_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_bandwidth_mib)) << 20;
   double bw = MeasureReadBandwidth(bw_bytes, 5);
   FmaPeak peak = MeasureFmaPeak();
+  // The gemm microkernel in L1 beside it (before and after the runs, each with its FMA peak).
+  const GemmL1Rate gemm_l1_before = MeasureGemmL1Rate();
   // Quantised models: the int8 dot-product peak too (the many-token kernels' limit).
   DotPeak dot = work.quantized ? MeasureInt8DotPeak() : DotPeak();
   struct Roof {
@@ -881,6 +883,7 @@ int Main() {
   // The roofline again, each figure the larger of its two measurements; then every row's ratios.
   const Roof one_after{MeasureReadBandwidth(bw_bytes, 5), MeasureFmaPeak().gflops,
                        work.quantized ? MeasureInt8DotPeak().gops : 0.0};
+  const GemmL1Rate gemm_l1_after = MeasureGemmL1Rate();
   bw = std::max(bw, one_after.bw);
   peak.gflops = std::max(peak.gflops, one_after.fma);
   dot.gops = std::max(dot.gops, one_after.dot);
@@ -929,6 +932,11 @@ int Main() {
                 work.weight_bytes, work.flops_per_token, model.file_size());
     std::printf(" \"read_bandwidth_gbs\": %.2f, \"fma_peak_gflops\": %.2f, \"fma_isa\": \"%s\",\n",
                 bw, peak.gflops, peak.isa.c_str());
+    std::printf(" \"gemm_l1_isa\": \"%s\", \"gemm_l1_gflops_before\": %.2f, "
+                "\"gemm_l1_gflops_after\": %.2f, \"fma_peak_gflops_before\": %.2f, "
+                "\"fma_peak_gflops_after\": %.2f,\n",
+                gemm_l1_before.isa.c_str(), gemm_l1_before.gflops, gemm_l1_after.gflops,
+                one_before.fma, one_after.fma);
     std::printf(" \"roofline_by_threads\": [");
     for (size_t i = 0; i < roofs.size(); ++i) {
       std::printf("%s{\"threads\": %d, \"read_bandwidth_gbs\": %.2f, \"fma_peak_gflops\": %.2f, "
@@ -1023,6 +1031,13 @@ int Main() {
     if (work.quantized) std::printf(", int8 peak %.1f GOP/s (%.2fx)", r.dot, r.dot / dot.gops);
     std::printf("\n");
   }
+  // What the FMA peak's percentages can reach: the microkernel's own rate beside each probe.
+  auto of_peak = [](double rate, double fma) { return fma > 0 ? 100.0 * rate / fma : 0.0; };
+  std::printf("gemm microkernel (%s) on a tile and a panel in L1, 1 thread: %.1f GFLOP/s before "
+              "the runs (%.0f%% of that FMA probe), %.1f after (%.0f%%)\n",
+              gemm_l1_before.isa.c_str(), gemm_l1_before.gflops,
+              of_peak(gemm_l1_before.gflops, one_before.fma), gemm_l1_after.gflops,
+              of_peak(gemm_l1_after.gflops, one_after.fma));
   if (work.quantized) {
     std::printf(
         "quantised weights: int8 dot-product peak %.1f GOP/s (%s); kernels qgemv %s (float "

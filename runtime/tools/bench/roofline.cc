@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/aligned_buffer.h"
+#include "kernels/gemm.h"
 #include "kernels/quant_kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -488,6 +490,46 @@ double MeasureReadBandwidth(size_t bytes, int passes, int threads) {
   std::free(p);
   std::sort(rates.begin(), rates.end());
   return rates[rates.size() / 2];
+}
+
+namespace {
+
+// GFLOP/s of BestGemmKernel(F32)'s microkernel over a 128-unit panel and one tile of tokens, both
+// in L1 (the values are small normal floats; only their rate is read).
+double GemmL1Loop() {
+  const GemmKernel& kernel = BestGemmKernel(DType::F32);
+  constexpr size_t kUnits = 128;
+  constexpr long kCalls = 200000;  // ~0.1-0.3 s natively
+  AlignedBuffer<uint32_t> w, x;
+  AlignedBuffer<float> y;
+  if (!w.Allocate(kUnits * kernel.nr) || !x.Allocate(kUnits * kernel.mr) ||
+      !y.Allocate(kernel.mr * kernel.nr)) {
+    return 0.0;
+  }
+  for (size_t i = 0; i < w.size(); ++i) w.data()[i] = 0x3c000000u + (i & 0xff);  // ~2^-7
+  for (size_t i = 0; i < x.size(); ++i) x.data()[i] = 0x3c000000u + (i * 7 & 0xff);
+  if (kernel.enter != nullptr) kernel.enter();
+  const double t = Now();
+  long done = 0;
+  do {
+    for (long c = 0; c < kChunk / 64; ++c) {
+      kernel.microkernel(kernel.mr, kernel.nr, kUnits, x.data(), w.data(), nullptr, false, false,
+                         0.0f, y.data(), kernel.nr);
+    }
+    done += kChunk / 64;
+  } while (More(done, kCalls, t));
+  const double elapsed = Now() - t;
+  if (kernel.leave != nullptr) kernel.leave();
+  volatile float sink = y.data()[0];
+  (void)sink;
+  return 2.0 * static_cast<double>(kernel.mr * kernel.nr * kUnits * kernel.kr()) *
+         static_cast<double>(done) / elapsed / 1e9;
+}
+
+}  // namespace
+
+GemmL1Rate MeasureGemmL1Rate() {
+  return {BestTogether(1, GemmL1Loop), BestGemmKernel(DType::F32).isa};
 }
 
 FmaPeak MeasureFmaPeak(int threads) {

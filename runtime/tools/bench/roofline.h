@@ -28,6 +28,16 @@ struct DotPeak {
 };
 DotPeak MeasureInt8DotPeak(int threads = 1);
 
+// The f32 gemm microkernel this CPU runs (BestGemmKernel) on one tile and one panel of 128 units
+// that stay in L1, one thread: the most a prefill's products can reach here. Its ratio to the FMA
+// peak measured beside it shows what the loads cost: on a VM whose host was busy at times, 78-80%
+// in some spells and 93-97% in others, where the FMA loop (registers only) held.
+struct GemmL1Rate {
+  double gflops = 0.0;  // best of a few runs
+  std::string isa;      // the kernel's name ("avx512", "avx2", "neon", "scalar")
+};
+GemmL1Rate MeasureGemmL1Rate();
+
 }  // namespace bench
 }  // namespace fflite
 
