@@ -254,11 +254,6 @@ TEST(XnnpackOptionsTest, EveryPackedEngineMatchesReference) {
   }
 }
 
-// With many tokens per thread (kGemmFfnTokensPerThread) the gemm engine splits a dense layer's
-// tokens among the threads, each running the norm, the whole FFN and the residual on its own:
-// every kernel, gated (pre-norm) or not (post-norm), with biases and odd sizes (partial tiles and
-// panels in every range), matches the reference and gives the bits of one thread, which splits
-// nothing.
 // gemm_ahead: the kernels keep their ahead forms where asked, or by default where the CPU's L2
 // is like the Xeon's they were measured on (GemmAheadByDefault), and leave them out otherwise (the
 // engine's name says so).
@@ -276,6 +271,11 @@ TEST(XnnpackOptionsTest, AheadPrefetchRunsWhereAskedOrByDefaultWhereTheL2HoldsIt
   EXPECT_EQ(without(GemmAhead::kAuto), has_ahead && !GemmAheadByDefault());
 }
 
+// With many tokens per thread (kGemmFfnTokensPerThread) the gemm engine splits a dense layer's
+// tokens among the threads, each running the norm, the whole FFN and the residual on its own:
+// every kernel, gated (pre-norm) or not (post-norm), with biases and odd sizes (partial tiles and
+// panels in every range), matches the reference and gives the bits of one thread, which splits
+// nothing.
 TEST(XnnpackOptionsTest, GemmTokenSplitMatchesReferenceAndOneThread) {
   using Engine = XnnpackBackendOptions::PackedEngine;
   std::vector<std::pair<const GemmKernel*, bool>> kernels;  // kernel, bf16 arithmetic
