@@ -247,11 +247,6 @@ struct Stats {
   double median = 0, min = 0, max = 0;  // seconds
 };
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
 Stats Summarise(std::vector<double> t) {
   std::sort(t.begin(), t.end());
   return {t[t.size() / 2], t.front(), t.back()};
@@ -308,7 +303,7 @@ absl::Status Time(const std::vector<std::vector<std::unique_ptr<Backend>>*>& set
   for (size_t r = 0; times.size() == 2 && r < times[0].size(); ++r) {
     ratios.push_back(times[1][r] / times[0][r]);
   }
-  *paired = Median(ratios);
+  *paired = ratios.empty() ? 0.0 : Summarise(ratios).median;
   *routed = Summarise(routed_times);
   *routed_bytes =
       routed_times.empty() ? 0.0 : routed_read / static_cast<double>(routed_times.size());

@@ -269,8 +269,9 @@ PackChoice ChoosePackEngine(const XnnpackBackendOptions& options, size_t slice_b
       (options.gemm_ahead == GemmAhead::kAuto && !GemmAheadByDefault())) {
     for (const GemmKernel** g :
          {&choice.gemm_f32, &choice.gemm_bf16, &choice.gemm_f16w, &choice.gemm_bf16w}) {
-      choice.ahead_off |= GemmKernelWithoutAhead(*g) != *g;
-      *g = GemmKernelWithoutAhead(*g);
+      const GemmKernel* plain = GemmKernelWithoutAhead(*g);
+      choice.ahead_off |= plain != *g;
+      *g = plain;
     }
   }
   return choice;
