@@ -466,6 +466,7 @@ TEST(GemmTest, WithoutAheadKeepsEverythingButTheAheadForm) {
     EXPECT_EQ(plain->microkernel, g->microkernel) << g->isa;
     EXPECT_EQ(plain->stream, g->stream) << g->isa;
     EXPECT_EQ(plain->pack_tile, g->pack_tile) << g->isa;
+    EXPECT_EQ(plain->pack_panels, g->pack_panels) << g->isa;
     EXPECT_EQ(plain->unit_align, g->unit_align) << g->isa;
     EXPECT_EQ(plain->x_rows, g->x_rows) << g->isa;
     EXPECT_EQ(plain->even_tiles, g->even_tiles) << g->isa;
@@ -654,6 +655,56 @@ TEST(GemmTest, VectorPackingMatchesThePortableLoop) {
     }
   }
   if (vector_kernels == 0) GTEST_SKIP() << "no vector packing on this CPU";
+}
+
+// A kernel's vector packing of weights (pack_panels) writes the bits of the portable loop: rows
+// not a multiple of the panel and k not a multiple of the vector chunk (the loop writes the rest)
+// or odd (bf16 pairs), any bit patterns, f32 panels from f16 and bf16 weights too (the loop
+// alone), each panel packed on its own from the last (as threads pack their shares). The matrix
+// ends at a guard page: nothing past it is read.
+TEST(GemmTest, VectorWeightPackingMatchesThePortableLoop) {
+  std::mt19937 gen(12);
+  size_t vector_kernels = 0;
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    for (const GemmKernel& kernel : KernelsUnderTest(dtype)) {
+      const GemmKernel* g = &kernel;
+      if (g->pack_panels == nullptr) continue;
+      ++vector_kernels;
+      GemmKernel portable = *g;
+      portable.pack_panels = nullptr;
+      std::vector<DType> w_dtypes = {g->dtype == DType::BF16 ? DType::BF16 : g->panel};
+      if (g->dtype == DType::F32 && g->panel == DType::F32) {
+        w_dtypes.push_back(DType::F16);
+        w_dtypes.push_back(DType::BF16);
+      }
+      for (DType w_dtype : w_dtypes) {
+        const size_t bytes = w_dtype == DType::F32 ? 4 : 2;
+        for (size_t rows : {1, 15, 16, 17, 32, 33, 70}) {
+          for (size_t k : {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 48, 100}) {
+            GuardedBuffer wb(rows * k * bytes);
+            uint8_t* w = wb.As<uint8_t>();
+            for (size_t i = 0; i < rows * k * bytes; ++i) w[i] = static_cast<uint8_t>(gen());
+            if (w_dtype != DType::F32) {
+              // Finite halves, so that widening is exact and the bits compare.
+              uint16_t* h = wb.As<uint16_t>();
+              for (size_t i = 0; i < rows * k; ++i) h[i] &= 0xbfff;
+            }
+            const size_t units = g->WeightBytes(rows, k) / 4;
+            std::vector<uint32_t> want(units, 0xdeadbeefu), got(units, 0x12345678u);
+            GemmPackWeights(portable, rows, k, w, w_dtype, 0, g->Panels(rows), want.data());
+            for (size_t p = g->Panels(rows); p-- > 0;) {
+              GemmPackWeights(*g, rows, k, w, w_dtype, p, p + 1, got.data());
+            }
+            for (size_t i = 0; i < units; ++i) {
+              ASSERT_EQ(got[i], want[i]) << g->isa << " w " << DTypeName(w_dtype) << " rows "
+                                         << rows << " k " << k << " unit " << i;
+            }
+          }
+        }
+      }
+    }
+  }
+  if (vector_kernels == 0) GTEST_SKIP() << "no vector packing of weights on this CPU";
 }
 
 // Units past k (unit_align) are zero in both packings, and a product whose k is not a multiple of

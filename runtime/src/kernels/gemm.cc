@@ -32,6 +32,13 @@ constexpr size_t kWholeKTiles = 3;
 void GemmPackWeights(const GemmKernel& kernel, size_t rows, size_t k, const void* w,
                      DType w_dtype, size_t first, size_t last, uint32_t* packed) {
   const size_t nr = kernel.nr, units = kernel.Units(k), values = kernel.ValueUnits(k);
+  // The vector packing's whole chunks of units (weights in the slots' own type only), then this
+  // loop from there.
+  const bool own_type =
+      kernel.panel != DType::F32 || kernel.dtype == DType::BF16 || w_dtype == DType::F32;
+  const size_t done = kernel.pack_panels != nullptr && own_type && first < last
+                          ? kernel.pack_panels(rows, k, w, first, last, packed)
+                          : 0;
   if (kernel.panel != DType::F32) {
     // 16-bit slots: the file's values as they are (w_dtype is kernel.panel), in channel pairs
     // where paired_halves.
@@ -43,8 +50,8 @@ void GemmPackWeights(const GemmKernel& kernel, size_t rows, size_t k, const void
                             : j < nr / 2          ? 2 * j
                                                   : 2 * (j - nr / 2) + 1;
         const size_t r = p * nr + j, v = r < rows ? values : 0;
-        for (size_t u = 0; u < v; ++u) panel[u * nr + slot] = src[r * k + u];
-        for (size_t u = v; u < units; ++u) panel[u * nr + slot] = 0;
+        for (size_t u = done; u < v; ++u) panel[u * nr + slot] = src[r * k + u];
+        for (size_t u = std::max(v, done); u < units; ++u) panel[u * nr + slot] = 0;
       }
     }
     return;
@@ -53,7 +60,7 @@ void GemmPackWeights(const GemmKernel& kernel, size_t rows, size_t k, const void
     uint32_t* panel = packed + p * units * nr;
     // In spans of 16 units: a span's writes (16 · nr units) stay in L1 while the rows are read.
     constexpr size_t kSpan = 16;
-    for (size_t u0 = 0; u0 < units; u0 += kSpan) {
+    for (size_t u0 = done; u0 < units; u0 += kSpan) {
       const size_t u1 = std::min(units, u0 + kSpan);
       for (size_t j = 0; j < nr; ++j) {
         const size_t r = p * nr + j;
@@ -335,27 +342,33 @@ constexpr GemmKernel kScalar = {"scalar", DType::F32, kScalarMr, kScalarNr, Gemm
 constexpr GemmKernel kScalarBf16 = {"scalar-bf16", DType::BF16, kScalarMr, kScalarNr,
                                     GemmMicrokernelScalarBf16};
 #if defined(FFLITE_GEMM_X86)
-// `base` with its streaming microkernel (GemmKernel::stream) and its ahead form, if any.
+// `base` with its streaming microkernel (GemmKernel::stream), its vector packing of weights and
+// its ahead form, if any.
 constexpr GemmKernel WithStream(GemmKernel base, GemmMicrokernelFn stream,
+                                GemmPackPanelsFn pack_panels,
                                 GemmAheadMicrokernelFn ahead = nullptr) {
   base.stream = stream;
+  base.pack_panels = pack_panels;
   base.ahead = ahead;
   return base;
 }
 
-constexpr GemmKernel kAvx2 = WithStream(
-    {"avx2", DType::F32, 6, 16, GemmMicrokernelAvx2, GemmPackTileAvx2}, GemmMicrokernelAvx2Stream);
+constexpr GemmKernel kAvx2 =
+    WithStream({"avx2", DType::F32, 6, 16, GemmMicrokernelAvx2, GemmPackTileAvx2},
+               GemmMicrokernelAvx2Stream, GemmPackPanelsAvx2);
 constexpr GemmKernel kAvx512 =
     WithStream({"avx512", DType::F32, 12, 32, GemmMicrokernelAvx512, GemmPackTileAvx512},
-               GemmMicrokernelAvx512Stream, GemmMicrokernelAvx512Ahead);
+               GemmMicrokernelAvx512Stream, GemmPackPanelsAvx512, GemmMicrokernelAvx512Ahead);
 constexpr GemmKernel kAvx512Bf16 = WithStream(
     {"avx512bf16", DType::BF16, 12, 32, GemmMicrokernelAvx512Bf16, GemmPackTileAvx512Bf16},
-    GemmMicrokernelAvx512Bf16Stream, GemmMicrokernelAvx512Bf16Ahead);
+    GemmMicrokernelAvx512Bf16Stream, GemmPackPanelsAvx512Bf16, GemmMicrokernelAvx512Bf16Ahead);
 #endif
 
-// `base` reading 16-bit panels of `panel` values through `microkernel` (and `stream`, `ahead`).
+// `base` reading 16-bit panels of `panel` values through `microkernel` (and `stream`, `ahead`),
+// packed by `pack_panels` (or the portable loop).
 constexpr GemmKernel HalfPanels(GemmKernel base, const char* isa, GemmMicrokernelFn microkernel,
                                 GemmMicrokernelFn stream, DType panel, bool paired_halves,
+                                GemmPackPanelsFn pack_panels,
                                 GemmAheadMicrokernelFn ahead = nullptr) {
   base.isa = isa;
   base.microkernel = microkernel;
@@ -363,24 +376,28 @@ constexpr GemmKernel HalfPanels(GemmKernel base, const char* isa, GemmMicrokerne
   base.ahead = ahead;
   base.panel = panel;
   base.paired_halves = paired_halves;
+  base.pack_panels = pack_panels;
   return base;
 }
 
-constexpr GemmKernel kScalarF16w =
-    HalfPanels(kScalar, "scalar-f16w", GemmMicrokernelScalarF16w, nullptr, DType::F16, false);
-constexpr GemmKernel kScalarBf16w =
-    HalfPanels(kScalar, "scalar-bf16w", GemmMicrokernelScalarBf16w, nullptr, DType::BF16, false);
+constexpr GemmKernel kScalarF16w = HalfPanels(kScalar, "scalar-f16w", GemmMicrokernelScalarF16w,
+                                              nullptr, DType::F16, false, nullptr);
+constexpr GemmKernel kScalarBf16w = HalfPanels(kScalar, "scalar-bf16w",
+                                               GemmMicrokernelScalarBf16w, nullptr, DType::BF16,
+                                               false, nullptr);
 #if defined(FFLITE_GEMM_X86)
-constexpr GemmKernel kAvx2F16w = HalfPanels(kAvx2, "avx2-f16w", GemmMicrokernelAvx2F16w,
-                                            GemmMicrokernelAvx2F16wStream, DType::F16, false);
-constexpr GemmKernel kAvx2Bf16w = HalfPanels(kAvx2, "avx2-bf16w", GemmMicrokernelAvx2Bf16w,
-                                             GemmMicrokernelAvx2Bf16wStream, DType::BF16, true);
+constexpr GemmKernel kAvx2F16w =
+    HalfPanels(kAvx2, "avx2-f16w", GemmMicrokernelAvx2F16w, GemmMicrokernelAvx2F16wStream,
+               DType::F16, false, GemmPackPanelsAvx2F16w);
+constexpr GemmKernel kAvx2Bf16w =
+    HalfPanels(kAvx2, "avx2-bf16w", GemmMicrokernelAvx2Bf16w, GemmMicrokernelAvx2Bf16wStream,
+               DType::BF16, true, GemmPackPanelsAvx2Bf16w);
 constexpr GemmKernel kAvx512F16w =
     HalfPanels(kAvx512, "avx512-f16w", GemmMicrokernelAvx512F16w, GemmMicrokernelAvx512F16wStream,
-               DType::F16, false, GemmMicrokernelAvx512F16wAhead);
+               DType::F16, false, GemmPackPanelsAvx512F16w, GemmMicrokernelAvx512F16wAhead);
 constexpr GemmKernel kAvx512Bf16w =
     HalfPanels(kAvx512, "avx512-bf16w", GemmMicrokernelAvx512Bf16w,
-               GemmMicrokernelAvx512Bf16wStream, DType::BF16, true,
+               GemmMicrokernelAvx512Bf16wStream, DType::BF16, true, GemmPackPanelsAvx512Bf16w,
                GemmMicrokernelAvx512Bf16wAhead);
 #endif
 #if defined(FFLITE_GEMM_NEON)

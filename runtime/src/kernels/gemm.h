@@ -63,6 +63,14 @@ using GemmAheadMicrokernelFn = void (*)(size_t m, size_t n, size_t units, const 
 using GemmPackTileFn = void (*)(size_t m, size_t k, const float* x, size_t x_stride,
                                 uint32_t* tile);
 
+// Packs panels [first, last) of W as GemmPackWeights does, from weights in the packed slots' own
+// type (f32 for f32 panels, bf16 for a BF16 kernel's pairs, the `panel` dtype for 16-bit slots),
+// each panel's units from 0 in whole chunks (16 units, 8 on AVX2) while the chunk's values all
+// exist; returns that count of units, the same for every panel. GemmPackWeights's portable loop
+// writes the units past it; the bits are the portable loop's.
+using GemmPackPanelsFn = size_t (*)(size_t rows, size_t k, const void* w, size_t first,
+                                    size_t last, uint32_t* packed);
+
 struct GemmKernel {
   // "scalar", "avx2", "avx512", "neon"; "scalar-bf16", "avx512bf16", "amx-bf16", "neon-bf16"
   // "avx2-f16w", "avx2-bf16w", "avx512-f16w", "avx512-bf16w", "scalar-f16w", "scalar-bf16w"
@@ -106,6 +114,10 @@ struct GemmKernel {
   // panels (2 tiles or more) prefetch its share of the next pass's panels, so that the next
   // pass finds them in L2 instead of its first tile waiting on memory (see GemmBlock).
   GemmAheadMicrokernelFn ahead = nullptr;
+  // A vector packing of the weights in the slots' own type (GemmPackPanelsFn), or nullptr: the
+  // portable loop. The avx2 and avx512 kernels have one: a transpose of 8 or 16 units at a time
+  // instead of one 4-byte store per value.
+  GemmPackPanelsFn pack_panels = nullptr;
 
   size_t kr() const { return dtype == DType::BF16 ? 2 : 1; }
   // Units holding k's values, and units as packed (rounded up to unit_align).
@@ -321,6 +333,24 @@ void GemmMicrokernelAvx512Bf16wAhead(size_t m, size_t n, size_t units, const uin
                                      const uint32_t* w, const float* bias, bool accumulate,
                                      bool clamp, float out_min, float* y, size_t y_stride,
                                      const void* ahead, size_t ahead_bytes);
+// AVX-512 F packing of 32-channel panels (GemmKernel::pack_panels): f32 from f32, a BF16
+// kernel's pairs from bf16, 16-bit slots from f16 (in order) and bf16 (channel pairs).
+size_t GemmPackPanelsAvx512(size_t rows, size_t k, const void* w, size_t first, size_t last,
+                            uint32_t* packed);
+size_t GemmPackPanelsAvx512Bf16(size_t rows, size_t k, const void* w, size_t first, size_t last,
+                                uint32_t* packed);
+size_t GemmPackPanelsAvx512F16w(size_t rows, size_t k, const void* w, size_t first, size_t last,
+                                uint32_t* packed);
+size_t GemmPackPanelsAvx512Bf16w(size_t rows, size_t k, const void* w, size_t first, size_t last,
+                                 uint32_t* packed);
+// The same for AVX2's 16-channel panels: f32, 16-bit slots of f16 (in order) and bf16 (channel
+// pairs).
+size_t GemmPackPanelsAvx2(size_t rows, size_t k, const void* w, size_t first, size_t last,
+                          uint32_t* packed);
+size_t GemmPackPanelsAvx2F16w(size_t rows, size_t k, const void* w, size_t first, size_t last,
+                              uint32_t* packed);
+size_t GemmPackPanelsAvx2Bf16w(size_t rows, size_t k, const void* w, size_t first, size_t last,
+                               uint32_t* packed);
 // AVX-512 F packing of 12-token tiles: f32 units, or bf16 pairs rounded as F32ToBf16 does.
 void GemmPackTileAvx512(size_t m, size_t k, const float* x, size_t x_stride, uint32_t* tile);
 void GemmPackTileAvx512Bf16(size_t m, size_t k, const float* x, size_t x_stride,

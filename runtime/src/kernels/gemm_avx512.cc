@@ -233,9 +233,96 @@ FFLITE_PACK_TARGET void PackTileRows(size_t m, size_t k, const float* x, size_t 
     }
   }
 }
+
+// --- Packing weights into 32-channel panels (GemmKernel::pack_panels): 16 units of 16 channels,
+// or of 16 words of two 16-bit slots, at once through the same transpose; whole chunks only. ---
+constexpr size_t kNr = 32;
+
+// f32 panels from f32 weights (unit u: value u), or a BF16 kernel's pairs from bf16 weights
+// (unit u: values 2u and 2u + 1, one 32-bit word as stored): 4 bytes a unit either way.
+template <bool kPairs>
+FFLITE_PACK_TARGET size_t PackPanels(size_t rows, size_t k, const void* w, size_t first,
+                                     size_t last, uint32_t* packed) {
+  const size_t units = kPairs ? (k + 1) / 2 : k, whole = kPairs ? k / 32 * 16 : k / 16 * 16;
+  const char* src = static_cast<const char*>(w);
+  const size_t row_bytes = k * (kPairs ? 2 : 4);
+  for (size_t p = first; p < last; ++p) {
+    uint32_t* panel = packed + p * units * kNr;
+    for (size_t u0 = 0; u0 < whole; u0 += 16) {
+      for (size_t h = 0; h < kNr; h += 16) {
+        __m512i r[16];
+        for (size_t i = 0; i < 16; ++i) {
+          const size_t c = p * kNr + h + i;
+          r[i] = c < rows ? _mm512_loadu_si512(src + c * row_bytes + u0 * 4)
+                          : _mm512_setzero_si512();
+        }
+        Transpose16(r);
+        for (size_t u = 0; u < 16; ++u) _mm512_storeu_si512(panel + (u0 + u) * kNr + h, r[u]);
+      }
+    }
+  }
+  return whole;
+}
+
+// Units u0 .. u0 + 15 of 16-bit row c, each in the low half of a 32-bit lane (zero past rows).
+FFLITE_PACK_TARGET inline __m512i LoadHalves(const uint16_t* src, size_t rows, size_t k, size_t c,
+                                             size_t u0) {
+  if (c >= rows) return _mm512_setzero_si512();
+  return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + c * k + u0)));
+}
+
+// 16-bit slots (units = k): 32-bit word j of a unit holds channels 2j and 2j + 1 (in order) or
+// j and j + 16 (kPaired), low and high.
+template <bool kPaired>
+FFLITE_PACK_TARGET size_t PackHalfPanels(size_t rows, size_t k, const void* w, size_t first,
+                                         size_t last, uint32_t* packed) {
+  const size_t whole = k / 16 * 16;
+  const uint16_t* src = static_cast<const uint16_t*>(w);
+  for (size_t p = first; p < last; ++p) {
+    uint16_t* panel = reinterpret_cast<uint16_t*>(packed) + p * k * kNr;
+    for (size_t u0 = 0; u0 < whole; u0 += 16) {
+      __m512i r[16];
+      for (size_t j = 0; j < 16; ++j) {
+        const size_t lo = p * kNr + (kPaired ? j : 2 * j), hi = lo + (kPaired ? 16 : 1);
+        r[j] = _mm512_or_si512(LoadHalves(src, rows, k, lo, u0),
+                               _mm512_slli_epi32(LoadHalves(src, rows, k, hi, u0), 16));
+      }
+      Transpose16(r);
+      for (size_t u = 0; u < 16; ++u) _mm512_storeu_si512(panel + (u0 + u) * kNr, r[u]);
+    }
+  }
+  return whole;
+}
 #undef FFLITE_PACK_TARGET
 }  // namespace
 }  // namespace gemm_avx512_pack
+
+__attribute__((target("avx512f"))) size_t GemmPackPanelsAvx512(size_t rows, size_t k,
+                                                               const void* w, size_t first,
+                                                               size_t last, uint32_t* packed) {
+  return gemm_avx512_pack::PackPanels<false>(rows, k, w, first, last, packed);
+}
+
+__attribute__((target("avx512f"))) size_t GemmPackPanelsAvx512Bf16(size_t rows, size_t k,
+                                                                   const void* w, size_t first,
+                                                                   size_t last,
+                                                                   uint32_t* packed) {
+  return gemm_avx512_pack::PackPanels<true>(rows, k, w, first, last, packed);
+}
+
+__attribute__((target("avx512f"))) size_t GemmPackPanelsAvx512F16w(size_t rows, size_t k,
+                                                                   const void* w, size_t first,
+                                                                   size_t last,
+                                                                   uint32_t* packed) {
+  return gemm_avx512_pack::PackHalfPanels<false>(rows, k, w, first, last, packed);
+}
+
+__attribute__((target("avx512f"))) size_t GemmPackPanelsAvx512Bf16w(size_t rows, size_t k,
+                                                                    const void* w, size_t first,
+                                                                    size_t last,
+                                                                    uint32_t* packed) {
+  return gemm_avx512_pack::PackHalfPanels<true>(rows, k, w, first, last, packed);
+}
 
 __attribute__((target("avx512f"))) void GemmPackTileAvx512(size_t m, size_t k, const float* x,
                                                            size_t x_stride, uint32_t* tile) {
