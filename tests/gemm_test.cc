@@ -660,8 +660,8 @@ TEST(GemmTest, VectorPackingMatchesThePortableLoop) {
 // A kernel's vector packing of weights (pack_panels) writes the bits of the portable loop: rows
 // not a multiple of the panel and k not a multiple of the vector chunk (the loop writes the rest)
 // or odd (bf16 pairs), any bit patterns, f32 panels from f16 and bf16 weights too (the loop
-// alone), each panel packed on its own from the last (as threads pack their shares). The matrix
-// ends at a guard page: nothing past it is read.
+// alone), each panel packed on its own from the last (as threads pack their shares), into
+// aligned and unaligned buffers. The matrix ends at a guard page: nothing past it is read.
 TEST(GemmTest, VectorWeightPackingMatchesThePortableLoop) {
   std::mt19937 gen(12);
   size_t vector_kernels = 0;
@@ -690,14 +690,22 @@ TEST(GemmTest, VectorWeightPackingMatchesThePortableLoop) {
               for (size_t i = 0; i < rows * k; ++i) h[i] &= 0xbfff;
             }
             const size_t units = g->WeightBytes(rows, k) / 4;
-            std::vector<uint32_t> want(units, 0xdeadbeefu), got(units, 0x12345678u);
+            std::vector<uint32_t> want(units, 0xdeadbeefu);
             GemmPackWeights(portable, rows, k, w, w_dtype, 0, g->Panels(rows), want.data());
-            for (size_t p = g->Panels(rows); p-- > 0;) {
-              GemmPackWeights(*g, rows, k, w, w_dtype, p, p + 1, got.data());
-            }
-            for (size_t i = 0; i < units; ++i) {
-              ASSERT_EQ(got[i], want[i]) << g->isa << " w " << DTypeName(w_dtype) << " rows "
-                                         << rows << " k " << k << " unit " << i;
+            // Into a 64-byte aligned buffer (non-temporal stores) and one 4 bytes past that.
+            AlignedBuffer<uint32_t> buffer;
+            ASSERT_TRUE(buffer.Allocate(units + 1, 0, /*zero=*/false));
+            for (size_t offset : {0, 1}) {
+              uint32_t* got = buffer.data() + offset;
+              std::fill(got, got + units, 0x12345678u);
+              for (size_t p = g->Panels(rows); p-- > 0;) {
+                GemmPackWeights(*g, rows, k, w, w_dtype, p, p + 1, got);
+              }
+              for (size_t i = 0; i < units; ++i) {
+                ASSERT_EQ(got[i], want[i]) << g->isa << " w " << DTypeName(w_dtype) << " rows "
+                                           << rows << " k " << k << " offset " << offset
+                                           << " unit " << i;
+              }
             }
           }
         }

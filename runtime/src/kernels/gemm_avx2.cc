@@ -182,18 +182,30 @@ FFLITE_AVX2 inline void Transpose8(__m256* r) {
 }
 
 // --- Packing weights into 16-channel panels (GemmKernel::pack_panels): 8 units of 8 channels, or
-// of 8 words of two 16-bit slots, at once; whole chunks of 8 units only. ---
+// of 8 words of two 16-bit slots, at once; whole chunks of 8 units only. Non-temporal stores and
+// a fence where `packed` is 32-byte aligned, as the AVX-512 packing does (gemm_avx512.cc). ---
+template <bool kStream>
+FFLITE_AVX2 inline void Store(float* p, __m256 v) {
+  if (kStream) {
+    _mm256_stream_ps(p, v);
+  } else {
+    _mm256_storeu_ps(p, v);
+  }
+}
+
+inline bool Aligned32(const void* p) { return reinterpret_cast<uintptr_t>(p) % 32 == 0; }
 
 // Units u0 .. u0 + 7 of 16-bit row c, each in the low half of a 32-bit lane (zero past rows).
 FFLITE_AVX2 inline __m256i LoadHalves(const uint16_t* src, size_t rows, size_t k, size_t c,
                                       size_t u0) {
   if (c >= rows) return _mm256_setzero_si256();
-  return _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + c * k + u0)));
+  return _mm256_cvtepu16_epi32(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + c * k + u0)));
 }
 
 // 16-bit slots (units = k): 32-bit word j of a unit holds channels 2j and 2j + 1 (in order) or
 // j and j + 8 (kPaired), low and high.
-template <bool kPaired>
+template <bool kPaired, bool kStream>
 FFLITE_AVX2 size_t PackHalfPanels(size_t rows, size_t k, const void* w, size_t first, size_t last,
                                   uint32_t* packed) {
   const size_t whole = k / 8 * 8;
@@ -204,23 +216,24 @@ FFLITE_AVX2 size_t PackHalfPanels(size_t rows, size_t k, const void* w, size_t f
       __m256 r[8];
       for (size_t j = 0; j < 8; ++j) {
         const size_t lo = p * kNr + (kPaired ? j : 2 * j), hi = lo + (kPaired ? 8 : 1);
-        r[j] = _mm256_castsi256_ps(_mm256_or_si256(
-            LoadHalves(src, rows, k, lo, u0), _mm256_slli_epi32(LoadHalves(src, rows, k, hi, u0), 16)));
+        const __m256i low = LoadHalves(src, rows, k, lo, u0);
+        const __m256i high = _mm256_slli_epi32(LoadHalves(src, rows, k, hi, u0), 16);
+        r[j] = _mm256_castsi256_ps(_mm256_or_si256(low, high));
       }
       Transpose8(r);
       for (size_t u = 0; u < 8; ++u) {
-        _mm256_storeu_ps(reinterpret_cast<float*>(panel + (u0 + u) * kNr), r[u]);
+        Store<kStream>(reinterpret_cast<float*>(panel + (u0 + u) * kNr), r[u]);
       }
     }
   }
+  if (kStream) _mm_sfence();
   return whole;
 }
 
-}  // namespace
-
 // f32 panels from f32 weights (units = k).
-FFLITE_AVX2 size_t GemmPackPanelsAvx2(size_t rows, size_t k, const void* w, size_t first,
-                                      size_t last, uint32_t* packed) {
+template <bool kStream>
+FFLITE_AVX2 size_t PackPanels(size_t rows, size_t k, const void* w, size_t first, size_t last,
+                              uint32_t* packed) {
   const size_t whole = k / 8 * 8;
   const float* src = static_cast<const float*>(w);
   float* out = reinterpret_cast<float*>(packed);
@@ -234,21 +247,32 @@ FFLITE_AVX2 size_t GemmPackPanelsAvx2(size_t rows, size_t k, const void* w, size
           r[i] = c < rows ? _mm256_loadu_ps(src + c * k + u0) : _mm256_setzero_ps();
         }
         Transpose8(r);
-        for (size_t u = 0; u < 8; ++u) _mm256_storeu_ps(panel + (u0 + u) * kNr + h, r[u]);
+        for (size_t u = 0; u < 8; ++u) Store<kStream>(panel + (u0 + u) * kNr + h, r[u]);
       }
     }
   }
+  if (kStream) _mm_sfence();
   return whole;
+}
+
+}  // namespace
+
+FFLITE_AVX2 size_t GemmPackPanelsAvx2(size_t rows, size_t k, const void* w, size_t first,
+                                      size_t last, uint32_t* packed) {
+  return Aligned32(packed) ? PackPanels<true>(rows, k, w, first, last, packed)
+                           : PackPanels<false>(rows, k, w, first, last, packed);
 }
 
 FFLITE_AVX2 size_t GemmPackPanelsAvx2F16w(size_t rows, size_t k, const void* w, size_t first,
                                           size_t last, uint32_t* packed) {
-  return PackHalfPanels<false>(rows, k, w, first, last, packed);
+  return Aligned32(packed) ? PackHalfPanels<false, true>(rows, k, w, first, last, packed)
+                           : PackHalfPanels<false, false>(rows, k, w, first, last, packed);
 }
 
 FFLITE_AVX2 size_t GemmPackPanelsAvx2Bf16w(size_t rows, size_t k, const void* w, size_t first,
                                            size_t last, uint32_t* packed) {
-  return PackHalfPanels<true>(rows, k, w, first, last, packed);
+  return Aligned32(packed) ? PackHalfPanels<true, true>(rows, k, w, first, last, packed)
+                           : PackHalfPanels<true, false>(rows, k, w, first, last, packed);
 }
 
 FFLITE_AVX2 void GemmPackTileAvx2(size_t m, size_t k, const float* x, size_t x_stride,
