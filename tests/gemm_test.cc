@@ -117,6 +117,7 @@ std::vector<GemmKernel> KernelsUnderTest(DType dtype) {
       if (std::string(g->isa) != "avx512") continue;
       GemmKernel packed = GemmAmxModelKernel();
       packed.pack_tile = GemmPackTileAmxBf16;
+      packed.pack_panels = GemmPackPanelsAmxBf16;
       kernels.push_back(packed);
     }
 #endif

@@ -339,6 +339,9 @@ size_t GemmPackPanelsAvx512(size_t rows, size_t k, const void* w, size_t first, 
                             uint32_t* packed);
 size_t GemmPackPanelsAvx512Bf16(size_t rows, size_t k, const void* w, size_t first, size_t last,
                                 uint32_t* packed);
+// The AMX kernel's panels: the bf16 pairs above, units rounded up to 16 (unit_align).
+size_t GemmPackPanelsAmxBf16(size_t rows, size_t k, const void* w, size_t first, size_t last,
+                             uint32_t* packed);
 size_t GemmPackPanelsAvx512F16w(size_t rows, size_t k, const void* w, size_t first, size_t last,
                                 uint32_t* packed);
 size_t GemmPackPanelsAvx512Bf16w(size_t rows, size_t k, const void* w, size_t first, size_t last,

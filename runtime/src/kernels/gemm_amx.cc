@@ -191,10 +191,12 @@ bool OsGrantsTiles() {
 const GemmKernel kAmx = {"amx-bf16", DType::BF16, kMr, kNr, GemmMicrokernelAmxBf16,
                          /*pack_tile=*/nullptr, /*unit_align=*/16, /*x_rows=*/true, Enter, Leave,
                          DType::F32, /*paired_halves=*/false, /*even_tiles=*/false};
-// With the AVX-512 packing of its tiles, where the CPU has AVX-512 F (every AMX CPU so far).
+// With the AVX-512 packing of its tiles and panels, where the CPU has AVX-512 F (every AMX CPU so
+// far).
 const GemmKernel kAmxAvx512 = {"amx-bf16", DType::BF16, kMr, kNr, GemmMicrokernelAmxBf16,
                                GemmPackTileAmxBf16, /*unit_align=*/16, /*x_rows=*/true, Enter,
-                               Leave, DType::F32, /*paired_halves=*/false, /*even_tiles=*/false};
+                               Leave, DType::F32, /*paired_halves=*/false, /*even_tiles=*/false,
+                               /*stream=*/nullptr, /*ahead=*/nullptr, GemmPackPanelsAmxBf16};
 
 const GemmKernel& Kernel() {
   return cpuinfo_initialize() && cpuinfo_has_x86_avx512f() ? kAmxAvx512 : kAmx;

@@ -253,11 +253,13 @@ FFLITE_PACK_TARGET inline void Store(void* p, __m512i v) {
 }
 
 // f32 panels from f32 weights (unit u: value u), or a BF16 kernel's pairs from bf16 weights
-// (unit u: values 2u and 2u + 1, one 32-bit word as stored): 4 bytes a unit either way.
-template <bool kPairs, bool kStream>
+// (unit u: values 2u and 2u + 1, one 32-bit word as stored): 4 bytes a unit either way. Panels
+// of units rounded up to a multiple of kAlign (the kernel's unit_align: 16 for AMX).
+template <bool kPairs, bool kStream, size_t kAlign = 1>
 FFLITE_PACK_TARGET size_t PackPanels(size_t rows, size_t k, const void* w, size_t first,
                                      size_t last, uint32_t* packed) {
-  const size_t units = kPairs ? (k + 1) / 2 : k, whole = kPairs ? k / 32 * 16 : k / 16 * 16;
+  const size_t values = kPairs ? (k + 1) / 2 : k, units = (values + kAlign - 1) / kAlign * kAlign;
+  const size_t whole = kPairs ? k / 32 * 16 : k / 16 * 16;
   const char* src = static_cast<const char*>(w);
   const size_t row_bytes = k * (kPairs ? 2 : 4);
   for (size_t p = first; p < last; ++p) {
@@ -331,6 +333,14 @@ __attribute__((target("avx512f"))) size_t GemmPackPanelsAvx512Bf16(size_t rows, 
   return gemm_avx512_pack::Aligned64(packed)
              ? gemm_avx512_pack::PackPanels<true, true>(rows, k, w, first, last, packed)
              : gemm_avx512_pack::PackPanels<true, false>(rows, k, w, first, last, packed);
+}
+
+__attribute__((target("avx512f"))) size_t GemmPackPanelsAmxBf16(size_t rows, size_t k,
+                                                                const void* w, size_t first,
+                                                                size_t last, uint32_t* packed) {
+  return gemm_avx512_pack::Aligned64(packed)
+             ? gemm_avx512_pack::PackPanels<true, true, 16>(rows, k, w, first, last, packed)
+             : gemm_avx512_pack::PackPanels<true, false, 16>(rows, k, w, first, last, packed);
 }
 
 __attribute__((target("avx512f"))) size_t GemmPackPanelsAvx512F16w(size_t rows, size_t k,
