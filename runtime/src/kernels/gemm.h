@@ -115,8 +115,9 @@ struct GemmKernel {
   // pass finds them in L2 instead of its first tile waiting on memory (see GemmBlock).
   GemmAheadMicrokernelFn ahead = nullptr;
   // A vector packing of the weights in the slots' own type (GemmPackPanelsFn), or nullptr: the
-  // portable loop. The avx2 and avx512 kernels have one: a transpose of 8 or 16 units at a time
-  // instead of one 4-byte store per value.
+  // portable loop. The AVX2 and AVX-512 kernels have one, and the AMX kernel where the CPU has
+  // AVX-512 F: a transpose of 8 or 16 units at a time, written with non-temporal stores, instead
+  // of one store per value.
   GemmPackPanelsFn pack_panels = nullptr;
 
   size_t kr() const { return dtype == DType::BF16 ? 2 : 1; }
