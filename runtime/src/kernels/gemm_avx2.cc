@@ -184,9 +184,8 @@ FFLITE_AVX2 inline void Transpose8(__m256* r) {
 // --- Packing weights into 16-channel panels (GemmKernel::pack_panels): 8 units of 8 channels, or
 // of 8 words of two 16-bit slots, at once; whole chunks of 8 units only. Non-temporal stores and
 // a fence where `packed` is 32-byte aligned, as the AVX-512 packing does (gemm_avx512.cc). ---
-template <bool kStream>
-FFLITE_AVX2 inline void Store(float* p, __m256 v) {
-  if (kStream) {
+FFLITE_AVX2 inline void Store(float* p, __m256 v, bool stream) {
+  if (stream) {
     _mm256_stream_ps(p, v);
   } else {
     _mm256_storeu_ps(p, v);
@@ -205,11 +204,12 @@ FFLITE_AVX2 inline __m256i LoadHalves(const uint16_t* src, size_t rows, size_t k
 
 // 16-bit slots (units = k): 32-bit word j of a unit holds channels 2j and 2j + 1 (in order) or
 // j and j + 8 (kPaired), low and high.
-template <bool kPaired, bool kStream>
+template <bool kPaired>
 FFLITE_AVX2 size_t PackHalfPanels(size_t rows, size_t k, const void* w, size_t first, size_t last,
                                   uint32_t* packed) {
   const size_t whole = k / 8 * 8;
   const uint16_t* src = static_cast<const uint16_t*>(w);
+  const bool stream = Aligned32(packed);
   for (size_t p = first; p < last; ++p) {
     uint16_t* panel = reinterpret_cast<uint16_t*>(packed) + p * k * kNr;
     for (size_t u0 = 0; u0 < whole; u0 += 8) {
@@ -222,20 +222,20 @@ FFLITE_AVX2 size_t PackHalfPanels(size_t rows, size_t k, const void* w, size_t f
       }
       Transpose8(r);
       for (size_t u = 0; u < 8; ++u) {
-        Store<kStream>(reinterpret_cast<float*>(panel + (u0 + u) * kNr), r[u]);
+        Store(reinterpret_cast<float*>(panel + (u0 + u) * kNr), r[u], stream);
       }
     }
   }
-  if (kStream) _mm_sfence();
+  if (stream) _mm_sfence();
   return whole;
 }
 
 // f32 panels from f32 weights (units = k).
-template <bool kStream>
 FFLITE_AVX2 size_t PackPanels(size_t rows, size_t k, const void* w, size_t first, size_t last,
                               uint32_t* packed) {
   const size_t whole = k / 8 * 8;
   const float* src = static_cast<const float*>(w);
+  const bool stream = Aligned32(packed);
   float* out = reinterpret_cast<float*>(packed);
   for (size_t p = first; p < last; ++p) {
     float* panel = out + p * k * kNr;
@@ -247,11 +247,11 @@ FFLITE_AVX2 size_t PackPanels(size_t rows, size_t k, const void* w, size_t first
           r[i] = c < rows ? _mm256_loadu_ps(src + c * k + u0) : _mm256_setzero_ps();
         }
         Transpose8(r);
-        for (size_t u = 0; u < 8; ++u) Store<kStream>(panel + (u0 + u) * kNr + h, r[u]);
+        for (size_t u = 0; u < 8; ++u) Store(panel + (u0 + u) * kNr + h, r[u], stream);
       }
     }
   }
-  if (kStream) _mm_sfence();
+  if (stream) _mm_sfence();
   return whole;
 }
 
@@ -259,20 +259,17 @@ FFLITE_AVX2 size_t PackPanels(size_t rows, size_t k, const void* w, size_t first
 
 FFLITE_AVX2 size_t GemmPackPanelsAvx2(size_t rows, size_t k, const void* w, size_t first,
                                       size_t last, uint32_t* packed) {
-  return Aligned32(packed) ? PackPanels<true>(rows, k, w, first, last, packed)
-                           : PackPanels<false>(rows, k, w, first, last, packed);
+  return PackPanels(rows, k, w, first, last, packed);
 }
 
 FFLITE_AVX2 size_t GemmPackPanelsAvx2F16w(size_t rows, size_t k, const void* w, size_t first,
                                           size_t last, uint32_t* packed) {
-  return Aligned32(packed) ? PackHalfPanels<false, true>(rows, k, w, first, last, packed)
-                           : PackHalfPanels<false, false>(rows, k, w, first, last, packed);
+  return PackHalfPanels<false>(rows, k, w, first, last, packed);
 }
 
 FFLITE_AVX2 size_t GemmPackPanelsAvx2Bf16w(size_t rows, size_t k, const void* w, size_t first,
                                            size_t last, uint32_t* packed) {
-  return Aligned32(packed) ? PackHalfPanels<true, true>(rows, k, w, first, last, packed)
-                           : PackHalfPanels<true, false>(rows, k, w, first, last, packed);
+  return PackHalfPanels<true>(rows, k, w, first, last, packed);
 }
 
 FFLITE_AVX2 void GemmPackTileAvx2(size_t m, size_t k, const float* x, size_t x_stride,

@@ -243,9 +243,10 @@ FFLITE_PACK_TARGET void PackTileRows(size_t m, size_t k, const float* x, size_t 
 // another thread they are ready. ---
 constexpr size_t kNr = 32;
 
-template <bool kStream>
-FFLITE_PACK_TARGET inline void Store(void* p, __m512i v) {
-  if (kStream) {
+inline bool Aligned64(const void* p) { return reinterpret_cast<uintptr_t>(p) % 64 == 0; }
+
+FFLITE_PACK_TARGET inline void Store(void* p, __m512i v, bool stream) {
+  if (stream) {
     _mm512_stream_si512(static_cast<__m512i*>(p), v);
   } else {
     _mm512_storeu_si512(p, v);
@@ -255,13 +256,14 @@ FFLITE_PACK_TARGET inline void Store(void* p, __m512i v) {
 // f32 panels from f32 weights (unit u: value u), or a BF16 kernel's pairs from bf16 weights
 // (unit u: values 2u and 2u + 1, one 32-bit word as stored): 4 bytes a unit either way. Panels
 // of units rounded up to a multiple of kAlign (the kernel's unit_align: 16 for AMX).
-template <bool kPairs, bool kStream, size_t kAlign = 1>
+template <bool kPairs, size_t kAlign = 1>
 FFLITE_PACK_TARGET size_t PackPanels(size_t rows, size_t k, const void* w, size_t first,
                                      size_t last, uint32_t* packed) {
   const size_t values = kPairs ? (k + 1) / 2 : k, units = (values + kAlign - 1) / kAlign * kAlign;
   const size_t whole = kPairs ? k / 32 * 16 : k / 16 * 16;
   const char* src = static_cast<const char*>(w);
   const size_t row_bytes = k * (kPairs ? 2 : 4);
+  const bool stream = Aligned64(packed);
   for (size_t p = first; p < last; ++p) {
     uint32_t* panel = packed + p * units * kNr;
     for (size_t u0 = 0; u0 < whole; u0 += 16) {
@@ -273,11 +275,11 @@ FFLITE_PACK_TARGET size_t PackPanels(size_t rows, size_t k, const void* w, size_
                           : _mm512_setzero_si512();
         }
         Transpose16(r);
-        for (size_t u = 0; u < 16; ++u) Store<kStream>(panel + (u0 + u) * kNr + h, r[u]);
+        for (size_t u = 0; u < 16; ++u) Store(panel + (u0 + u) * kNr + h, r[u], stream);
       }
     }
   }
-  if (kStream) _mm_sfence();
+  if (stream) _mm_sfence();
   return whole;
 }
 
@@ -291,11 +293,12 @@ FFLITE_PACK_TARGET inline __m512i LoadHalves(const uint16_t* src, size_t rows, s
 
 // 16-bit slots (units = k): 32-bit word j of a unit holds channels 2j and 2j + 1 (in order) or
 // j and j + 16 (kPaired), low and high.
-template <bool kPaired, bool kStream>
+template <bool kPaired>
 FFLITE_PACK_TARGET size_t PackHalfPanels(size_t rows, size_t k, const void* w, size_t first,
                                          size_t last, uint32_t* packed) {
   const size_t whole = k / 16 * 16;
   const uint16_t* src = static_cast<const uint16_t*>(w);
+  const bool stream = Aligned64(packed);
   for (size_t p = first; p < last; ++p) {
     uint16_t* panel = reinterpret_cast<uint16_t*>(packed) + p * k * kNr;
     for (size_t u0 = 0; u0 < whole; u0 += 16) {
@@ -306,14 +309,12 @@ FFLITE_PACK_TARGET size_t PackHalfPanels(size_t rows, size_t k, const void* w, s
                                _mm512_slli_epi32(LoadHalves(src, rows, k, hi, u0), 16));
       }
       Transpose16(r);
-      for (size_t u = 0; u < 16; ++u) Store<kStream>(panel + (u0 + u) * kNr, r[u]);
+      for (size_t u = 0; u < 16; ++u) Store(panel + (u0 + u) * kNr, r[u], stream);
     }
   }
-  if (kStream) _mm_sfence();
+  if (stream) _mm_sfence();
   return whole;
 }
-
-inline bool Aligned64(const void* p) { return reinterpret_cast<uintptr_t>(p) % 64 == 0; }
 #undef FFLITE_PACK_TARGET
 }  // namespace
 }  // namespace gemm_avx512_pack
@@ -321,44 +322,34 @@ inline bool Aligned64(const void* p) { return reinterpret_cast<uintptr_t>(p) % 6
 __attribute__((target("avx512f"))) size_t GemmPackPanelsAvx512(size_t rows, size_t k,
                                                                const void* w, size_t first,
                                                                size_t last, uint32_t* packed) {
-  return gemm_avx512_pack::Aligned64(packed)
-             ? gemm_avx512_pack::PackPanels<false, true>(rows, k, w, first, last, packed)
-             : gemm_avx512_pack::PackPanels<false, false>(rows, k, w, first, last, packed);
+  return gemm_avx512_pack::PackPanels<false>(rows, k, w, first, last, packed);
 }
 
 __attribute__((target("avx512f"))) size_t GemmPackPanelsAvx512Bf16(size_t rows, size_t k,
                                                                    const void* w, size_t first,
                                                                    size_t last,
                                                                    uint32_t* packed) {
-  return gemm_avx512_pack::Aligned64(packed)
-             ? gemm_avx512_pack::PackPanels<true, true>(rows, k, w, first, last, packed)
-             : gemm_avx512_pack::PackPanels<true, false>(rows, k, w, first, last, packed);
+  return gemm_avx512_pack::PackPanels<true>(rows, k, w, first, last, packed);
 }
 
 __attribute__((target("avx512f"))) size_t GemmPackPanelsAmxBf16(size_t rows, size_t k,
                                                                 const void* w, size_t first,
                                                                 size_t last, uint32_t* packed) {
-  return gemm_avx512_pack::Aligned64(packed)
-             ? gemm_avx512_pack::PackPanels<true, true, 16>(rows, k, w, first, last, packed)
-             : gemm_avx512_pack::PackPanels<true, false, 16>(rows, k, w, first, last, packed);
+  return gemm_avx512_pack::PackPanels<true, 16>(rows, k, w, first, last, packed);
 }
 
 __attribute__((target("avx512f"))) size_t GemmPackPanelsAvx512F16w(size_t rows, size_t k,
                                                                    const void* w, size_t first,
                                                                    size_t last,
                                                                    uint32_t* packed) {
-  return gemm_avx512_pack::Aligned64(packed)
-             ? gemm_avx512_pack::PackHalfPanels<false, true>(rows, k, w, first, last, packed)
-             : gemm_avx512_pack::PackHalfPanels<false, false>(rows, k, w, first, last, packed);
+  return gemm_avx512_pack::PackHalfPanels<false>(rows, k, w, first, last, packed);
 }
 
 __attribute__((target("avx512f"))) size_t GemmPackPanelsAvx512Bf16w(size_t rows, size_t k,
                                                                     const void* w, size_t first,
                                                                     size_t last,
                                                                     uint32_t* packed) {
-  return gemm_avx512_pack::Aligned64(packed)
-             ? gemm_avx512_pack::PackHalfPanels<true, true>(rows, k, w, first, last, packed)
-             : gemm_avx512_pack::PackHalfPanels<true, false>(rows, k, w, first, last, packed);
+  return gemm_avx512_pack::PackHalfPanels<true>(rows, k, w, first, last, packed);
 }
 
 __attribute__((target("avx512f"))) void GemmPackTileAvx512(size_t m, size_t k, const float* x,
