@@ -319,38 +319,19 @@ FFLITE_PACK_TARGET size_t PackHalfPanels(size_t rows, size_t k, const void* w, s
 }  // namespace
 }  // namespace gemm_avx512_pack
 
-__attribute__((target("avx512f"))) size_t GemmPackPanelsAvx512(size_t rows, size_t k,
-                                                               const void* w, size_t first,
-                                                               size_t last, uint32_t* packed) {
-  return gemm_avx512_pack::PackPanels<false>(rows, k, w, first, last, packed);
-}
-
-__attribute__((target("avx512f"))) size_t GemmPackPanelsAvx512Bf16(size_t rows, size_t k,
-                                                                   const void* w, size_t first,
-                                                                   size_t last,
-                                                                   uint32_t* packed) {
-  return gemm_avx512_pack::PackPanels<true>(rows, k, w, first, last, packed);
-}
-
-__attribute__((target("avx512f"))) size_t GemmPackPanelsAmxBf16(size_t rows, size_t k,
-                                                                const void* w, size_t first,
-                                                                size_t last, uint32_t* packed) {
-  return gemm_avx512_pack::PackPanels<true, 16>(rows, k, w, first, last, packed);
-}
-
-__attribute__((target("avx512f"))) size_t GemmPackPanelsAvx512F16w(size_t rows, size_t k,
-                                                                   const void* w, size_t first,
-                                                                   size_t last,
-                                                                   uint32_t* packed) {
-  return gemm_avx512_pack::PackHalfPanels<false>(rows, k, w, first, last, packed);
-}
-
-__attribute__((target("avx512f"))) size_t GemmPackPanelsAvx512Bf16w(size_t rows, size_t k,
-                                                                    const void* w, size_t first,
-                                                                    size_t last,
-                                                                    uint32_t* packed) {
-  return gemm_avx512_pack::PackHalfPanels<true>(rows, k, w, first, last, packed);
-}
+// The packings of weights (gemm.h), each a packing above (the macro's last arguments) for one
+// kernel's panels.
+#define FFLITE_GEMM_PACK_PANELS(name, ...)                                                     \
+  __attribute__((target("avx512f"))) size_t name(size_t rows, size_t k, const void* w,         \
+                                                 size_t first, size_t last, uint32_t* packed) { \
+    return gemm_avx512_pack::__VA_ARGS__(rows, k, w, first, last, packed);                     \
+  }
+FFLITE_GEMM_PACK_PANELS(GemmPackPanelsAvx512, PackPanels<false>)
+FFLITE_GEMM_PACK_PANELS(GemmPackPanelsAvx512Bf16, PackPanels<true>)
+FFLITE_GEMM_PACK_PANELS(GemmPackPanelsAmxBf16, PackPanels<true, 16>)
+FFLITE_GEMM_PACK_PANELS(GemmPackPanelsAvx512F16w, PackHalfPanels<false>)
+FFLITE_GEMM_PACK_PANELS(GemmPackPanelsAvx512Bf16w, PackHalfPanels<true>)
+#undef FFLITE_GEMM_PACK_PANELS
 
 __attribute__((target("avx512f"))) void GemmPackTileAvx512(size_t m, size_t k, const float* x,
                                                            size_t x_stride, uint32_t* tile) {
