@@ -401,8 +401,15 @@ constexpr GemmKernel kAvx512Bf16w =
                GemmMicrokernelAvx512Bf16wAhead);
 #endif
 #if defined(FFLITE_GEMM_NEON)
-constexpr GemmKernel kNeon = {"neon", DType::F32, 6, 16, GemmMicrokernelNeon};
-constexpr GemmKernel kNeonBf16 = {"neon-bf16", DType::BF16, 6, 16, GemmMicrokernelNeonBf16};
+// `base` with its packing of weights.
+constexpr GemmKernel WithPackPanels(GemmKernel base, GemmPackPanelsFn pack_panels) {
+  base.pack_panels = pack_panels;
+  return base;
+}
+constexpr GemmKernel kNeon =
+    WithPackPanels({"neon", DType::F32, 6, 16, GemmMicrokernelNeon}, GemmPackPanelsNeon);
+constexpr GemmKernel kNeonBf16 = WithPackPanels(
+    {"neon-bf16", DType::BF16, 6, 16, GemmMicrokernelNeonBf16}, GemmPackPanelsNeonBf16);
 #endif
 
 std::vector<const GemmKernel*> Detect(DType dtype) {

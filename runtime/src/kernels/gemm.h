@@ -115,9 +115,9 @@ struct GemmKernel {
   // pass finds them in L2 instead of its first tile waiting on memory (see GemmBlock).
   GemmAheadMicrokernelFn ahead = nullptr;
   // A vector packing of the weights in the slots' own type (GemmPackPanelsFn), or nullptr: the
-  // portable loop. The AVX2 and AVX-512 kernels have one, and the AMX kernel where the CPU has
-  // AVX-512 F: a transpose of 8 or 16 units at a time, written with non-temporal stores, instead
-  // of one store per value.
+  // portable loop. The AVX2, AVX-512 and NEON kernels have one, and the AMX kernel where the CPU
+  // has AVX-512 F: a transpose of 4, 8 or 16 units at a time (written with non-temporal stores on
+  // x86), instead of one store per value.
   GemmPackPanelsFn pack_panels = nullptr;
 
   size_t kr() const { return dtype == DType::BF16 ? 2 : 1; }
@@ -382,6 +382,11 @@ bool GemmAmxUsable();
 void GemmMicrokernelNeon(size_t m, size_t n, size_t units, const uint32_t* x, const uint32_t* w,
                          const float* bias, bool accumulate, bool clamp, float out_min, float* y,
                          size_t y_stride);
+// Their packings of weights (GemmKernel::pack_panels): f32, and bf16 pairs (plain NEON).
+size_t GemmPackPanelsNeon(size_t rows, size_t k, const void* w, size_t first, size_t last,
+                          uint32_t* packed);
+size_t GemmPackPanelsNeonBf16(size_t rows, size_t k, const void* w, size_t first, size_t last,
+                              uint32_t* packed);
 // aarch64 NEON with BF16 (bfdot): 6 tokens × 16 channels, pairs of k. Call only when the CPU
 // has FEAT_BF16.
 void GemmMicrokernelNeonBf16(size_t m, size_t n, size_t units, const uint32_t* x,

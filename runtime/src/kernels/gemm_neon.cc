@@ -41,6 +41,59 @@ FFLITE_GEMM_TARGET inline float32x4_t Step(float32x4_t acc, float32x4_t w, uint3
 }  // namespace
 }  // namespace gemm_neon_bf16
 
+namespace gemm_neon_pack {
+namespace {
+constexpr size_t kNr = 16;
+
+// r[j] = lane j of r[0..3] (a 4 × 4 transpose of 32-bit values).
+inline void Transpose4(uint32x4_t r[4]) {
+  const uint32x4x2_t a = vtrnq_u32(r[0], r[1]), b = vtrnq_u32(r[2], r[3]);
+  r[0] = vcombine_u32(vget_low_u32(a.val[0]), vget_low_u32(b.val[0]));
+  r[1] = vcombine_u32(vget_low_u32(a.val[1]), vget_low_u32(b.val[1]));
+  r[2] = vcombine_u32(vget_high_u32(a.val[0]), vget_high_u32(b.val[0]));
+  r[3] = vcombine_u32(vget_high_u32(a.val[1]), vget_high_u32(b.val[1]));
+}
+
+// Packing weights into 16-channel panels (GemmKernel::pack_panels): f32 panels from f32 weights
+// (unit u: value u), or the bf16 kernel's pairs from bf16 weights (unit u: values 2u and 2u + 1,
+// one 32-bit word as stored); 4 units of 4 channels at once, whole chunks of 4 units only.
+template <bool kPairs>
+size_t PackPanels(size_t rows, size_t k, const void* w, size_t first, size_t last,
+                  uint32_t* packed) {
+  const size_t units = kPairs ? (k + 1) / 2 : k, whole = kPairs ? k / 8 * 4 : k / 4 * 4;
+  const char* src = static_cast<const char*>(w);
+  const size_t row_bytes = k * (kPairs ? 2 : 4);
+  for (size_t p = first; p < last; ++p) {
+    uint32_t* panel = packed + p * units * kNr;
+    for (size_t u0 = 0; u0 < whole; u0 += 4) {
+      for (size_t h = 0; h < kNr; h += 4) {
+        uint32x4_t r[4];
+        for (size_t i = 0; i < 4; ++i) {
+          const size_t c = p * kNr + h + i;
+          r[i] = c < rows ? vld1q_u32(reinterpret_cast<const uint32_t*>(src + c * row_bytes +
+                                                                        u0 * 4))
+                          : vdupq_n_u32(0);
+        }
+        Transpose4(r);
+        for (size_t u = 0; u < 4; ++u) vst1q_u32(panel + (u0 + u) * kNr + h, r[u]);
+      }
+    }
+  }
+  return whole;
+}
+}  // namespace
+}  // namespace gemm_neon_pack
+
+size_t GemmPackPanelsNeon(size_t rows, size_t k, const void* w, size_t first, size_t last,
+                          uint32_t* packed) {
+  return gemm_neon_pack::PackPanels<false>(rows, k, w, first, last, packed);
+}
+
+size_t GemmPackPanelsNeonBf16(size_t rows, size_t k, const void* w, size_t first, size_t last,
+                              uint32_t* packed) {
+  return gemm_neon_pack::PackPanels<true>(rows, k, w, first, last, packed);
+}
+
 void GemmMicrokernelNeon(size_t m, size_t n, size_t units, const uint32_t* x, const uint32_t* w,
                          const float* bias, bool accumulate, bool clamp, float out_min, float* y,
                          size_t y_stride) {
