@@ -230,9 +230,11 @@ FFLITE_AVX2 size_t PackHalfPanels(size_t rows, size_t k, const void* w, size_t f
   return whole;
 }
 
+}  // namespace
+
 // f32 panels from f32 weights (units = k).
-FFLITE_AVX2 size_t PackPanels(size_t rows, size_t k, const void* w, size_t first, size_t last,
-                              uint32_t* packed) {
+FFLITE_AVX2 size_t GemmPackPanelsAvx2(size_t rows, size_t k, const void* w, size_t first,
+                                      size_t last, uint32_t* packed) {
   const size_t whole = k / 8 * 8;
   const float* src = static_cast<const float*>(w);
   const bool stream = Aligned32(packed);
@@ -253,13 +255,6 @@ FFLITE_AVX2 size_t PackPanels(size_t rows, size_t k, const void* w, size_t first
   }
   if (stream) _mm_sfence();
   return whole;
-}
-
-}  // namespace
-
-FFLITE_AVX2 size_t GemmPackPanelsAvx2(size_t rows, size_t k, const void* w, size_t first,
-                                      size_t last, uint32_t* packed) {
-  return PackPanels(rows, k, w, first, last, packed);
 }
 
 FFLITE_AVX2 size_t GemmPackPanelsAvx2F16w(size_t rows, size_t k, const void* w, size_t first,
