@@ -3,6 +3,7 @@
 #include "converter/convert.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "absl/status/status.h"
@@ -110,8 +111,9 @@ absl::Status CheckExpertDTypes(const LayerSpec& l) {
 DType MatrixDType(const std::string& path, const std::vector<KeepRule>& keep, DType quantized) {
   size_t layer = 0;
   const size_t open = path.find('['), close = path.find(']');
-  if (open != std::string::npos && close != std::string::npos) {
-    absl::SimpleAtoi(path.substr(open + 1, close - open - 1), &layer);
+  if (open != std::string::npos && close != std::string::npos &&
+      !absl::SimpleAtoi(path.substr(open + 1, close - open - 1), &layer)) {
+    layer = std::numeric_limits<size_t>::max();  // no layer's number: no --keep list names it
   }
   const std::string role = path.substr(path.rfind('.') + 1);
   for (const KeepRule& r : keep) {
