@@ -516,7 +516,8 @@ class OptTest : public ConverterTest,
                 public ::testing::WithParamInterface<std::tuple<bool, bool>> {};
 
 TEST_P(OptTest, MatchesHfDecoderLayerFfn) {
-  const auto [norm_before, bias] = GetParam();
+  // Plain variables, not a structured binding: clang 14 cannot capture one in the lambda below.
+  const bool norm_before = std::get<0>(GetParam()), bias = std::get<1>(GetParam());
   Rng rng(14);
   CheckpointWriter w;
   const uint64_t ff = 4 * kD;
