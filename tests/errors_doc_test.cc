@@ -137,10 +137,20 @@ TEST_F(StatusProducedTest, NotFoundAndIoError) {
   rmdir(dir);
 }
 
+// Whether this build runs under AddressSanitizer or ThreadSanitizer: g++ says so with macros,
+// clang with __has_feature (the test command's TSan stage is built with clang).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define FFLITE_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define FFLITE_TEST_SANITIZED 1
+#endif
+#endif
+
 // A model file larger than the address space left to the process cannot be mapped. The child
 // process gets a small address-space limit; the file is sparse, so it costs no disk.
 TEST_F(StatusProducedTest, OutOfMemory) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(FFLITE_TEST_SANITIZED)
   GTEST_SKIP() << "sanitizer runtimes reserve terabytes of address space; RLIMIT_AS cannot be "
                   "used under them (this test runs in the plain build)";
 #else
