@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "base/tsan.h"
 #include "c_status.h"
 #include "fflite/fflite.h"
 #include "format/writer.h"
@@ -137,12 +138,12 @@ TEST_F(StatusProducedTest, NotFoundAndIoError) {
   rmdir(dir);
 }
 
-// Whether this build runs under AddressSanitizer or ThreadSanitizer: g++ says so with macros,
-// clang with __has_feature (the test command's TSan stage is built with clang).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+// Whether this build runs under AddressSanitizer or ThreadSanitizer (FFLITE_HAS_TSAN, base/tsan.h):
+// g++ says so with macros, clang with __has_feature (the test command's TSan stage is clang's).
+#if defined(FFLITE_HAS_TSAN) || defined(__SANITIZE_ADDRESS__)
 #define FFLITE_TEST_SANITIZED 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#if __has_feature(address_sanitizer)
 #define FFLITE_TEST_SANITIZED 1
 #endif
 #endif

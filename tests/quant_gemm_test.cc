@@ -80,7 +80,7 @@ TEST(QuantGemmTest, RotateBlocksMatchRotate32Exactly) {
       const size_t values = blocks * kQuantBlock;
       EXPECT_EQ(FirstDifference(out, want.data(), values), values)
           << kernel->isa << ", " << blocks << " blocks out of place";
-      if (blocks == 0) continue;  // (an empty vector's data() may be null: not for memcmp)
+      if (blocks == 0) continue;  // (an empty vector's data() may be null)
       std::vector<float> in_place(x.begin(), x.begin() + blocks * kQuantBlock);
       kernel->rotate_blocks(blocks, in_place.data(), in_place.data());
       EXPECT_EQ(FirstDifference(in_place.data(), want.data(), values), values)
