@@ -254,9 +254,9 @@ TEST(XnnpackOptionsTest, EveryPackedEngineMatchesReference) {
   }
 }
 
-// gemm_ahead: the kernels keep their ahead forms where asked, or by default where the CPU's L2
-// is like the Xeon's they were measured on (GemmAheadByDefault), and leave them out otherwise (the
-// engine's name says so).
+// gemm_ahead: the kernels keep their ahead forms where asked, or by default unless the CPU's L2
+// is smaller than those they were measured on (GemmAheadByDefault), and leave them out otherwise
+// (the engine's name says so).
 TEST(XnnpackOptionsTest, AheadPrefetchRunsWhereAskedOrByDefaultWhereTheL2HoldsIt) {
   using GemmAhead = XnnpackBackendOptions::GemmAhead;
   XnnpackBackendOptions options;

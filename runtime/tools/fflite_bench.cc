@@ -94,7 +94,7 @@ ABSL_FLAG(bool, half_panels, true,
           "the kernel has such a twin (avx2, avx512; the same results; false: f32 panels)");
 ABSL_FLAG(std::string, gemm_ahead, "auto",
           "xnnpack with the gemm engine: whether the AVX-512 kernels prefetch the next pass's "
-          "panels while they compute (auto: where each core has 2 MiB of L2 or more; on; off; "
+          "panels while they compute (auto: unless a core has less than 1 MiB of L2; on; off; "
           "the same results; compare with --gemm_ahead on --baseline --vs gemm_ahead=off)");
 ABSL_FLAG(int64_t, bandwidth_mib, 1024, "buffer for the read-bandwidth measurement");
 ABSL_FLAG(std::string, dtype, "f32",

@@ -467,9 +467,9 @@ const GemmKernel* GemmKernelWithoutAhead(const GemmKernel* kernel) {
 }
 
 bool GemmAheadByDefault() {
-  static const bool big_l2 = cpuinfo_initialize() && cpuinfo_get_l2_caches_count() > 0 &&
-                             cpuinfo_get_l2_cache(0)->size >= (uint32_t{2} << 20);
-  return big_l2;
+  static const bool on = !cpuinfo_initialize() || cpuinfo_get_l2_caches_count() == 0 ||
+                         cpuinfo_get_l2_cache(0)->size >= (uint32_t{1} << 20);
+  return on;
 }
 
 std::vector<const GemmKernel*> AvailableGemmKernels(DType dtype) {

@@ -229,11 +229,13 @@ const GemmKernel* HalfPanelKernel(const GemmKernel& f32, DType half);
 // itself where it has no ahead form (or is nullptr).
 const GemmKernel* GemmKernelWithoutAhead(const GemmKernel* kernel);
 
-// Whether the ahead forms run by default on this CPU (XnnpackBackendOptions::gemm_ahead): where
-// each core has 2 MiB of L2 or more, like the Xeon they were measured on (a pass keeps its group
-// of panels, the next one and its block of activations there: about 800 KiB at 128 tokens).
-// Cores with less (Zen 4 and 5, 1 MiB; Xeons before Sapphire Rapids, 1-1.25 MiB) run without
-// them until they are measured there.
+// Whether the ahead forms run by default on this CPU (XnnpackBackendOptions::gemm_ahead): yes,
+// unless cpuinfo reports less than 1 MiB of L2 per core (a pass keeps its group of panels, the
+// next one and its block of activations there: about 800 KiB at 128 tokens); yes also where it
+// reports no L2 (a VM that hides the cache leaves: Debian's cpuinfo reads AMD's caches from leaf
+// 0x8000001D only). Measured with 2 MiB of L2 (an Intel Xeon VM, family 6 model 207) and 1 MiB
+// (an AMD Zen 5 VM, family 26 model 2, where cpuinfo read no caches and CPUID 0x80000006 said
+// 1024 KiB): faster or the same in every product measured on both (README.md says how much).
 bool GemmAheadByDefault();
 
 // Why "amx-bf16" is or is not listed, in a few words: "listed", "no AMX-BF16 on this CPU", "not

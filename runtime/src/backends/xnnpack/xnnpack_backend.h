@@ -73,8 +73,9 @@ struct XnnpackBackendOptions {
   // bytes. false: converted to f32 panels.
   bool half_panels = true;
   // Whether the gemm engine's AVX-512 kernels prefetch the next pass's panels while they compute
-  // on the current ones (GemmKernel::ahead; measured on an Intel Xeon, see GemmBlock). kAuto:
-  // where the CPU's L2 is like that Xeon's (GemmAheadByDefault). The results are the same bits
+  // on the current ones (GemmKernel::ahead; measured on an Intel Xeon and an AMD Zen 5, see
+  // GemmBlock). kAuto: unless the CPU reports less than 1 MiB of L2 per core
+  // (GemmAheadByDefault). The results are the same bits
   // either way; kOn and kOff are for measuring it (fflite-bench --gemm_ahead on --baseline --vs
   // gemm_ahead=off).
   enum class GemmAhead { kAuto, kOn, kOff };
