@@ -6,7 +6,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backends/xnnpack/xnnpack_backend.h"
 #include "base/platform.h"
@@ -81,6 +85,99 @@ TEST(PlatformTest, MatchesTheEmulatedCpuModel) {
   }
 #endif
   std::printf("QEMU_CPU=%s: %s\n", qemu_cpu, PlatformSummary().c_str());
+#endif
+}
+
+// A made-up sysfs tree of CPUs: online list, and for each CPU its sibling lists (empty: no
+// such file), in a fresh directory removed afterwards.
+class FakeSysfs {
+ public:
+  FakeSysfs() {
+    std::string tmpl = ::testing::TempDir();
+    if (tmpl.empty() || tmpl.back() != '/') tmpl += '/';
+    tmpl += "fflite_sysfs_XXXXXX";
+    if (::mkdtemp(tmpl.data()) != nullptr) root_ = tmpl;
+  }
+  ~FakeSysfs() {
+    std::error_code ec;
+    if (!root_.empty()) std::filesystem::remove_all(root_, ec);
+  }
+  const std::string& root() const { return root_; }
+  void Write(const std::string& relative, const std::string& text) {
+    const std::filesystem::path path = std::filesystem::path(root_) / relative;
+    std::filesystem::create_directories(path.parent_path());
+    std::ofstream(path) << text << "\n";
+  }
+  // cpu N's core_cpus_list (or, with old_kernel, thread_siblings_list only).
+  void Cpu(int n, const std::string& siblings, bool old_kernel = false) {
+    Write("cpu" + std::to_string(n) + "/topology/" +
+              (old_kernel ? "thread_siblings_list" : "core_cpus_list"),
+          siblings);
+  }
+
+ private:
+  std::string root_;
+};
+
+// The core count comes from the kernel's topology: each physical core once, whatever the
+// numbering of its threads, offline CPUs left out, and 0 (so that cpuinfo's count stands)
+// wherever the tree is incomplete or malformed.
+TEST(PlatformTest, CountsCoresFromSysfsTopology) {
+  {
+    FakeSysfs fs;  // 2 cores of 2 threads, siblings numbered apart (0,2 and 1,3) as on x86
+    ASSERT_FALSE(fs.root().empty());
+    fs.Write("online", "0-3");
+    fs.Cpu(0, "0,2");
+    fs.Cpu(1, "1,3");
+    fs.Cpu(2, "0,2");
+    fs.Cpu(3, "1,3");
+    EXPECT_EQ(CountCoresInSysfs(fs.root()), 2);
+  }
+  {
+    FakeSysfs fs;  // 2 cores of one thread each (the AMD VM of the comment in platform.cc)
+    fs.Write("online", "0-1");
+    fs.Cpu(0, "0");
+    fs.Cpu(1, "1");
+    EXPECT_EQ(CountCoresInSysfs(fs.root()), 2);
+  }
+  {
+    FakeSysfs fs;  // 8 CPUs, 6 online (cpu4 and cpu5 offline: no topology), threads in pairs
+    fs.Write("online", "0-3,6-7");
+    for (int c : {0, 1, 2, 3, 6, 7}) fs.Cpu(c, std::to_string(c / 2 * 2) + "-" +
+                                                   std::to_string(c / 2 * 2 + 1));
+    EXPECT_EQ(CountCoresInSysfs(fs.root()), 3);
+  }
+  {
+    FakeSysfs fs;  // a kernel before core_cpus_list: thread_siblings_list
+    fs.Write("online", "0-2");
+    for (int c = 0; c < 3; ++c) fs.Cpu(c, std::to_string(c), /*old_kernel=*/true);
+    EXPECT_EQ(CountCoresInSysfs(fs.root()), 3);
+  }
+  {
+    FakeSysfs fs;  // a CPU without topology
+    fs.Write("online", "0-1");
+    fs.Cpu(0, "0");
+    EXPECT_EQ(CountCoresInSysfs(fs.root()), 0);
+  }
+  for (const char* online : {"", "0-", "3-1", "a", "0,,1", "0-99999", "1 2"}) {
+    FakeSysfs fs;
+    fs.Write("online", online);
+    for (int c = 0; c < 4; ++c) fs.Cpu(c, std::to_string(c));
+    EXPECT_EQ(CountCoresInSysfs(fs.root()), 0) << "online: \"" << online << "\"";
+  }
+  {
+    FakeSysfs fs;  // a malformed sibling list
+    fs.Write("online", "0");
+    fs.Cpu(0, "zero");
+    EXPECT_EQ(CountCoresInSysfs(fs.root()), 0);
+  }
+  EXPECT_EQ(CountCoresInSysfs("/nonexistent/fflite"), 0);
+#if defined(__linux__)
+  // And the platform reports it where this machine's sysfs gives one.
+  const int here = CountCoresInSysfs("/sys/devices/system/cpu");
+  if (here > 0) {
+    EXPECT_EQ(GetPlatformInfo().num_cores, here);
+  }
 #endif
 }
 

@@ -261,7 +261,7 @@ typedef struct fflite_platform_info {
                              CPU could not be probed */
   char cpu_name[64];      /* the processor's name as the OS reports it, or "" */
   char uarch[64];         /* distinct core types, e.g. "cortex-a76 cortex-a55", or "" */
-  int32_t num_cores;      /* physical cores, >= 1 */
+  int32_t num_cores;      /* physical cores, >= 1 (on Linux as the kernel's topology says) */
   int32_t num_logical_cpus; /* hardware threads, >= num_cores */
   /* Appended in 0.2: the kernel sets the CPU backend chose on this CPU, e.g. "avx512" for the
    * f32/f16/bf16 matrix products, activations and norms; "avx512" for quantised weights with

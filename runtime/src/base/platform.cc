@@ -1,8 +1,10 @@
 // Platform facts through cpuinfo (the library XNNPACK itself selects its kernels with), so that
-// what fflite reports is what its kernels see.
+// what fflite reports is what its kernels see; the count of cores from Linux's sysfs where it has
+// one.
 #include "base/platform.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -104,6 +106,48 @@ std::vector<std::string> Features() {
   return f;
 }
 
+// The contents of a small text file without its trailing newline, or "" where it cannot be read.
+std::string ReadLine(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (f == nullptr) return "";
+  char buf[256];
+  const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  std::string line(buf, n);
+  while (!line.empty() && (line.back() == '\n' || line.back() == ' ')) line.pop_back();
+  return line;
+}
+
+// The CPUs of a Linux CPU list ("0-3,5,8-9"), or empty where it is malformed or names more than
+// kMaxCpus CPUs.
+constexpr int kMaxCpus = 4096;
+std::vector<int> ParseCpuList(const std::string& list) {
+  std::vector<int> cpus;
+  size_t i = 0;
+  auto number = [&](int* out) {
+    const size_t start = i;
+    long v = 0;
+    while (i < list.size() && list[i] >= '0' && list[i] <= '9' && v < kMaxCpus) {
+      v = v * 10 + (list[i++] - '0');
+    }
+    *out = static_cast<int>(v);
+    return i > start && v < kMaxCpus;
+  };
+  while (i < list.size()) {
+    int lo = 0, hi = 0;
+    if (!number(&lo)) return {};
+    hi = lo;
+    if (i < list.size() && list[i] == '-') {
+      ++i;
+      if (!number(&hi) || hi < lo) return {};
+    }
+    if (cpus.size() + static_cast<size_t>(hi - lo + 1) > static_cast<size_t>(kMaxCpus)) return {};
+    for (int c = lo; c <= hi; ++c) cpus.push_back(c);
+    if (i < list.size() && list[i++] != ',') return {};
+  }
+  return cpus;
+}
+
 PlatformInfo Detect() {
   PlatformInfo info;
   info.isa = CompiledIsa();
@@ -127,6 +171,15 @@ PlatformInfo Detect() {
     }
     for (const std::string& u : uarchs) info.uarch += (info.uarch.empty() ? "" : " ") + u;
   }
+#if defined(__linux__)
+  // The kernel's count of cores, which its scheduler works with, where sysfs gives one: cpuinfo
+  // counts x86 cores from CPUID, which a VM may fill in its own way (on an AMD Zen 5 VM cpuinfo
+  // said 1 core / 2 threads, the kernel 2 cores of one thread each, and two threads ran the FMA
+  // probe 1.97-2.01x as fast as one).
+  if (const int cores = CountCoresInSysfs("/sys/devices/system/cpu"); cores > 0) {
+    info.num_cores = cores;
+  }
+#endif
   // Fall back on the OS when cpuinfo cannot tell (it failed, or reports nothing).
   const int os_cpus = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   if (info.num_logical_cpus < 1) info.num_logical_cpus = os_cpus;
@@ -136,6 +189,19 @@ PlatformInfo Detect() {
 }
 
 }  // namespace
+
+int CountCoresInSysfs(const std::string& root) {
+  const std::vector<int> online = ParseCpuList(ReadLine(root + "/online"));
+  std::vector<std::string> cores;
+  for (int cpu : online) {
+    const std::string topology = root + "/cpu" + std::to_string(cpu) + "/topology/";
+    std::string siblings = ReadLine(topology + "core_cpus_list");
+    if (siblings.empty()) siblings = ReadLine(topology + "thread_siblings_list");
+    if (ParseCpuList(siblings).empty()) return 0;
+    if (std::find(cores.begin(), cores.end(), siblings) == cores.end()) cores.push_back(siblings);
+  }
+  return static_cast<int>(cores.size());
+}
 
 const PlatformInfo& GetPlatformInfo() {
   static const PlatformInfo* const info = new PlatformInfo(Detect());  // never destroyed

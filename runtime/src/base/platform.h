@@ -1,5 +1,6 @@
 // What fflite detects about the CPU it runs on (ISA, SIMD features, cores), so that users on a
-// device and the tools can tell which code paths run. Detected once, with cpuinfo.
+// device and the tools can tell which code paths run. Detected once, with cpuinfo (and Linux's
+// sysfs for the count of cores).
 #ifndef FFLITE_BASE_PLATFORM_H_
 #define FFLITE_BASE_PLATFORM_H_
 
@@ -18,7 +19,7 @@ struct PlatformInfo {
   std::vector<std::string> features;
   std::string cpu_name;  // the processor's name as the OS reports it, or ""
   std::string uarch;     // distinct core types, e.g. "cortex-a76 cortex-a55", or ""
-  int num_cores = 0;         // physical cores (>= 1)
+  int num_cores = 0;         // physical cores (>= 1; on Linux from sysfs: CountCoresInSysfs)
   int num_logical_cpus = 0;  // hardware threads the OS schedules on (>= num_cores)
   bool probed = false;       // cpuinfo initialised; otherwise only isa and the counts are known
 };
@@ -28,6 +29,12 @@ const PlatformInfo& GetPlatformInfo();
 
 // Whether GetPlatformInfo().features holds `feature` (a name as listed above).
 bool HasCpuFeature(const std::string& feature);
+
+// Physical cores among the online CPUs as Linux's sysfs describes them under `root` (normally
+// /sys/devices/system/cpu): the distinct sibling lists (cpuN/topology/core_cpus_list, or
+// thread_siblings_list on kernels before 5.7) of the CPUs named in `root`/online. 0 where any of
+// it is missing or malformed. GetPlatformInfo's num_cores on Linux where this is not 0.
+int CountCoresInSysfs(const std::string& root);
 
 // One line for logs and tools, e.g.
 // "aarch64, Cortex-A72 (cortex-a72), 4 cores / 4 threads, features: neon".
