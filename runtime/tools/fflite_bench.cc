@@ -682,7 +682,10 @@ int Main() {
     return 1;
   }
   bool with_base = absl::GetFlag(FLAGS_baseline);
-  const double llc = cpuinfo_initialize() ? cpuinfo_get_max_cache_size() : (32u << 20);
+  // The last-level cache, or 32 MiB where cpuinfo cannot tell (it failed, or reports no caches,
+  // as on a Zen 5 VM that hides AMD's cache leaves).
+  const double llc_reported = cpuinfo_initialize() ? cpuinfo_get_max_cache_size() : 0.0;
+  const double llc = llc_reported > 0 ? llc_reported : (32u << 20);
   size_t copies = 1;
   if (cold) {
     const int asked = absl::GetFlag(FLAGS_cold_copies);
@@ -1015,9 +1018,10 @@ int Main() {
   std::printf(
       "roofline (measured now, 1 thread; each figure the larger of its measurements before and "
       "after the runs): read %.1f GB/s (%d MiB buffer; %.1f before, %.1f after), FMA peak %.1f "
-      "GFLOP/s (%s; %.1f before, %.1f after); LLC %.0f MiB\n",
+      "GFLOP/s (%s; %.1f before, %.1f after); LLC %.0f MiB%s\n",
       bw, static_cast<int>(absl::GetFlag(FLAGS_bandwidth_mib)), one_before.bw, one_after.bw,
-      peak.gflops, peak.isa.c_str(), one_before.fma, one_after.fma, llc / 1048576.0);
+      peak.gflops, peak.isa.c_str(), one_before.fma, one_after.fma, llc / 1048576.0,
+      llc_reported > 0 ? "" : " (not reported by the CPU; assumed)");
   for (const auto& [t, r] : roofs) {
     if (t <= 1) continue;
     std::printf("roofline, %d threads at once: read %.1f GB/s (%.2fx one thread), FMA peak %.1f "
