@@ -9,8 +9,6 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "backends/xnnpack/xnnpack_backend.h"
 #include "base/platform.h"
@@ -88,8 +86,8 @@ TEST(PlatformTest, MatchesTheEmulatedCpuModel) {
 #endif
 }
 
-// A made-up sysfs tree of CPUs: online list, and for each CPU its sibling lists (empty: no
-// such file), in a fresh directory removed afterwards.
+// A made-up sysfs tree of CPUs (the online list, and each CPU's sibling list where the test
+// writes one), in a fresh directory removed afterwards.
 class FakeSysfs {
  public:
   FakeSysfs() {

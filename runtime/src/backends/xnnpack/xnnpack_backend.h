@@ -75,9 +75,8 @@ struct XnnpackBackendOptions {
   // Whether the gemm engine's AVX-512 kernels prefetch the next pass's panels while they compute
   // on the current ones (GemmKernel::ahead; measured on an Intel Xeon and an AMD Zen 5, see
   // GemmBlock). kAuto: unless the CPU reports less than 1 MiB of L2 per core
-  // (GemmAheadByDefault). The results are the same bits
-  // either way; kOn and kOff are for measuring it (fflite-bench --gemm_ahead on --baseline --vs
-  // gemm_ahead=off).
+  // (GemmAheadByDefault). The results are the same bits either way; kOn and kOff are for
+  // measuring it (fflite-bench --gemm_ahead off --baseline --vs gemm_ahead=on).
   enum class GemmAhead { kAuto, kOn, kOff };
   GemmAhead gemm_ahead = GemmAhead::kAuto;
   // Down matrices stored as value rows (Layout::VALUE_ROWS, ReLU-family FFNs): a few-token call
