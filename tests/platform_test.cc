@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "backends/xnnpack/xnnpack_backend.h"
@@ -17,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "kernels/kernels.h"
 #include "kernels/quant_kernels.h"
+#include "testing/checkpoint_writer.h"
 
 namespace fflite {
 namespace {
@@ -90,21 +90,16 @@ TEST(PlatformTest, MatchesTheEmulatedCpuModel) {
 // writes one), in a fresh directory removed afterwards.
 class FakeSysfs {
  public:
-  FakeSysfs() {
-    std::string tmpl = ::testing::TempDir();
-    if (tmpl.empty() || tmpl.back() != '/') tmpl += '/';
-    tmpl += "fflite_sysfs_XXXXXX";
-    if (::mkdtemp(tmpl.data()) != nullptr) root_ = tmpl;
-  }
+  FakeSysfs() : root_(testing::MakeTempDir()) {}
   ~FakeSysfs() {
     std::error_code ec;
-    if (!root_.empty()) std::filesystem::remove_all(root_, ec);
+    std::filesystem::remove_all(root_, ec);
   }
   const std::string& root() const { return root_; }
   void Write(const std::string& relative, const std::string& text) {
     const std::filesystem::path path = std::filesystem::path(root_) / relative;
     std::filesystem::create_directories(path.parent_path());
-    std::ofstream(path) << text << "\n";
+    EXPECT_TRUE(testing::WriteTextFile(path.string(), text + "\n").ok()) << path;
   }
   // cpu N's core_cpus_list (or, with old_kernel, thread_siblings_list only).
   void Cpu(int n, const std::string& siblings, bool old_kernel = false) {
@@ -123,7 +118,6 @@ class FakeSysfs {
 TEST(PlatformTest, CountsCoresFromSysfsTopology) {
   {
     FakeSysfs fs;  // 2 cores of 2 threads, siblings numbered apart (0,2 and 1,3) as on x86
-    ASSERT_FALSE(fs.root().empty());
     fs.Write("online", "0-3");
     fs.Cpu(0, "0,2");
     fs.Cpu(1, "1,3");

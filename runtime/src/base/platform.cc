@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -192,13 +193,13 @@ PlatformInfo Detect() {
 
 int CountCoresInSysfs(const std::string& root) {
   const std::vector<int> online = ParseCpuList(ReadLine(root + "/online"));
-  std::vector<std::string> cores;
+  std::set<std::string> cores;
   for (int cpu : online) {
     const std::string topology = root + "/cpu" + std::to_string(cpu) + "/topology/";
     std::string siblings = ReadLine(topology + "core_cpus_list");
     if (siblings.empty()) siblings = ReadLine(topology + "thread_siblings_list");
     if (ParseCpuList(siblings).empty()) return 0;
-    if (std::find(cores.begin(), cores.end(), siblings) == cores.end()) cores.push_back(siblings);
+    cores.insert(siblings);
   }
   return static_cast<int>(cores.size());
 }
