@@ -390,6 +390,97 @@ TEST(XnnpackMoeDirectTest, DirectAndPackedPathsMatchReference) {
   }
 }
 
+// Experts alone (XnnpackBackendOptions::experts_alone): with many packed experts per thread in a
+// call, each runs whole on one thread. 16 experts, top-4 (with a gated shared expert), 2 and 3
+// threads: the same bits as every expert's products shared among the threads and as one thread,
+// with neuron edits on two experts and under a budget that holds them all, and within f32 / bf16
+// tolerance of the reference. token_chunk 20: experts given more than 20 tokens in a call take
+// the shared path in the same call. The counts show which path ran, so the test cannot pass
+// without it.
+TEST(XnnpackMoeThreadsTest, ExpertsAloneGiveTheSameBits) {
+  const uint32_t d = 40, ff = 72;
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    Rng rng(97 + static_cast<uint32_t>(dtype));
+    MoeParams p = ParamsFor(Variant::kQwen2Moe);
+    p.num_experts = 16;
+    p.top_k = 4;
+    p.expert.d_model = d;
+    p.expert.d_ff = ff;
+    WriteOptions write;
+    write.dtype = dtype;
+    auto built = testing::BuildModel(OneMoeLayer(p, /*norm=*/true, rng), write);
+    ASSERT_TRUE(built.ok()) << built.status();
+    const Model& model = *built->model;
+    const size_t ff_padded = model.layers()[0].moe.experts[0].d_ff_padded;
+    for (size_t tokens : {size_t{24}, size_t{64}}) {
+      const std::vector<float> x = rng.Vec(tokens * d, 2.0f);
+      // Neuron edits on experts 3 and 10 (a neuron off, the others scaled), in every backend.
+      const auto edit = [&](Backend& b) {
+        b.neuron_scales().Init(model);
+        for (int e : {3, 10}) {
+          std::vector<float> s(ff_padded, 1.0f);
+          for (size_t i = 0; i < ff; ++i) s[i] = i == 5 ? 0.0f : 0.5f + 0.01f * i;
+          b.neuron_scales().Set(0, e, s);
+        }
+      };
+      BackendConfig config;
+      config.max_tokens = 64;
+      auto reference = FindBackend("reference")->create(model, config);
+      ASSERT_TRUE(reference.ok()) << reference.status();
+      edit(**reference);
+      std::vector<float> want(tokens * d);
+      ASSERT_TRUE((*reference)->Run(0, x.data(), tokens, want.data()).ok());
+      struct Setting {
+        int threads;
+        bool alone;
+        size_t chunk;
+        uint64_t budget;
+      };
+      const uint64_t all = p.num_experts * OneExpert(d, ff, true);
+      std::vector<float> first;
+      for (const Setting& c : {Setting{1, true, 128, 0}, Setting{2, false, 128, 0},
+                               Setting{2, true, 128, 0}, Setting{3, true, 128, 0},
+                               Setting{2, true, 20, 0}, Setting{2, true, 128, 2 * all}}) {
+        SCOPED_TRACE(absl::StrFormat("%s, %d tokens, %d threads, alone %d, chunk %d, budget %d",
+                                     DTypeName(dtype), tokens, c.threads, c.alone, c.chunk,
+                                     c.budget));
+        XnnpackBackendOptions options;
+        options.packed_engine = XnnpackBackendOptions::PackedEngine::kGemm;
+        options.experts_alone = c.alone;
+        options.token_chunk = c.chunk;
+        BackendConfig xc = config;
+        xc.num_threads = c.threads;
+        xc.expert_budget_bytes = c.budget;
+        auto backend = CreateXnnpackBackendWithOptions(model, xc, options);
+        ASSERT_TRUE(backend.ok()) << backend.status();
+        edit(**backend);
+        std::vector<float> got(tokens * d);
+        ASSERT_TRUE((*backend)->Run(0, x.data(), tokens, got.data()).ok());
+        testing::ExpectOutputsNear(want, got, tokens, d, testing::FloatRelTol(dtype),
+                                   "against the reference");
+        if (first.empty()) {
+          first = got;
+        } else {
+          EXPECT_EQ(first, got) << "not the same bits as one thread";
+        }
+        const ExpertsAloneCount count = XnnpackExpertsAlone(backend->get());
+        EXPECT_GT(count.packed, 0u);
+        // 2 threads need 8 experts of 5-20 tokens (or 5-128): 24 tokens give 96 routed pairs
+        // over 16 experts, 64 give 256; 3 threads need 12, which 24 tokens do not give.
+        const bool enough = c.threads == 2 || tokens == 64;
+        if (c.threads > 1 && c.alone && enough) {
+          EXPECT_GT(count.alone, 0u);
+          if (c.chunk == 20 && tokens == 64) {
+            EXPECT_LT(count.alone, count.packed);
+          }
+        } else if (c.threads == 1 || !c.alone) {
+          EXPECT_EQ(count.alone, 0u);
+        }
+      }
+    }
+  }
+}
+
 // The bytes routed experts read (fflite-bench bounds routed prefill with them): each batch counts
 // the form it ran on. One token: its top_k experts on the direct path, the file bytes of each;
 // 20 tokens with every expert packed (direct_max_tokens 0; one batch each): the packed bytes of

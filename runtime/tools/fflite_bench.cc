@@ -71,7 +71,7 @@ ABSL_FLAG(std::string, vs, "",
           "with --baseline: compare against the same backend with tuning flags set otherwise, "
           "flag=value pairs separated by commas (engine, gemm_isa, bf16_arithmetic, "
           "half_panels, gemm_ahead, slice_kib, token_chunk, expert_slice_kib, direct_tokens, "
-          "quant_gemm_tokens, value_rows_dense_fraction), e.g. --vs gemm_isa=avx2 (an A/B run: "
+          "quant_gemm_tokens, value_rows_dense_fraction, experts_alone), e.g. --vs gemm_isa=avx2 (an A/B run: "
           "both in one process, alternating, each with the other's threads idle)");
 ABSL_FLAG(bool, json, false, "print JSON instead of a table");
 ABSL_FLAG(int64_t, slice_kib, -1, "xnnpack: KiB of packed weights per operator (0: unsliced)");
@@ -92,6 +92,10 @@ ABSL_FLAG(bool, bf16_arithmetic, true,
 ABSL_FLAG(bool, half_panels, true,
           "xnnpack with the gemm engine: f16/bf16 weights stay 16-bit in the packed panels where "
           "the kernel has such a twin (avx2, avx512; the same results; false: f32 panels)");
+ABSL_FLAG(bool, experts_alone, true,
+          "xnnpack MoE with the gemm engine: a call with enough packed experts per thread runs "
+          "each of them whole on one thread (false: every expert's products shared among the "
+          "threads; the same results)");
 ABSL_FLAG(std::string, gemm_ahead, "auto",
           "xnnpack with the gemm engine: whether the AVX-512 kernels prefetch the next pass's "
           "panels while they compute (auto: unless a core has less than 1 MiB of L2; on; off; "
@@ -368,6 +372,7 @@ absl::StatusOr<XnnpackBackendOptions> BenchXnnpackOptions() {
   }
   options.bf16_arithmetic = absl::GetFlag(FLAGS_bf16_arithmetic);
   options.half_panels = absl::GetFlag(FLAGS_half_panels);
+  options.experts_alone = absl::GetFlag(FLAGS_experts_alone);
   const std::string ahead = absl::GetFlag(FLAGS_gemm_ahead);
   using GemmAhead = XnnpackBackendOptions::GemmAhead;
   if (ahead == "on") {
@@ -420,7 +425,7 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const Model& model, const s
 constexpr const char* kVsFlags[] = {
     "engine",      "gemm_isa",         "bf16_arithmetic", "half_panels",       "gemm_ahead",
     "slice_kib",   "token_chunk",      "expert_slice_kib", "direct_tokens",    "quant_gemm_tokens",
-    "value_rows_dense_fraction"};
+    "value_rows_dense_fraction", "experts_alone"};
 
 using FlagValues = std::vector<std::pair<std::string, std::string>>;
 

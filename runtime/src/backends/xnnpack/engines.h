@@ -201,6 +201,9 @@ inline constexpr size_t kGemmFfnSplitBytes = size_t{24} << 20;
 // and at least this many tokens per thread (4 tiles of 12; fewer would read the weights for
 // little work, as an MoE expert's batch does).
 inline constexpr size_t kGemmFfnTokensPerThread = 48;
+// Whether f can run on the gemm engine as one FFN: every matrix on the engine, gate's kernel and
+// shape the same as up's, down's input up's output.
+bool GemmFfnWhole(const GemmFfn& f);
 // Whether RunGemmFfnByTokens takes n tokens here: the pool has threads and the FFN passes the two
 // limits above, every matrix is on the gemm engine (gate's kernel the same as up's) and ctx's
 // scratch holds every thread's tiles.
@@ -220,6 +223,12 @@ struct GemmFfnRows {
 void RunGemmFfnByTokens(const GemmFfn& f, size_t n, const float* in, float* gate_out,
                         float* hidden, float* out, const EngineContext& ctx, bool last,
                         const GemmFfnRows& rows = {});
+
+// The whole FFN f (GemmFfnWhole) over n tokens on the caller's thread alone: in [n, in_stride],
+// gate_out and hidden [n, up.out], out [n, down.out]; scratch: at least GemmScratchUnits of n
+// tokens over max(up.in, down.in) for f's kernels. The same bits as RunGemm's products.
+void RunGemmFfnHere(const GemmFfn& f, size_t n, const float* in, size_t in_stride,
+                    float* gate_out, float* hidden, float* out, uint32_t* scratch);
 
 // --- direct: fflite's few-token kernel on the file's row-major f32/f16/bf16 weights. ---
 

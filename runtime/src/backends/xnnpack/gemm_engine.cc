@@ -186,41 +186,52 @@ void WholeProduct(const PackedMatrix& m, size_t tokens, const uint32_t* x, float
             kernel.Panels(m.out), y, m.out);
 }
 
+}  // namespace
+
+void RunGemmFfnHere(const GemmFfn& f, size_t n, const float* in, size_t in_stride,
+                    float* gate_out, float* hidden, float* out, uint32_t* scratch) {
+  const size_t ff = f.up->out, d_in = f.up->in;
+  const GemmKernel& up_kernel = *f.up->gemm;
+  GemmPackActivations(up_kernel, n, d_in, in, in_stride, 0, up_kernel.Tiles(n), scratch);
+  if (f.gate != nullptr) WholeProduct(*f.gate, n, scratch, gate_out);
+  WholeProduct(*f.up, n, scratch, hidden);
+  const Epilogue act{f.activation, f.gate != nullptr ? gate_out : nullptr, f.scale};
+  act.Apply(hidden, ff, 0, n, 0, ff);
+  const GemmKernel& down_kernel = *f.down->gemm;
+  GemmPackActivations(down_kernel, n, ff, hidden, ff, 0, down_kernel.Tiles(n), scratch);
+  WholeProduct(*f.down, n, scratch, out);
+}
+
+namespace {
+
 void RunFfnRange(void* context, size_t r) {
   const FfnJob& job = *static_cast<const FfnJob*>(context);
   FFLITE_TSAN_ACQUIRE(context);
   const GemmFfn& f = *job.f;
   const size_t t0 = RangeStart(job.n, job.ranges, r);
   const size_t tokens = RangeStart(job.n, job.ranges, r + 1) - t0;
-  uint32_t* x = job.scratch + RangeScratchOffset(f, job.n, job.ranges, r);
   const size_t ff = f.up->out, d_in = f.up->in;
   if (job.rows.before != nullptr) job.rows.before(job.rows.context, t0, t0 + tokens);
-  const GemmKernel& up_kernel = *f.up->gemm;
-  GemmPackActivations(up_kernel, tokens, d_in, job.in + t0 * d_in, d_in, 0,
-                      up_kernel.Tiles(tokens), x);
-  float* h = job.hidden + t0 * ff;
-  if (f.gate != nullptr) WholeProduct(*f.gate, tokens, x, job.gate_out + t0 * ff);
-  WholeProduct(*f.up, tokens, x, h);
-  const Epilogue act{f.activation, f.gate != nullptr ? job.gate_out : nullptr, f.scale};
-  act.Apply(job.hidden, ff, t0, t0 + tokens, 0, ff);
-  const GemmKernel& down_kernel = *f.down->gemm;
-  GemmPackActivations(down_kernel, tokens, ff, h, ff, 0, down_kernel.Tiles(tokens), x);
-  WholeProduct(*f.down, tokens, x, job.out + t0 * f.down->out);
+  RunGemmFfnHere(f, tokens, job.in + t0 * d_in, d_in, job.gate_out + t0 * ff,
+                 job.hidden + t0 * ff, job.out + t0 * f.down->out,
+                 job.scratch + RangeScratchOffset(f, job.n, job.ranges, r));
   if (job.rows.after != nullptr) job.rows.after(job.rows.context, t0, t0 + tokens);
   FFLITE_TSAN_RELEASE(context);
 }
 
 }  // namespace
 
-bool GemmFfnByTokens(const GemmFfn& f, size_t n, const EngineContext& ctx) {
-  if (ctx.pool == nullptr || ctx.threads < 2 || n < kGemmFfnTokensPerThread * ctx.threads) {
-    return false;
-  }
+bool GemmFfnWhole(const GemmFfn& f) {
   for (const PackedMatrix* m : {f.gate, f.up, f.down}) {
     if (m != nullptr && m->gemm == nullptr) return false;
   }
-  if (f.up == nullptr || f.down == nullptr || f.down->in != f.up->out ||
-      (f.gate != nullptr && (f.gate->gemm != f.up->gemm || f.gate->out != f.up->out))) {
+  return f.up != nullptr && f.down != nullptr && f.down->in == f.up->out &&
+         (f.gate == nullptr || (f.gate->gemm == f.up->gemm && f.gate->out == f.up->out));
+}
+
+bool GemmFfnByTokens(const GemmFfn& f, size_t n, const EngineContext& ctx) {
+  if (ctx.pool == nullptr || ctx.threads < 2 || n < kGemmFfnTokensPerThread * ctx.threads ||
+      !GemmFfnWhole(f)) {
     return false;
   }
   size_t bytes = 0;

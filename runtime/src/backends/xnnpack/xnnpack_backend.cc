@@ -7,7 +7,9 @@
 // (plus the shared-expert gate as one more row) is one f32 operator; each token's logits go to
 // RouteToken in double, the (token, expert) pairs are grouped by a counting sort, and each active
 // expert runs once over the gathered batch of its tokens, so at decode only the top-k experts'
-// weights are read and at prefill each expert's weights are read once per call (see RunMoe).
+// weights are read and at prefill each expert's weights are read once per call (see RunMoe). With
+// a pool and many experts per thread in a call, each packed expert runs whole on one thread
+// (RunExpertsAlone); otherwise its products are shared among the threads.
 // Experts are prepared on first use; with an expert budget the least recently used forms are
 // dropped (see Acquire and moe/residency.h).
 //
@@ -292,6 +294,9 @@ uint64_t PackedFfnBytes(const FfnView& f, const PackChoice& choice) {
 constexpr size_t kGemmDirectMaxTokens = 8;
 constexpr size_t kGemmExpertDirectMaxTokens = 4;
 constexpr size_t kXnnpackDirectMaxTokens = 40;
+// Experts alone (RunExpertsAlone): at least this many packed experts per thread in a call. With
+// fewer, the threads' last experts would end unevenly (a thread waits up to a whole expert).
+constexpr size_t kExpertsAlonePerThread = 4;
 
 class XnnpackBackend : public Backend {
  public:
@@ -327,8 +332,10 @@ class XnnpackBackend : public Backend {
     direct_max_ = std::min(direct, chunk_);
     expert_direct_max_ = std::min(expert_direct, direct_max_);
     time_routed_ = options.time_routed_experts;
+    experts_alone_ = options.experts_alone;
     value_rows_dense_fraction_ = options.value_rows_dense_fraction;
     size_t max_ff = 0, max_experts = 0, max_k = 0, max_groups = 1, max_router_out = 0;
+    size_t max_expert_ff = 0;
     bool any_moe = false, any_quantized = false, any_quantized_expert = false;
     bool any_direct_dense = false;
     plans_.resize(model_.layers().size());
@@ -341,6 +348,7 @@ class XnnpackBackend : public Backend {
         FFLITE_RETURN_IF_ERROR(PlanMoe(l, i, &p));
         const MoeView& m = l.moe;
         max_ff = std::max<size_t>(max_ff, m.experts[0].d_ff_padded);
+        max_expert_ff = std::max<size_t>(max_expert_ff, m.experts[0].d_ff_padded);
         for (const FfnView& s : m.shared_experts) max_ff = std::max<size_t>(max_ff, s.d_ff_padded);
         max_experts = std::max<size_t>(max_experts, m.num_experts);
         max_k = std::max<size_t>(max_k, m.top_k);
@@ -446,6 +454,7 @@ class XnnpackBackend : public Backend {
     if (gemm_units > 0 && !gemm_scratch_.Allocate(gemm_units, 0, /*zero=*/false)) {
       return absl::ResourceExhaustedError("allocating the gemm engine's scratch failed");
     }
+    FFLITE_RETURN_IF_ERROR(ReserveExpertsAlone(max_experts, max_k, max_expert_ff));
     residency_.Init(2 * slots_.size(), budget);
     for (size_t i = 0; i < slots_.size(); ++i) {
       residency_.SetBytes(2 * i + kPackedForm, PackedFfnBytes(*slots_[i].view, expert_choice_));
@@ -464,6 +473,7 @@ class XnnpackBackend : public Backend {
   double routed_seconds() const { return routed_seconds_; }
   uint64_t routed_bytes() const { return routed_bytes_; }
   ValueRowsRead value_rows_read() const { return value_rows_; }
+  ExpertsAloneCount experts_alone_count() const { return experts_alone_count_; }
 
   absl::Status Run(size_t layer, const float* input, size_t n_tokens, float* output) override {
     LayerPlan& p = plans_[layer];
@@ -693,13 +703,151 @@ class XnnpackBackend : public Backend {
   // Whether f runs n tokens split among the threads (RunGemmFfnByTokens): many tokens, every
   // matrix on the gemm engine. *whole: its matrices.
   bool SplitTokens(const PackedFfn& f, size_t n, GemmFfn* whole) {
+    return WholeGemm(f, whole) && GemmFfnByTokens(*whole, n, Context());
+  }
+
+  // Whether every matrix of f is on the gemm engine as one FFN (GemmFfnWhole); *whole: them.
+  static bool WholeGemm(const PackedFfn& f, GemmFfn* whole) {
     const FfnView& v = *f.view;
     const auto gemm = [](const TensorView& w, const PackedMatrix& m) {
       return !m.empty() && !w.quantized() && m.gemm != nullptr ? &m : nullptr;
     };
     *whole = GemmFfn{f.gated ? gemm(v.gate, f.gate) : nullptr, gemm(v.up, f.up),
                      gemm(v.down, f.down), f.activation};
-    return (!f.gated || whole->gate != nullptr) && GemmFfnByTokens(*whole, n, Context());
+    return (!f.gated || whole->gate != nullptr) && GemmFfnWhole(*whole);
+  }
+
+  // Experts alone. With a pool and many routed experts active in a call, splitting each expert's
+  // three products among the threads costs two waits per product (its activations packed, then
+  // its panels) and leaves the gathers and the scatter-add on one thread: qwen-moe at 128 tokens
+  // has ~60 experts of ~8 tokens each, 360 waits per call. Instead, when a call gives at least
+  // kExpertsAlonePerThread experts per thread that take their packed form (more than
+  // expert_direct_max_ tokens, at most chunk_, every matrix on the gemm engine), each of them
+  // runs whole on one thread (RunGemmFfnHere: gather, gate, up, activation, down), the threads
+  // taking them largest first from a shared counter; one wait in all. Their outputs land in
+  // routed_out_ at their group's rows and RunMoe adds them into the sum in expert order with the
+  // others, so the bits are the same as the shared products'. Each task has its own scratch:
+  // task 0 the session's (gathered_, gate_, hidden_, gemm_scratch_), the others task_scratch_.
+  // Under a budget, only when this call's experts fit it together (each must stay resident
+  // until every task is done).
+  struct ExpertAlone {
+    uint32_t expert;
+    size_t count;
+    GemmFfn ffn;
+  };
+  struct TaskScratch {
+    float* x;       // [chunk, d_model]: the expert's tokens, gathered
+    float* gate;    // [chunk, d_ff]
+    float* hidden;  // [chunk, d_ff]
+    uint32_t* gemm; // the gemm engine's packed activations
+  };
+  struct ExpertsAloneJob {
+    const ExpertAlone* experts;
+    size_t count, d;
+    std::atomic<size_t> next{0};
+    const float* in;          // in_: [n, d]
+    const ExpertGroups* groups;
+    const TaskScratch* scratch;  // [threads]
+    float* out;               // routed_out_
+  };
+
+  static void RunExpertsAloneTask(void* context, size_t task) {
+    auto& job = *static_cast<ExpertsAloneJob*>(context);
+    FFLITE_TSAN_ACQUIRE(context);
+    const TaskScratch& s = job.scratch[task];
+    const size_t d = job.d;
+    for (size_t i = job.next.fetch_add(1); i < job.count; i = job.next.fetch_add(1)) {
+      const ExpertAlone& a = job.experts[i];
+      const uint32_t* tokens = job.groups->tokens.data() + job.groups->offsets[a.expert];
+      for (size_t r = 0; r < a.count; ++r) {
+        std::memcpy(s.x + r * d, job.in + tokens[r] * d, d * sizeof(float));
+      }
+      RunGemmFfnHere(a.ffn, a.count, s.x, d, s.gate, s.hidden,
+                     job.out + job.groups->offsets[a.expert] * d, s.gemm);
+    }
+    FFLITE_TSAN_RELEASE(context);
+  }
+
+  // Sizes the scratch of experts alone where a call could take that path (Init).
+  absl::Status ReserveExpertsAlone(size_t max_experts, size_t max_k, size_t ff) {
+    if (!experts_alone_ || threads_ < 2 || max_experts < kExpertsAlonePerThread * threads_ ||
+        expert_choice_.gemm_f32 == nullptr) {
+      return absl::OkStatus();
+    }
+    const size_t d = model_.d_model();
+    size_t units = 0;
+    for (const GemmKernel* g : {expert_choice_.gemm_f32, expert_choice_.gemm_bf16,
+                                expert_choice_.gemm_f16w, expert_choice_.gemm_bf16w}) {
+      if (g != nullptr) units = std::max(units, GemmScratchUnits(*g, chunk_, std::max(d, ff)));
+    }
+    const size_t others = threads_ - 1;
+    const bool ok = routed_out_.Allocate(moe_chunk_ * max_k * d) &&
+                    task_floats_.Allocate(others * chunk_ * (d + 2 * ff)) &&
+                    task_units_.Allocate(others * units, 0, /*zero=*/false);
+    if (!ok) return absl::ResourceExhaustedError("allocating the experts' per-thread scratch failed");
+    task_scratch_.resize(threads_);
+    task_scratch_[0] = TaskScratch{gathered_.data(), gate_.data(), hidden_.data(),
+                                   gemm_scratch_.data()};
+    for (size_t t = 1; t < threads_; ++t) {
+      float* f = task_floats_.data() + (t - 1) * chunk_ * (d + 2 * ff);
+      task_scratch_[t] = TaskScratch{f, f + chunk_ * d, f + chunk_ * (d + ff),
+                                     task_units_.data() + (t - 1) * units};
+    }
+    experts_.reserve(max_experts);
+    ran_alone_.assign(max_experts, 0);
+    return absl::OkStatus();
+  }
+
+  // Runs this call's experts alone (see above) when there are enough of them; marks them in
+  // ran_alone_.
+  absl::Status RunExpertsAlone(size_t layer, const MoePlan& mp) {
+    std::fill(ran_alone_.begin(), ran_alone_.end(), 0);
+    experts_.clear();
+    uint64_t bytes = 0;
+    for (uint32_t e = 0; e < mp.num_experts; ++e) {
+      const size_t c = groups_.count(e), slot = mp.first_slot + e;
+      if (c > expert_direct_max_ && c <= chunk_ && !slots_[slot].all_quantized) {
+        experts_.push_back(ExpertAlone{e, c, {}});
+        bytes += residency_.bytes(2 * slot + kPackedForm);
+      }
+    }
+    const uint64_t budget = residency_.budget();
+    if (experts_.size() < kExpertsAlonePerThread * threads_ || (budget != 0 && bytes > budget)) {
+      return absl::OkStatus();
+    }
+    size_t kept = 0;
+    for (const ExpertAlone& a : experts_) {
+      const size_t slot = mp.first_slot + a.expert;
+      PackedFfn* f = nullptr;
+      FFLITE_RETURN_IF_ERROR(Acquire(slot, &f));
+      GemmFfn whole;
+      if (!WholeGemm(*f, &whole)) continue;  // runs in RunMoe's loop
+      whole.scale = neuron_scales_.Get(layer, static_cast<int>(a.expert));
+      experts_[kept++] = ExpertAlone{a.expert, a.count, whole};
+      routed_bytes_ += residency_.bytes(2 * slot + kPackedForm);
+    }
+    experts_.resize(kept);
+    // Largest first (then in expert order), so that the threads' last experts are small ones.
+    std::sort(experts_.begin(), experts_.end(), [](const ExpertAlone& a, const ExpertAlone& b) {
+      return a.count != b.count ? a.count > b.count : a.expert < b.expert;
+    });
+    ExpertsAloneJob job;
+    job.experts = experts_.data();
+    job.count = experts_.size();
+    job.d = model_.d_model();
+    job.in = in_.data();
+    job.groups = &groups_;
+    job.scratch = task_scratch_.data();
+    job.out = routed_out_.data();
+    const EngineContext ctx = Context();
+    FFLITE_TSAN_RELEASE(&job);
+    pthreadpool_parallelize_1d(ctx.pool, RunExpertsAloneTask, &job, threads_,
+                               PoolFlags(ctx, /*last=*/false));
+    FFLITE_TSAN_ACQUIRE(&job);
+    for (const ExpertAlone& a : experts_) ran_alone_[a.expert] = 1;
+    experts_alone_count_.alone += experts_.size();
+    experts_alone_count_.packed += experts_.size();
+    return absl::OkStatus();
   }
 
   // y[n, y_stride] = x[n, x_stride] · Wᵀ + b by the engine that holds W: the quantised engine for
@@ -764,11 +912,20 @@ class XnnpackBackend : public Backend {
       }
       const auto routed_start = time_routed_ ? std::chrono::steady_clock::now()
                                              : std::chrono::steady_clock::time_point();
+      // Many experts per thread: those with packed forms run first, each whole on one thread.
+      const bool alone = capture == nullptr && !ran_alone_.empty();
+      if (alone) FFLITE_RETURN_IF_ERROR(RunExpertsAlone(layer, mp));
       for (uint32_t e = 0; e < num_experts; ++e) {
         const size_t c = groups_.count(e);
         if (c == 0) continue;  // at decode: only the top-k experts are touched
         const uint32_t* tokens = groups_.tokens.data() + groups_.offsets[e];   // [c]
         const float* weights = groups_.weights.data() + groups_.offsets[e];    // [c]
+        if (alone && ran_alone_[e] != 0) {
+          // Its output is there already; added in the same order as below.
+          const float* y = routed_out_.data() + groups_.offsets[e] * d;
+          for (size_t r = 0; r < c; ++r) Axpy(d, weights[r], y + r * d, out_.data() + tokens[r] * d);
+          continue;
+        }
         // A few tokens (c <= expert_direct_max_ <= chunk_: one batch): the direct kernel on the
         // file's weights, its tokens gathered at DirectStride. More: the packed operators, in
         // batches of chunk_. A quantised expert always runs on the file's weights (in batches of
@@ -802,6 +959,7 @@ class XnnpackBackend : public Backend {
             RunFfnDirect(slots_[slot], m, src, stride, expert_out_.data(), last, scale);
           } else {
             FFLITE_RETURN_IF_ERROR(RunFfn(*f, m, src, expert_out_.data(), last, scale));
+            ++experts_alone_count_.packed;
           }
           if (capture != nullptr) {
             capture->ExpertRows(t0, e, tokens + r0, m, routed_experts_.data(), hidden_.data(),
@@ -995,8 +1153,10 @@ class XnnpackBackend : public Backend {
   size_t direct_max_ = 0;         // f16/bf16 dense calls of at most this many tokens: direct kernel
   size_t expert_direct_max_ = 0;  // experts with at most this many tokens: the direct kernel
   bool time_routed_ = false;
+  bool experts_alone_ = true;     // XnnpackBackendOptions::experts_alone
   double routed_seconds_ = 0.0;   // with time_routed_: time in routed experts so far
   uint64_t routed_bytes_ = 0;     // bytes of the expert forms routed batches ran on, so far
+  ExpertsAloneCount experts_alone_count_;  // batches on packed weights so far, and how many alone
   double value_rows_dense_fraction_ = kValueRowsDenseFraction;
   ValueRowsRead value_rows_;       // value rows read so far, of how many
   std::vector<uint32_t> active_;   // [max d_ff_padded]: the neurons that fired (value rows)
@@ -1018,6 +1178,13 @@ class XnnpackBackend : public Backend {
   std::vector<double> routed_weights_;    // [moe_chunk, max top_k]
   ExpertGroups groups_;
   RoutingScratch route_scratch_;
+  // Experts alone (RunExpertsAlone); empty where no call can take that path.
+  AlignedBuffer<float> routed_out_;     // [moe_chunk · max top_k, d_model]: by group row
+  AlignedBuffer<float> task_floats_;    // tasks 1..: x, gate, hidden each
+  AlignedBuffer<uint32_t> task_units_;  // tasks 1..: packed activations each
+  std::vector<TaskScratch> task_scratch_;  // [threads]
+  std::vector<ExpertAlone> experts_;       // this call's, reserved [max experts]
+  std::vector<uint8_t> ran_alone_;         // [max experts]: whether expert e ran alone this call
 };
 
 }  // namespace
@@ -1072,6 +1239,11 @@ double XnnpackRoutedExpertSeconds(Backend* backend) {
 uint64_t XnnpackRoutedExpertBytes(Backend* backend) {
   auto* x = dynamic_cast<XnnpackBackend*>(backend);
   return x != nullptr ? x->routed_bytes() : 0;
+}
+
+ExpertsAloneCount XnnpackExpertsAlone(Backend* backend) {
+  auto* x = dynamic_cast<XnnpackBackend*>(backend);
+  return x != nullptr ? x->experts_alone_count() : ExpertsAloneCount();
 }
 
 ValueRowsRead XnnpackValueRowsRead(Backend* backend) {

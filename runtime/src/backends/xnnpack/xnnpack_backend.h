@@ -79,6 +79,12 @@ struct XnnpackBackendOptions {
   // measuring it (fflite-bench --gemm_ahead off --baseline --vs gemm_ahead=on).
   enum class GemmAhead { kAuto, kOn, kOff };
   GemmAhead gemm_ahead = GemmAhead::kAuto;
+  // MoE with the gemm engine and a pool of threads: when a call gives at least
+  // kExpertsAlonePerThread packed experts per thread (each at most token_chunk tokens), each
+  // of them runs whole on one thread, the threads taking the experts largest first, instead of
+  // every expert's products being shared among the threads (see RunExpertsAlone in the .cc).
+  // The same bits either way; false: always shared.
+  bool experts_alone = true;
   // Down matrices stored as value rows (Layout::VALUE_ROWS, ReLU-family FFNs): a few-token call
   // reads only the rows of the neurons that fire for some token, unless more than this fraction
   // fire; then every row in order (the same bits). 0: always every row; 1: always the list.
@@ -140,6 +146,13 @@ double XnnpackRoutedExpertSeconds(Backend* backend);
 // weights on the direct path: XnnpackPackedFfnBytes and the file's bytes of its matrices), as the
 // expert budget counts them (0 for any other backend).
 uint64_t XnnpackRoutedExpertBytes(Backend* backend);
+// For tests and fflite-bench: batches of routed experts that ran whole on one thread each
+// (XnnpackBackendOptions::experts_alone), of all batches that ran on packed weights, over every
+// MoE call so far (zeros for any other backend).
+struct ExpertsAloneCount {
+  uint64_t alone = 0, packed = 0;
+};
+ExpertsAloneCount XnnpackExpertsAlone(Backend* backend);
 // For fflite-bench: value rows read and value rows held by the matrices read so far (the down
 // projections from VALUE_ROWS of every call), and the same for the up rows of ReGLU FFNs on the
 // direct path (computed only for the neurons whose gate fired), since creation; zeros for other
