@@ -263,7 +263,7 @@ Stats Summarise(std::vector<double> t) {
 absl::Status Time(const std::vector<std::vector<std::unique_ptr<Backend>>*>& sets,
                   const Model& model, size_t tokens, int warmup, int reps, bool vary,
                   std::vector<Stats>* stats, double* paired, Stats* routed,
-                  double* routed_bytes) {
+                  double* routed_bytes, ExpertsAloneCount* alone) {
   const size_t d = model.d_model();
   std::vector<std::vector<float>> inputs(vary ? 64 : 1, std::vector<float>(tokens * d));
   std::vector<float> a, b(tokens * d);
@@ -275,6 +275,7 @@ absl::Status Time(const std::vector<std::vector<std::unique_ptr<Backend>>*>& set
   std::vector<std::vector<double>> times(sets.size());
   std::vector<double> routed_times;  // the first set's, per call
   double routed_read = 0;            // the first set's bytes read by routed experts, all calls
+  ExpertsAloneCount alone_sum;       // the first set's batches on packed weights, all calls
   // Every runner's first call is untimed (it may prepare weights: dense layers and experts are
   // packed on first use).
   for (const auto* set : sets) warmup = std::max(warmup, static_cast<int>(set->size()));
@@ -287,6 +288,7 @@ absl::Status Time(const std::vector<std::vector<std::unique_ptr<Backend>>*>& set
       a = inputs[static_cast<size_t>(r) % inputs.size()];
       const double routed_before = XnnpackRoutedExpertSeconds(&runner);
       const uint64_t read_before = XnnpackRoutedExpertBytes(&runner);
+      const ExpertsAloneCount alone_before = XnnpackExpertsAlone(&runner);
       const double t = Now();
       for (size_t l = 0; l < model.layers().size(); ++l) {
         FFLITE_RETURN_IF_ERROR(runner.Run(l, a.data(), tokens, b.data()));
@@ -296,6 +298,9 @@ absl::Status Time(const std::vector<std::vector<std::unique_ptr<Backend>>*>& set
       if (r >= warmup && s == 0) {
         routed_times.push_back(XnnpackRoutedExpertSeconds(&runner) - routed_before);
         routed_read += static_cast<double>(XnnpackRoutedExpertBytes(&runner) - read_before);
+        const ExpertsAloneCount alone_after = XnnpackExpertsAlone(&runner);
+        alone_sum.alone += alone_after.alone - alone_before.alone;
+        alone_sum.packed += alone_after.packed - alone_before.packed;
       }
     }
   }
@@ -311,6 +316,7 @@ absl::Status Time(const std::vector<std::vector<std::unique_ptr<Backend>>*>& set
   *routed = Summarise(routed_times);
   *routed_bytes =
       routed_times.empty() ? 0.0 : routed_read / static_cast<double>(routed_times.size());
+  *alone = alone_sum;
   return absl::OkStatus();
 }
 
@@ -328,6 +334,9 @@ struct Row {
   // time at the measured bandwidth, and the FMA-peak ratios it allows: with the read overlapped
   // by the arithmetic, and with the two one after the other.
   double routed_bytes = 0, routed_read_ms = 0, routed_bound_pct = 0, routed_serial_pct = 0;
+  // MoE, xnnpack: the routed batches on packed weights over the timed calls, and how many of
+  // them ran whole on one thread each (XnnpackBackendOptions::experts_alone).
+  ExpertsAloneCount alone;
   ValueRowsRead value_rows;  // xnnpack, value-row models: rows read in the timed calls
   bool int8 = false;  // peak_pct is of the int8 dot-product peak (quantised, int8 path)
 };
@@ -843,7 +852,8 @@ int Main() {
       }
       const absl::Status st = Time(sets, model, row.tokens, absl::GetFlag(FLAGS_warmup),
                                    absl::GetFlag(FLAGS_reps), absl::GetFlag(FLAGS_vary_tokens),
-                                   &stats, &row.paired, &row.routed, &row.routed_bytes);
+                                   &stats, &row.paired, &row.routed, &row.routed_bytes,
+                                   &row.alone);
       if (!st.ok()) {
         std::fprintf(stderr, "run: %s\n", st.ToString().c_str());
         return 1;
@@ -984,6 +994,10 @@ int Main() {
           r.threads, r.tokens, r.ours.median * 1e3, r.ours.min * 1e3, r.ours.max * 1e3, r.gbs,
           r.gflops, r.roof_pct, r.int8 ? "int8_dot" : "fma", r.peak_pct, r.routed.median * 1e3,
           r.routed_peak_pct, r.routed_bytes / 1e6, r.routed_bound_pct, r.routed_serial_pct);
+      if (r.alone.packed > 0) {
+        std::printf(", \"routed_packed_batches\": %" PRIu64 ", \"routed_alone_batches\": %" PRIu64,
+                    r.alone.packed, r.alone.alone);
+      }
       if (r.value_rows.total > 0 || r.value_rows.up_total > 0) {
         std::printf(", \"value_rows_read_pct\": %.3f, \"up_rows_read_pct\": %.3f, "
                     "\"weight_bytes_read\": %.0f",
@@ -1123,10 +1137,15 @@ int Main() {
     std::printf("routed experts, %d thread(s), %zu token(s): median %.3f ms of the call's %.3f ms, "
                 "%.2f GFLOP/s = %.1f%% of the FMA peak; they read %.1f MB per call, %.1f ms at "
                 "the read bandwidth: from memory at most %.1f%% of the FMA peak with the read "
-                "overlapped, %.1f%% without\n",
+                "overlapped, %.1f%% without%s\n",
                 r.threads, r.tokens, r.routed.median * 1e3, r.ours.median * 1e3, r.routed_gflops,
                 r.routed_peak_pct, r.routed_bytes / 1e6, r.routed_read_ms, r.routed_bound_pct,
-                r.routed_serial_pct);
+                r.routed_serial_pct,
+                r.alone.packed == 0 ? ""
+                                    : absl::StrFormat("; %d of %d batches on packed weights ran "
+                                                      "whole on one thread each",
+                                                      r.alone.alone, r.alone.packed)
+                                          .c_str());
   }
   return 0;
 }
