@@ -782,7 +782,7 @@ class XnnpackBackend : public Backend {
     }
     const size_t others = threads_ - 1;
     const bool ok = routed_out_.Allocate(moe_chunk_ * max_k * d) &&
-                    task_floats_.Allocate(others * chunk_ * (d + 2 * ff)) &&
+                    task_floats_.Allocate(others * chunk_ * (d + 2 * ff), kXnnTailBytes) &&
                     task_units_.Allocate(others * units, 0, /*zero=*/false);
     if (!ok) return absl::ResourceExhaustedError("allocating the experts' per-thread scratch failed");
     task_scratch_.resize(threads_);
@@ -1180,7 +1180,7 @@ class XnnpackBackend : public Backend {
   RoutingScratch route_scratch_;
   // Experts alone (RunExpertsAlone); empty where no call can take that path.
   AlignedBuffer<float> routed_out_;     // [moe_chunk · max top_k, d_model]: by group row
-  AlignedBuffer<float> task_floats_;    // tasks 1..: x, gate, hidden each
+  AlignedBuffer<float> task_floats_;    // tasks 1..: x, gate, hidden each; + tail
   AlignedBuffer<uint32_t> task_units_;  // tasks 1..: packed activations each
   std::vector<TaskScratch> task_scratch_;  // [threads]
   std::vector<ExpertAlone> experts_;       // this call's, reserved [max experts]
