@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -390,24 +391,32 @@ TEST(XnnpackMoeDirectTest, DirectAndPackedPathsMatchReference) {
   }
 }
 
-// Experts alone (XnnpackBackendOptions::experts_alone): with many packed experts per thread in a
-// call, each runs whole on one thread. 16 experts, top-4 (with a gated shared expert), 2 and 3
-// threads: the same bits as every expert's products shared among the threads and as one thread,
-// with neuron edits on two experts and under a budget that holds them all, and within f32 / bf16
-// tolerance of the reference. token_chunk 20: experts given more than 20 tokens in a call take
+// Experts alone (XnnpackBackendOptions::experts_alone): with many packed or quantised experts per
+// thread in a call, each runs whole on one thread. 16 experts, top-4 (with a gated shared expert),
+// f32, bf16, i8 and i4 weights, 2 and 3 threads: the same bits as every expert's products shared
+// among the threads and as one thread, with neuron edits on two experts and under a budget that
+// holds them all, and within the dtype's tolerance of the reference. token_chunk 20: experts given more than 20 tokens in a call take
 // the shared path in the same call. The counts show which path ran, so the test cannot pass
 // without it.
 TEST(XnnpackMoeThreadsTest, ExpertsAloneGiveTheSameBits) {
   const uint32_t d = 40, ff = 72;
-  for (DType dtype : {DType::F32, DType::BF16}) {
+  for (DType dtype : {DType::F32, DType::BF16, DType::I8, DType::I4}) {
     Rng rng(97 + static_cast<uint32_t>(dtype));
     MoeParams p = ParamsFor(Variant::kQwen2Moe);
     p.num_experts = 16;
     p.top_k = 4;
     p.expert.d_model = d;
     p.expert.d_ff = ff;
+    const bool quantised = dtype == DType::I8 || dtype == DType::I4;
     WriteOptions write;
-    write.dtype = dtype;
+    write.dtype = quantised ? DType::F32 : dtype;
+    if (quantised) {
+      // The experts' matrices (and the shared expert's) quantised, I4 block-rotated.
+      write.matrix_dtype = [dtype](const std::string&, DType) { return dtype; };
+      write.quantize.rotate = dtype == DType::I4;
+    }
+    // Quantised: int8 activations from a few tokens on (tolerances.h).
+    const double tol = quantised ? testing::kInt8ActRelTol : testing::FloatRelTol(dtype);
     auto built = testing::BuildModel(OneMoeLayer(p, /*norm=*/true, rng), write);
     ASSERT_TRUE(built.ok()) << built.status();
     const Model& model = *built->model;
@@ -437,10 +446,13 @@ TEST(XnnpackMoeThreadsTest, ExpertsAloneGiveTheSameBits) {
         uint64_t budget;
       };
       const uint64_t all = p.num_experts * OneExpert(d, ff, true);
-      std::vector<float> first;
+      // The first output of each chunk size (one thread): quantised batches of more tokens may
+      // take the int8 kernels, so chunks of 20 and of 128 give different bits there.
+      std::map<size_t, std::vector<float>> first;
       for (const Setting& c : {Setting{1, true, 128, 0}, Setting{2, false, 128, 0},
                                Setting{2, true, 128, 0}, Setting{3, true, 128, 0},
-                               Setting{2, true, 20, 0}, Setting{2, true, 128, 2 * all}}) {
+                               Setting{1, true, 20, 0}, Setting{2, true, 20, 0},
+                               Setting{2, true, 128, 2 * all}}) {
         SCOPED_TRACE(absl::StrFormat("%s, %d tokens, %d threads, alone %d, chunk %d, budget %d",
                                      DTypeName(dtype), tokens, c.threads, c.alone, c.chunk,
                                      c.budget));
@@ -456,22 +468,22 @@ TEST(XnnpackMoeThreadsTest, ExpertsAloneGiveTheSameBits) {
         edit(**backend);
         std::vector<float> got(tokens * d);
         ASSERT_TRUE((*backend)->Run(0, x.data(), tokens, got.data()).ok());
-        testing::ExpectOutputsNear(want, got, tokens, d, testing::FloatRelTol(dtype),
-                                   "against the reference");
-        if (first.empty()) {
-          first = got;
+        testing::ExpectOutputsNear(want, got, tokens, d, tol, "against the reference");
+        if (first.count(c.chunk) == 0) {
+          first[c.chunk] = got;
         } else {
-          EXPECT_EQ(first, got) << "not the same bits as one thread";
+          EXPECT_EQ(first[c.chunk], got) << "not the same bits as one thread";
         }
         const ExpertsAloneCount count = XnnpackExpertsAlone(backend->get());
-        EXPECT_GT(count.packed, 0u);
-        // 2 threads need 8 experts of 5-20 tokens (or 5-128): 24 tokens give 96 routed pairs
-        // over 16 experts, 64 give 256; 3 threads need 12, which 24 tokens do not give.
+        EXPECT_GT(count.batches, 0u);
+        // 2 threads need 8 experts of 5-20 tokens (or 5-128; quantised: 1-20 or 1-128): 24
+        // tokens give 96 routed pairs over 16 experts, 64 give 256; 3 threads need 12, which 24
+        // tokens need not give.
         const bool enough = c.threads == 2 || tokens == 64;
         if (c.threads > 1 && c.alone && enough) {
           EXPECT_GT(count.alone, 0u);
           if (c.chunk == 20 && tokens == 64) {
-            EXPECT_LT(count.alone, count.packed);
+            EXPECT_LT(count.alone, count.batches);
           }
         } else if (c.threads == 1 || !c.alone) {
           EXPECT_EQ(count.alone, 0u);

@@ -93,9 +93,9 @@ ABSL_FLAG(bool, half_panels, true,
           "xnnpack with the gemm engine: f16/bf16 weights stay 16-bit in the packed panels where "
           "the kernel has such a twin (avx2, avx512; the same results; false: f32 panels)");
 ABSL_FLAG(bool, experts_alone, true,
-          "xnnpack MoE with the gemm engine: a call with enough packed experts per thread runs "
-          "each of them whole on one thread (false: every expert's products shared among the "
-          "threads; the same results)");
+          "xnnpack MoE: a call with enough experts per thread on packed (gemm engine) or "
+          "quantised weights runs each of them whole on one thread (false: every expert's "
+          "products shared among the threads; the same results)");
 ABSL_FLAG(std::string, gemm_ahead, "auto",
           "xnnpack with the gemm engine: whether the AVX-512 kernels prefetch the next pass's "
           "panels while they compute (auto: unless a core has less than 1 MiB of L2; on; off; "
@@ -275,7 +275,7 @@ absl::Status Time(const std::vector<std::vector<std::unique_ptr<Backend>>*>& set
   std::vector<std::vector<double>> times(sets.size());
   std::vector<double> routed_times;  // the first set's, per call
   double routed_read = 0;            // the first set's bytes read by routed experts, all calls
-  ExpertsAloneCount alone_sum;       // the first set's batches on packed weights, all calls
+  ExpertsAloneCount alone_sum;       // the first set's routed batches, all calls
   // Every runner's first call is untimed (it may prepare weights: dense layers and experts are
   // packed on first use).
   for (const auto* set : sets) warmup = std::max(warmup, static_cast<int>(set->size()));
@@ -300,7 +300,7 @@ absl::Status Time(const std::vector<std::vector<std::unique_ptr<Backend>>*>& set
         routed_read += static_cast<double>(XnnpackRoutedExpertBytes(&runner) - read_before);
         const ExpertsAloneCount alone_after = XnnpackExpertsAlone(&runner);
         alone_sum.alone += alone_after.alone - alone_before.alone;
-        alone_sum.packed += alone_after.packed - alone_before.packed;
+        alone_sum.batches += alone_after.batches - alone_before.batches;
       }
     }
   }
@@ -334,8 +334,8 @@ struct Row {
   // time at the measured bandwidth, and the FMA-peak ratios it allows: with the read overlapped
   // by the arithmetic, and with the two one after the other.
   double routed_bytes = 0, routed_read_ms = 0, routed_bound_pct = 0, routed_serial_pct = 0;
-  // MoE, xnnpack: the routed batches on packed weights over the timed calls, and how many of
-  // them ran whole on one thread each (XnnpackBackendOptions::experts_alone).
+  // MoE, xnnpack: the routed batches over the timed calls, and how many of them ran whole on one
+  // thread each (XnnpackBackendOptions::experts_alone).
   ExpertsAloneCount alone;
   ValueRowsRead value_rows;  // xnnpack, value-row models: rows read in the timed calls
   bool int8 = false;  // peak_pct is of the int8 dot-product peak (quantised, int8 path)
@@ -994,9 +994,9 @@ int Main() {
           r.threads, r.tokens, r.ours.median * 1e3, r.ours.min * 1e3, r.ours.max * 1e3, r.gbs,
           r.gflops, r.roof_pct, r.int8 ? "int8_dot" : "fma", r.peak_pct, r.routed.median * 1e3,
           r.routed_peak_pct, r.routed_bytes / 1e6, r.routed_bound_pct, r.routed_serial_pct);
-      if (r.alone.packed > 0) {
-        std::printf(", \"routed_packed_batches\": %" PRIu64 ", \"routed_alone_batches\": %" PRIu64,
-                    r.alone.packed, r.alone.alone);
+      if (r.alone.batches > 0) {
+        std::printf(", \"routed_batches\": %" PRIu64 ", \"routed_alone_batches\": %" PRIu64,
+                    r.alone.batches, r.alone.alone);
       }
       if (r.value_rows.total > 0 || r.value_rows.up_total > 0) {
         std::printf(", \"value_rows_read_pct\": %.3f, \"up_rows_read_pct\": %.3f, "
@@ -1141,11 +1141,11 @@ int Main() {
                 r.threads, r.tokens, r.routed.median * 1e3, r.ours.median * 1e3, r.routed_gflops,
                 r.routed_peak_pct, r.routed_bytes / 1e6, r.routed_read_ms, r.routed_bound_pct,
                 r.routed_serial_pct,
-                r.alone.packed == 0 ? ""
-                                    : absl::StrFormat("; %d of %d batches on packed weights ran "
-                                                      "whole on one thread each",
-                                                      r.alone.alone, r.alone.packed)
-                                          .c_str());
+                r.alone.batches == 0
+                    ? ""
+                    : absl::StrFormat("; %d of %d batches ran whole on one thread each",
+                                      r.alone.alone, r.alone.batches)
+                          .c_str());
   }
   return 0;
 }

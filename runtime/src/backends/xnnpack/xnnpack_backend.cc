@@ -302,7 +302,10 @@ class XnnpackBackend : public Backend {
  public:
   XnnpackBackend(const Model& model, const Kernels& kernels, const QGemvKernel& qgemv,
                  const QGemmKernel& qgemm, size_t quant_gemm_min_tokens)
-      : model_(model), kernels_(kernels), quant_(qgemv, qgemm, quant_gemm_min_tokens) {}
+      : model_(model),
+        kernels_(kernels),
+        quant_(qgemv, qgemm, quant_gemm_min_tokens),
+        quant_gemm_min_tokens_(quant_gemm_min_tokens) {}
 
   absl::Status Init(const BackendConfig& config, const XnnpackBackendOptions& options) {
     FFLITE_RETURN_IF_ERROR(InitializeXnnpack());
@@ -454,7 +457,8 @@ class XnnpackBackend : public Backend {
     if (gemm_units > 0 && !gemm_scratch_.Allocate(gemm_units, 0, /*zero=*/false)) {
       return absl::ResourceExhaustedError("allocating the gemm engine's scratch failed");
     }
-    FFLITE_RETURN_IF_ERROR(ReserveExpertsAlone(max_experts, max_k, max_expert_ff));
+    FFLITE_RETURN_IF_ERROR(
+        ReserveExpertsAlone(max_experts, max_k, max_expert_ff, any_quantized_expert));
     residency_.Init(2 * slots_.size(), budget);
     for (size_t i = 0; i < slots_.size(); ++i) {
       residency_.SetBytes(2 * i + kPackedForm, PackedFfnBytes(*slots_[i].view, expert_choice_));
@@ -718,60 +722,103 @@ class XnnpackBackend : public Backend {
   }
 
   // Experts alone. With a pool and many routed experts active in a call, splitting each expert's
-  // three products among the threads costs two waits per product (its activations packed, then
-  // its panels) and leaves the gathers and the scatter-add on one thread: qwen-moe at 128 tokens
-  // has ~60 experts of ~8 tokens each, 360 waits per call. Instead, when a call gives at least
-  // kExpertsAlonePerThread experts per thread that take their packed form (more than
-  // expert_direct_max_ tokens, at most chunk_, every matrix on the gemm engine), each of them
-  // runs whole on one thread (RunGemmFfnHere: gather, gate, up, activation, down), the threads
-  // taking them largest first from a shared counter; one wait in all. Their outputs land in
-  // routed_out_ at their group's rows and RunMoe adds them into the sum in expert order with the
-  // others, so the bits are the same as the shared products'. Each task has its own scratch:
-  // task 0 the session's (gathered_, gate_, hidden_, gemm_scratch_), the others task_scratch_.
-  // Under a budget, only when this call's experts fit it together (each must stay resident
-  // until every task is done).
+  // three products among the threads costs two waits per product (its activations packed or
+  // quantised, then its rows) and leaves the gathers and the scatter-add on one thread: qwen-moe
+  // at 128 tokens has ~60 experts of ~8 tokens each, 360 waits per call. Instead, when a call
+  // gives at least kExpertsAlonePerThread such experts per thread (at most chunk_ tokens each:
+  // packed ones, with more than expert_direct_max_ tokens and every matrix on the gemm engine, or
+  // quantised ones on the file's weights), each of them runs whole on one thread (gather, gate,
+  // up, activation, down: RunGemmFfnHere, or RunQuantExpertHere on the quantised engine), the
+  // threads taking them largest first from a shared counter; one wait in all. Their outputs land
+  // in routed_out_ at their group's rows and RunMoe adds them into the sum in expert order with
+  // the others, so the bits are the same as the shared products'. Each task has its own scratch:
+  // task 0 the session's (gathered_, gate_, hidden_, gemm_scratch_, quant_), the others
+  // task_scratch_. Under a budget, only when this call's experts fit it together (each must stay
+  // resident until every task is done).
   struct ExpertAlone {
     uint32_t expert;
     size_t count;
-    GemmFfn ffn;
+    GemmFfn ffn;                     // packed: its matrices (and neuron edits)
+    const FileFfn* file = nullptr;   // quantised: its file weights (then ffn.scale the edits)
   };
   struct TaskScratch {
-    float* x;       // [chunk, d_model]: the expert's tokens, gathered
-    float* gate;    // [chunk, d_ff]
-    float* hidden;  // [chunk, d_ff]
-    uint32_t* gemm; // the gemm engine's packed activations
+    float* x;       // [chunk, DirectStride(d_model)]: the expert's tokens, gathered
+    float* gate;    // [chunk, DirectStride(d_ff)]
+    float* hidden;  // [chunk, DirectStride(d_ff)]
+    uint32_t* gemm; // the gemm engine's packed activations (nullptr: no gemm engine)
+    QuantEngine* quant;  // its scratch for quantised experts (nullptr: none)
   };
   struct ExpertsAloneJob {
+    XnnpackBackend* backend;
     const ExpertAlone* experts;
-    size_t count, d;
+    size_t count;
     std::atomic<size_t> next{0};
-    const float* in;          // in_: [n, d]
-    const ExpertGroups* groups;
     const TaskScratch* scratch;  // [threads]
-    float* out;               // routed_out_
   };
 
   static void RunExpertsAloneTask(void* context, size_t task) {
     auto& job = *static_cast<ExpertsAloneJob*>(context);
     FFLITE_TSAN_ACQUIRE(context);
     const TaskScratch& s = job.scratch[task];
-    const size_t d = job.d;
     for (size_t i = job.next.fetch_add(1); i < job.count; i = job.next.fetch_add(1)) {
-      const ExpertAlone& a = job.experts[i];
-      const uint32_t* tokens = job.groups->tokens.data() + job.groups->offsets[a.expert];
-      for (size_t r = 0; r < a.count; ++r) {
-        std::memcpy(s.x + r * d, job.in + tokens[r] * d, d * sizeof(float));
-      }
-      RunGemmFfnHere(a.ffn, a.count, s.x, d, s.gate, s.hidden,
-                     job.out + job.groups->offsets[a.expert] * d, s.gemm);
+      job.backend->RunExpertAlone(job.experts[i], s);
     }
     FFLITE_TSAN_RELEASE(context);
   }
 
-  // Sizes the scratch of experts alone where a call could take that path (Init).
-  absl::Status ReserveExpertsAlone(size_t max_experts, size_t max_k, size_t ff) {
+  // One expert of RunExpertsAlone on the calling thread, with task scratch s: its tokens of in_
+  // gathered, its FFN, the output into routed_out_ at its group's rows.
+  void RunExpertAlone(const ExpertAlone& a, const TaskScratch& s) {
+    const size_t d = model_.d_model(), offset = groups_.offsets[a.expert];
+    const uint32_t* tokens = groups_.tokens.data() + offset;
+    // Quantised experts take their tokens DirectStride apart, as on the shared path.
+    const size_t stride = a.file != nullptr ? DirectStride(d) : d;
+    for (size_t r = 0; r < a.count; ++r) {
+      std::memcpy(s.x + r * stride, in_.data() + tokens[r] * d, d * sizeof(float));
+    }
+    float* out = routed_out_.data() + offset * d;
+    if (a.file == nullptr) {
+      RunGemmFfnHere(a.ffn, a.count, s.x, d, s.gate, s.hidden, out, s.gemm);
+    } else {
+      RunQuantExpertHere(*a.file, a.count, s.x, stride, s.gate, s.hidden, out, a.ffn.scale,
+                         *s.quant);
+    }
+  }
+
+  // A quantised expert's FFN on the calling thread alone, by `quant`: what RunFfnDirect does for
+  // it (GateUp and Multiply on the quantised engine), the same bits. in [c, in_stride]; gate and
+  // hidden [c, DirectStride(d_ff)]; out [c, d_model].
+  void RunQuantExpertHere(const FileFfn& s, size_t c, const float* in, size_t in_stride,
+                          float* gate, float* hidden, float* out, const float* scale,
+                          QuantEngine& quant) const {
+    const FfnView& f = *s.view;
+    const size_t hs = DirectStride(f.d_ff_padded);
+    const EngineContext here;  // no pool: the calling thread
+    Epilogue act{kernels_.Activation(f.activation), nullptr, scale};
+    const float* up_bias = DirectBias(f.up_bias, s.up_bias);
+    if (!f.gated) {
+      quant.Run(f.up, up_bias, c, in, in_stride, hidden, hs, here, false, act);
+    } else {
+      act.gate = gate;
+      const float* gate_bias = DirectBias(f.gate_bias, s.gate_bias);
+      if (QuantEngine::CanPair(f.gate, f.up)) {
+        quant.RunPair(f.gate, gate_bias, gate, f.up, up_bias, c, in, in_stride, hidden, hs, here,
+                      false, act);
+      } else {
+        quant.Run(f.gate, gate_bias, c, in, in_stride, gate, hs, here, false, {});
+        quant.Run(f.up, up_bias, c, in, in_stride, hidden, hs, here, false, act);
+      }
+    }
+    quant.Run(f.down, DirectBias(f.down_bias, s.down_bias), c, hidden, hs, out,
+              model_.d_model(), here, false, {});
+  }
+
+  // Sizes the scratch of experts alone where a call could take that path (Init): packed experts
+  // on the gemm engine, or quantised ones.
+  absl::Status ReserveExpertsAlone(size_t max_experts, size_t max_k, size_t ff, bool quantised) {
+    const bool gemm = expert_choice_.gemm_f32 != nullptr;
     if (!experts_alone_ || threads_ < 2 || max_experts < kExpertsAlonePerThread * threads_ ||
-        expert_choice_.gemm_f32 == nullptr) {
+        (!gemm && !quantised)) {
       return absl::OkStatus();
     }
     const size_t d = model_.d_model();
@@ -781,17 +828,29 @@ class XnnpackBackend : public Backend {
       if (g != nullptr) units = std::max(units, GemmScratchUnits(*g, chunk_, std::max(d, ff)));
     }
     const size_t others = threads_ - 1;
+    const size_t xs = chunk_ * DirectStride(d), hs = chunk_ * DirectStride(ff);
     const bool ok = routed_out_.Allocate(moe_chunk_ * max_k * d) &&
-                    task_floats_.Allocate(others * chunk_ * (d + 2 * ff), kXnnTailBytes) &&
-                    task_units_.Allocate(others * units, 0, /*zero=*/false);
+                    task_floats_.Allocate(others * (xs + 2 * hs), kXnnTailBytes) &&
+                    (units == 0 || task_units_.Allocate(others * units, 0, /*zero=*/false));
     if (!ok) return absl::ResourceExhaustedError("allocating the experts' per-thread scratch failed");
     task_scratch_.resize(threads_);
     task_scratch_[0] = TaskScratch{gathered_.data(), gate_.data(), hidden_.data(),
-                                   gemm_scratch_.data()};
+                                   gemm ? gemm_scratch_.data() : nullptr,
+                                   quantised ? &quant_ : nullptr};
     for (size_t t = 1; t < threads_; ++t) {
-      float* f = task_floats_.data() + (t - 1) * chunk_ * (d + 2 * ff);
-      task_scratch_[t] = TaskScratch{f, f + chunk_ * d, f + chunk_ * (d + ff),
-                                     task_units_.data() + (t - 1) * units};
+      float* f = task_floats_.data() + (t - 1) * (xs + 2 * hs);
+      QuantEngine* quant = nullptr;
+      if (quantised) {
+        task_quant_.push_back(
+            std::make_unique<QuantEngine>(quant_.gemv(), quant_.gemm(), quant_gemm_min_tokens_));
+        if (!task_quant_.back()->Reserve(chunk_, std::max(d, ff))) {
+          return absl::ResourceExhaustedError(
+              "allocating the quantised engine's per-thread scratch failed");
+        }
+        quant = task_quant_.back().get();
+      }
+      task_scratch_[t] = TaskScratch{f, f + xs, f + xs + hs,
+                                     gemm ? task_units_.data() + (t - 1) * units : nullptr, quant};
     }
     experts_.reserve(max_experts);
     ran_alone_.assign(max_experts, 0);
@@ -803,12 +862,15 @@ class XnnpackBackend : public Backend {
   absl::Status RunExpertsAlone(size_t layer, const MoePlan& mp) {
     std::fill(ran_alone_.begin(), ran_alone_.end(), 0);
     experts_.clear();
+    const bool gemm = task_scratch_[0].gemm != nullptr, quantised = task_scratch_[0].quant != nullptr;
     uint64_t bytes = 0;
     for (uint32_t e = 0; e < mp.num_experts; ++e) {
       const size_t c = groups_.count(e), slot = mp.first_slot + e;
-      if (c > expert_direct_max_ && c <= chunk_ && !slots_[slot].all_quantized) {
-        experts_.push_back(ExpertAlone{e, c, {}});
-        bytes += residency_.bytes(2 * slot + kPackedForm);
+      if (c == 0 || c > chunk_) continue;
+      const bool quant = slots_[slot].all_quantized;
+      if (quant ? quantised : gemm && c > expert_direct_max_) {
+        experts_.push_back(ExpertAlone{e, c, {}, quant ? &slots_[slot] : nullptr});
+        bytes += residency_.bytes(2 * slot + (quant ? kMappedForm : kPackedForm));
       }
     }
     const uint64_t budget = residency_.budget();
@@ -818,12 +880,21 @@ class XnnpackBackend : public Backend {
     size_t kept = 0;
     for (const ExpertAlone& a : experts_) {
       const size_t slot = mp.first_slot + a.expert;
+      const float* scale = neuron_scales_.Get(layer, static_cast<int>(a.expert));
+      if (a.file != nullptr) {
+        AcquireMapped(slot);
+        GemmFfn edits;  // the scale only
+        edits.scale = scale;
+        experts_[kept++] = ExpertAlone{a.expert, a.count, edits, a.file};
+        routed_bytes_ += residency_.bytes(2 * slot + kMappedForm);
+        continue;
+      }
       PackedFfn* f = nullptr;
       FFLITE_RETURN_IF_ERROR(Acquire(slot, &f));
       GemmFfn whole;
       if (!WholeGemm(*f, &whole)) continue;  // runs in RunMoe's loop
-      whole.scale = neuron_scales_.Get(layer, static_cast<int>(a.expert));
-      experts_[kept++] = ExpertAlone{a.expert, a.count, whole};
+      whole.scale = scale;
+      experts_[kept++] = ExpertAlone{a.expert, a.count, whole, nullptr};
       routed_bytes_ += residency_.bytes(2 * slot + kPackedForm);
     }
     experts_.resize(kept);
@@ -832,13 +903,10 @@ class XnnpackBackend : public Backend {
       return a.count != b.count ? a.count > b.count : a.expert < b.expert;
     });
     ExpertsAloneJob job;
+    job.backend = this;
     job.experts = experts_.data();
     job.count = experts_.size();
-    job.d = model_.d_model();
-    job.in = in_.data();
-    job.groups = &groups_;
     job.scratch = task_scratch_.data();
-    job.out = routed_out_.data();
     const EngineContext ctx = Context();
     FFLITE_TSAN_RELEASE(&job);
     pthreadpool_parallelize_1d(ctx.pool, RunExpertsAloneTask, &job, threads_,
@@ -846,7 +914,7 @@ class XnnpackBackend : public Backend {
     FFLITE_TSAN_ACQUIRE(&job);
     for (const ExpertAlone& a : experts_) ran_alone_[a.expert] = 1;
     experts_alone_count_.alone += experts_.size();
-    experts_alone_count_.packed += experts_.size();
+    experts_alone_count_.batches += experts_.size();
     return absl::OkStatus();
   }
 
@@ -959,8 +1027,8 @@ class XnnpackBackend : public Backend {
             RunFfnDirect(slots_[slot], m, src, stride, expert_out_.data(), last, scale);
           } else {
             FFLITE_RETURN_IF_ERROR(RunFfn(*f, m, src, expert_out_.data(), last, scale));
-            ++experts_alone_count_.packed;
           }
+          ++experts_alone_count_.batches;
           if (capture != nullptr) {
             capture->ExpertRows(t0, e, tokens + r0, m, routed_experts_.data(), hidden_.data(),
                                 HiddenStride(direct, slots_[slot].view->d_ff_padded));
@@ -1141,6 +1209,7 @@ class XnnpackBackend : public Backend {
   const Model& model_;
   const Kernels& kernels_;
   QuantEngine quant_;  // I8/I4 matrices, read from the file
+  size_t quant_gemm_min_tokens_;  // quant_'s (for the experts' per-thread engines)
   size_t threads_ = 1;
   PackChoice choice_;         // dense layers and shared experts: engine, kernels, slices
   PackChoice expert_choice_;  // routed experts
@@ -1156,7 +1225,7 @@ class XnnpackBackend : public Backend {
   bool experts_alone_ = true;     // XnnpackBackendOptions::experts_alone
   double routed_seconds_ = 0.0;   // with time_routed_: time in routed experts so far
   uint64_t routed_bytes_ = 0;     // bytes of the expert forms routed batches ran on, so far
-  ExpertsAloneCount experts_alone_count_;  // batches on packed weights so far, and how many alone
+  ExpertsAloneCount experts_alone_count_;  // routed batches so far, and how many ran alone
   double value_rows_dense_fraction_ = kValueRowsDenseFraction;
   ValueRowsRead value_rows_;       // value rows read so far, of how many
   std::vector<uint32_t> active_;   // [max d_ff_padded]: the neurons that fired (value rows)
@@ -1182,6 +1251,7 @@ class XnnpackBackend : public Backend {
   AlignedBuffer<float> routed_out_;     // [moe_chunk · max top_k, d_model]: by group row
   AlignedBuffer<float> task_floats_;    // tasks 1..: x, gate, hidden each; + tail
   AlignedBuffer<uint32_t> task_units_;  // tasks 1..: packed activations each
+  std::vector<std::unique_ptr<QuantEngine>> task_quant_;  // tasks 1..: quantised experts' scratch
   std::vector<TaskScratch> task_scratch_;  // [threads]
   std::vector<ExpertAlone> experts_;       // this call's, reserved [max experts]
   std::vector<uint8_t> ran_alone_;         // [max experts]: whether expert e ran alone this call

@@ -79,11 +79,11 @@ struct XnnpackBackendOptions {
   // measuring it (fflite-bench --gemm_ahead off --baseline --vs gemm_ahead=on).
   enum class GemmAhead { kAuto, kOn, kOff };
   GemmAhead gemm_ahead = GemmAhead::kAuto;
-  // MoE with the gemm engine and a pool of threads: when a call gives at least
-  // kExpertsAlonePerThread packed experts per thread (each at most token_chunk tokens), each
-  // of them runs whole on one thread, the threads taking the experts largest first, instead of
-  // every expert's products being shared among the threads (see RunExpertsAlone in the .cc).
-  // The same bits either way; false: always shared.
+  // MoE with a pool of threads: when a call gives at least kExpertsAlonePerThread experts per
+  // thread that run on packed weights with the gemm engine or on quantised ones (each at most
+  // token_chunk tokens), each of them runs whole on one thread, the threads taking the experts
+  // largest first, instead of every expert's products being shared among the threads (see
+  // RunExpertsAlone in the .cc). The same bits either way; false: always shared.
   bool experts_alone = true;
   // Down matrices stored as value rows (Layout::VALUE_ROWS, ReLU-family FFNs): a few-token call
   // reads only the rows of the neurons that fire for some token, unless more than this fraction
@@ -146,11 +146,11 @@ double XnnpackRoutedExpertSeconds(Backend* backend);
 // weights on the direct path: XnnpackPackedFfnBytes and the file's bytes of its matrices), as the
 // expert budget counts them (0 for any other backend).
 uint64_t XnnpackRoutedExpertBytes(Backend* backend);
-// For tests and fflite-bench: batches of routed experts that ran whole on one thread each
-// (XnnpackBackendOptions::experts_alone), of all batches that ran on packed weights, over every
-// MoE call so far (zeros for any other backend).
+// For tests and fflite-bench: batches of routed experts (an expert's tokens in one pass) over
+// every MoE call so far, and how many of them ran whole on one thread each
+// (XnnpackBackendOptions::experts_alone); zeros for any other backend.
 struct ExpertsAloneCount {
-  uint64_t alone = 0, packed = 0;
+  uint64_t alone = 0, batches = 0;
 };
 ExpertsAloneCount XnnpackExpertsAlone(Backend* backend);
 // For fflite-bench: value rows read and value rows held by the matrices read so far (the down
