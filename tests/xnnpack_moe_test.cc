@@ -395,9 +395,9 @@ TEST(XnnpackMoeDirectTest, DirectAndPackedPathsMatchReference) {
 // thread in a call, each runs whole on one thread. 16 experts, top-4 (with a gated shared expert),
 // f32, bf16, i8 and i4 weights, 2 and 3 threads: the same bits as every expert's products shared
 // among the threads and as one thread, with neuron edits on two experts and under a budget that
-// holds them all, and within the dtype's tolerance of the reference. token_chunk 20: experts given more than 20 tokens in a call take
-// the shared path in the same call. The counts show which path ran, so the test cannot pass
-// without it.
+// holds them all, and within the dtype's tolerance of the reference. token_chunk 20: experts
+// given more than 20 tokens in a call take the shared path in the same call. The counts show
+// which path ran, so the test cannot pass without it.
 TEST(XnnpackMoeThreadsTest, ExpertsAloneGiveTheSameBits) {
   const uint32_t d = 40, ff = 72;
   for (DType dtype : {DType::F32, DType::BF16, DType::I8, DType::I4}) {

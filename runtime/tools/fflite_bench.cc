@@ -71,8 +71,9 @@ ABSL_FLAG(std::string, vs, "",
           "with --baseline: compare against the same backend with tuning flags set otherwise, "
           "flag=value pairs separated by commas (engine, gemm_isa, bf16_arithmetic, "
           "half_panels, gemm_ahead, slice_kib, token_chunk, expert_slice_kib, direct_tokens, "
-          "quant_gemm_tokens, value_rows_dense_fraction, experts_alone), e.g. --vs gemm_isa=avx2 (an A/B run: "
-          "both in one process, alternating, each with the other's threads idle)");
+          "quant_gemm_tokens, value_rows_dense_fraction, experts_alone), e.g. --vs "
+          "gemm_isa=avx2 (an A/B run: both in one process, alternating, each with the other's "
+          "threads idle)");
 ABSL_FLAG(bool, json, false, "print JSON instead of a table");
 ABSL_FLAG(int64_t, slice_kib, -1, "xnnpack: KiB of packed weights per operator (0: unsliced)");
 ABSL_FLAG(int64_t, token_chunk, 0, "xnnpack: tokens per chunk (0: the default)");

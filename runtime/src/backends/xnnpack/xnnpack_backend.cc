@@ -8,8 +8,8 @@
 // RouteToken in double, the (token, expert) pairs are grouped by a counting sort, and each active
 // expert runs once over the gathered batch of its tokens, so at decode only the top-k experts'
 // weights are read and at prefill each expert's weights are read once per call (see RunMoe). With
-// a pool and many experts per thread in a call, each packed expert runs whole on one thread
-// (RunExpertsAlone); otherwise its products are shared among the threads.
+// a pool and many experts per thread in a call, each packed or quantised expert runs whole on one
+// thread (RunExpertsAlone); otherwise its products are shared among the threads.
 // Experts are prepared on first use; with an expert budget the least recently used forms are
 // dropped (see Acquire and moe/residency.h).
 //
@@ -294,7 +294,7 @@ uint64_t PackedFfnBytes(const FfnView& f, const PackChoice& choice) {
 constexpr size_t kGemmDirectMaxTokens = 8;
 constexpr size_t kGemmExpertDirectMaxTokens = 4;
 constexpr size_t kXnnpackDirectMaxTokens = 40;
-// Experts alone (RunExpertsAlone): at least this many packed experts per thread in a call. With
+// Experts alone (RunExpertsAlone): at least this many such experts per thread in a call. With
 // fewer, the threads' last experts would end unevenly (a thread waits up to a whole expert).
 constexpr size_t kExpertsAlonePerThread = 4;
 
@@ -832,7 +832,9 @@ class XnnpackBackend : public Backend {
     const bool ok = routed_out_.Allocate(moe_chunk_ * max_k * d) &&
                     task_floats_.Allocate(others * (xs + 2 * hs), kXnnTailBytes) &&
                     (units == 0 || task_units_.Allocate(others * units, 0, /*zero=*/false));
-    if (!ok) return absl::ResourceExhaustedError("allocating the experts' per-thread scratch failed");
+    if (!ok) {
+      return absl::ResourceExhaustedError("allocating the experts' per-thread scratch failed");
+    }
     task_scratch_.resize(threads_);
     task_scratch_[0] = TaskScratch{gathered_.data(), gate_.data(), hidden_.data(),
                                    gemm ? gemm_scratch_.data() : nullptr,
@@ -862,7 +864,8 @@ class XnnpackBackend : public Backend {
   absl::Status RunExpertsAlone(size_t layer, const MoePlan& mp) {
     std::fill(ran_alone_.begin(), ran_alone_.end(), 0);
     experts_.clear();
-    const bool gemm = task_scratch_[0].gemm != nullptr, quantised = task_scratch_[0].quant != nullptr;
+    const bool gemm = task_scratch_[0].gemm != nullptr;
+    const bool quantised = task_scratch_[0].quant != nullptr;
     uint64_t bytes = 0;
     for (uint32_t e = 0; e < mp.num_experts; ++e) {
       const size_t c = groups_.count(e), slot = mp.first_slot + e;
@@ -980,7 +983,8 @@ class XnnpackBackend : public Backend {
       }
       const auto routed_start = time_routed_ ? std::chrono::steady_clock::now()
                                              : std::chrono::steady_clock::time_point();
-      // Many experts per thread: those with packed forms run first, each whole on one thread.
+      // Many experts per thread: the packed and quantised ones run first, each whole on one
+      // thread.
       const bool alone = capture == nullptr && !ran_alone_.empty();
       if (alone) FFLITE_RETURN_IF_ERROR(RunExpertsAlone(layer, mp));
       for (uint32_t e = 0; e < num_experts; ++e) {
@@ -991,7 +995,9 @@ class XnnpackBackend : public Backend {
         if (alone && ran_alone_[e] != 0) {
           // Its output is there already; added in the same order as below.
           const float* y = routed_out_.data() + groups_.offsets[e] * d;
-          for (size_t r = 0; r < c; ++r) Axpy(d, weights[r], y + r * d, out_.data() + tokens[r] * d);
+          for (size_t r = 0; r < c; ++r) {
+            Axpy(d, weights[r], y + r * d, out_.data() + tokens[r] * d);
+          }
           continue;
         }
         // A few tokens (c <= expert_direct_max_ <= chunk_: one batch): the direct kernel on the
