@@ -683,25 +683,47 @@ class XnnpackBackend : public Backend {
 
   // hidden_[n, stride] = act(gate) ⊙ up (gated) or act(up), then the epilogue's neuron edits, of
   // x[n, x_stride] through v's gate (when gated) and up: gate's product into gate_ first, the
-  // activation riding on up's. Quantised alike, the two are one pass of the quantised engine.
-  // gate_packed, up_packed: Multiply's `packed` for each.
+  // activation riding on up's. Quantised alike, the two are one pass of the quantised engine
+  // (QuantGateUp). gate_packed, up_packed: Multiply's `packed` for each.
   absl::Status GateUp(const FfnView& v, const PackedMatrix* gate_packed,
                       const PackedMatrix* up_packed, const float* gate_bias, const float* up_bias,
                       size_t n, const float* x, size_t x_stride, size_t stride, Epilogue act) {
+    if (v.up.quantized() && (!v.gated || v.gate.quantized())) {
+      QuantGateUp(quant_, v, gate_bias, up_bias, n, x, x_stride, gate_.data(), hidden_.data(),
+                  stride, Context(), act);
+      return absl::OkStatus();
+    }
     if (!v.gated) {
       return Multiply(v.up, up_packed, up_bias, n, x, x_stride, hidden_.data(), stride,
                       /*last=*/false, act);
     }
     act.gate = gate_.data();
-    if (QuantEngine::CanPair(v.gate, v.up)) {
-      quant_.RunPair(v.gate, gate_bias, gate_.data(), v.up, up_bias, n, x, x_stride,
-                     hidden_.data(), stride, Context(), /*last=*/false, act);
-      return absl::OkStatus();
-    }
     FFLITE_RETURN_IF_ERROR(Multiply(v.gate, gate_packed, gate_bias, n, x, x_stride, gate_.data(),
                                     stride, /*last=*/false, {}));
     return Multiply(v.up, up_packed, up_bias, n, x, x_stride, hidden_.data(), stride,
                     /*last=*/false, act);
+  }
+
+  // GateUp for quantised matrices (up, and gate when gated), by `quant` on ctx, into gate and
+  // hidden [n, stride]: gate and up in one pass where QuantEngine::CanPair, else gate's product
+  // then up's (as Multiply runs each), the activation riding on up's. GateUp's quantised case,
+  // and a quantised expert's alone (RunQuantExpertHere) with its own engine and buffers.
+  static void QuantGateUp(QuantEngine& quant, const FfnView& v, const float* gate_bias,
+                          const float* up_bias, size_t n, const float* x, size_t x_stride,
+                          float* gate, float* hidden, size_t stride, const EngineContext& ctx,
+                          Epilogue act) {
+    if (!v.gated) {
+      quant.Run(v.up, up_bias, n, x, x_stride, hidden, stride, ctx, /*last=*/false, act);
+      return;
+    }
+    act.gate = gate;
+    if (QuantEngine::CanPair(v.gate, v.up)) {
+      quant.RunPair(v.gate, gate_bias, gate, v.up, up_bias, n, x, x_stride, hidden, stride, ctx,
+                    /*last=*/false, act);
+      return;
+    }
+    quant.Run(v.gate, gate_bias, n, x, x_stride, gate, stride, ctx, /*last=*/false, {});
+    quant.Run(v.up, up_bias, n, x, x_stride, hidden, stride, ctx, /*last=*/false, act);
   }
 
   // Whether f runs n tokens split among the threads (RunGemmFfnByTokens): many tokens, every
@@ -786,31 +808,19 @@ class XnnpackBackend : public Backend {
   }
 
   // A quantised expert's FFN on the calling thread alone, by `quant`: what RunFfnDirect does for
-  // it (GateUp and Multiply on the quantised engine), the same bits. in [c, in_stride]; gate and
-  // hidden [c, DirectStride(d_ff)]; out [c, d_model].
+  // it (GateUp, then Multiply of down on the quantised engine), the same bits. in [c, in_stride];
+  // gate and hidden [c, DirectStride(d_ff)]; out [c, d_model].
   void RunQuantExpertHere(const FileFfn& s, size_t c, const float* in, size_t in_stride,
                           float* gate, float* hidden, float* out, const float* scale,
                           QuantEngine& quant) const {
     const FfnView& f = *s.view;
     const size_t hs = DirectStride(f.d_ff_padded);
     const EngineContext here;  // no pool: the calling thread
-    Epilogue act{kernels_.Activation(f.activation), nullptr, scale};
-    const float* up_bias = DirectBias(f.up_bias, s.up_bias);
-    if (!f.gated) {
-      quant.Run(f.up, up_bias, c, in, in_stride, hidden, hs, here, false, act);
-    } else {
-      act.gate = gate;
-      const float* gate_bias = DirectBias(f.gate_bias, s.gate_bias);
-      if (QuantEngine::CanPair(f.gate, f.up)) {
-        quant.RunPair(f.gate, gate_bias, gate, f.up, up_bias, c, in, in_stride, hidden, hs, here,
-                      false, act);
-      } else {
-        quant.Run(f.gate, gate_bias, c, in, in_stride, gate, hs, here, false, {});
-        quant.Run(f.up, up_bias, c, in, in_stride, hidden, hs, here, false, act);
-      }
-    }
+    QuantGateUp(quant, f, DirectBias(f.gate_bias, s.gate_bias), DirectBias(f.up_bias, s.up_bias),
+                c, in, in_stride, gate, hidden, hs, here,
+                Epilogue{kernels_.Activation(f.activation), nullptr, scale});
     quant.Run(f.down, DirectBias(f.down_bias, s.down_bias), c, hidden, hs, out,
-              model_.d_model(), here, false, {});
+              model_.d_model(), here, /*last=*/false, {});
   }
 
   // Sizes the scratch of experts alone where a call could take that path (Init): packed experts
