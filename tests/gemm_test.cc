@@ -570,16 +570,41 @@ TEST(GemmTest, AheadPrefetchesEveryLaterPieceOnceWithinTheCallsPanels) {
   }
 }
 
-// kAuto runs the blocks of k outermost past 2 MiB of packed activations: a Llama down matrix's
-// 128 tokens (k = 11008, about 5.6 MB in f32 and 2.8 MB in bf16 pairs), not an expert's 20
-// tokens (k = 1408, about 0.1 MB); the count does not wrap where size_t has 32 bits.
+// kAuto runs the blocks of k outermost past 2 MiB of packed activations, except where the kernel
+// keeps the groups outermost below its outputs and they are larger: a Llama down matrix's 128
+// tokens (k = 11008, about 5.6 MB in f32 and 2.8 MB in bf16 pairs, against 2 MiB of outputs)
+// with every kernel; its up matrix's (k = 4096, 2.2 MB in f32, against 5.6 MB of outputs) with
+// the kernels that do not keep them (AVX2, NEON), nor with a thread's task of 8 panels (few
+// outputs); never an expert's 20 tokens (k = 1408, about 0.1 MB); the count does not wrap where
+// size_t has 32 bits.
 TEST(GemmTest, BlocksGoOutermostPastTwoMebibytesOfActivations) {
   for (DType dtype : {DType::F32, DType::BF16}) {
     for (const GemmKernel* kernel : AvailableGemmKernels(dtype)) {
-      EXPECT_TRUE(GemmBlocksOuter(*kernel, kernel->Tiles(128), 11008)) << kernel->isa;
-      EXPECT_FALSE(GemmBlocksOuter(*kernel, kernel->Tiles(20), 1408)) << kernel->isa;
-      EXPECT_TRUE(GemmBlocksOuter(*kernel, size_t{1} << 12, size_t{1} << 20)) << kernel->isa;
+      const std::string isa = kernel->isa;
+      EXPECT_TRUE(GemmBlocksOuter(*kernel, kernel->Tiles(128), 11008, 128, 4096)) << isa;
+      EXPECT_FALSE(GemmBlocksOuter(*kernel, kernel->Tiles(20), 1408, 20, 2048)) << isa;
+      EXPECT_TRUE(GemmBlocksOuter(*kernel, size_t{1} << 12, size_t{1} << 20, size_t{1} << 16,
+                                  size_t{1} << 12))
+          << isa;
+      const bool past = kernel->ActivationBytes(128, 4096) > kGemmBlocksOuterBytes;
+      EXPECT_EQ(GemmBlocksOuter(*kernel, kernel->Tiles(128), 4096, 128, 11008),
+                past && !kernel->groups_outer_below_outputs)
+          << isa;
+      EXPECT_EQ(GemmBlocksOuter(*kernel, kernel->Tiles(128), 4096, 128, 8 * kernel->nr), past)
+          << isa;
     }
+  }
+  // The AVX-512 kernels of f32 arithmetic keep them, those of bf16 pairs do not.
+  for (const GemmKernel* kernel : AvailableGemmKernels(DType::F32)) {
+    const std::string isa = kernel->isa;
+    EXPECT_EQ(kernel->groups_outer_below_outputs, isa == "avx512") << isa;
+    const GemmKernel* f16w = HalfPanelKernel(*kernel, DType::F16);
+    if (f16w != nullptr) {
+      EXPECT_EQ(f16w->groups_outer_below_outputs, isa == "avx512") << f16w->isa;
+    }
+  }
+  for (const GemmKernel* kernel : AvailableGemmKernels(DType::BF16)) {
+    EXPECT_FALSE(kernel->groups_outer_below_outputs) << kernel->isa;
   }
 }
 

@@ -125,8 +125,12 @@ size_t GemmGroupPanels(const GemmKernel& kernel, size_t block) {
   return std::max<size_t>(1, kGemmGroupBytes / (kernel.nr * block * kernel.SlotBytes()));
 }
 
-bool GemmBlocksOuter(const GemmKernel& kernel, size_t tiles, size_t k) {
-  return static_cast<uint64_t>(tiles) * kernel.mr * kernel.Units(k) * 4 > kGemmBlocksOuterBytes;
+bool GemmBlocksOuter(const GemmKernel& kernel, size_t tiles, size_t k, size_t tokens,
+                     size_t channels) {
+  const uint64_t activations = static_cast<uint64_t>(tiles) * kernel.mr * kernel.Units(k) * 4;
+  const uint64_t outputs = static_cast<uint64_t>(tokens) * channels * 4;
+  if (activations <= kGemmBlocksOuterBytes) return false;
+  return !kernel.groups_outer_below_outputs || activations > outputs;
 }
 
 void GemmBlock(const GemmKernel& kernel, size_t n, size_t k, size_t rows,
@@ -158,6 +162,13 @@ void GemmBlock(const GemmKernel& kernel, size_t n, size_t k, size_t rows,
   // most 0.95 MB) 57-72 / 54-69, 2-7% slower with the blocks outermost in every case (each
   // panel's blocks are then separate streams from memory). At 2 threads (tasks of about 8
   // panels) both orders measured the same on Llama's matrices.
+  // With the AVX-512 kernels of f32 arithmetic, the larger of the two sets decides where the
+  // activations outgrow 2 MiB (GemmKernel::groups_outer_below_outputs): on a Zen 5 VM (1 MiB L2),
+  // one thread, matrices from memory, 15 rounds alternated, medians (GFLOP/s, groups / blocks
+  // outermost): Llama's up [11008, 4096] at 128 tokens (2.2 MB of activations, 5.6 MB of
+  // outputs) 200-215 / 177-201 in four runs, at 200 tokens 208 / 199, at 512 197 / 189; its down
+  // [4096, 11008] (activations larger than outputs) at 128 tokens 205-208 / 210-214, at 200
+  // 202 / 211, at 512 166 / 197.
   const size_t tiles = t1 - t0;
   const size_t slot = kernel.SlotBytes();
   const bool whole_k =
@@ -166,8 +177,11 @@ void GemmBlock(const GemmKernel& kernel, size_t n, size_t k, size_t rows,
   const size_t blocks = std::max<size_t>(1, (units + block - 1) / block);
   const size_t group = GemmGroupPanels(kernel, block);
   const bool clamp = out_min != -std::numeric_limits<float>::infinity();
-  const bool blocks_outer = order == GemmOrder::kBlocksOuter ||
-                            (order == GemmOrder::kAuto && GemmBlocksOuter(kernel, tiles, k));
+  const bool blocks_outer =
+      order == GemmOrder::kBlocksOuter ||
+      (order == GemmOrder::kAuto &&
+       GemmBlocksOuter(kernel, tiles, k, kernel.TileStart(n, t1) - kernel.TileStart(n, t0),
+                       std::min(rows, p1 * nr) - p0 * nr));
   // The passes (block b of k over the group of panels from pg), in order.
   struct Pass {
     size_t b, pg;
@@ -356,9 +370,13 @@ constexpr GemmKernel WithStream(GemmKernel base, GemmMicrokernelFn stream,
 constexpr GemmKernel kAvx2 =
     WithStream({"avx2", DType::F32, 6, 16, GemmMicrokernelAvx2, GemmPackTileAvx2},
                GemmMicrokernelAvx2Stream, GemmPackPanelsAvx2);
-constexpr GemmKernel kAvx512 =
+constexpr GemmKernel GroupsOuterBelowOutputs(GemmKernel base) {
+  base.groups_outer_below_outputs = true;
+  return base;
+}
+constexpr GemmKernel kAvx512 = GroupsOuterBelowOutputs(
     WithStream({"avx512", DType::F32, 12, 32, GemmMicrokernelAvx512, GemmPackTileAvx512},
-               GemmMicrokernelAvx512Stream, GemmPackPanelsAvx512, GemmMicrokernelAvx512Ahead);
+               GemmMicrokernelAvx512Stream, GemmPackPanelsAvx512, GemmMicrokernelAvx512Ahead));
 constexpr GemmKernel kAvx512Bf16 = WithStream(
     {"avx512bf16", DType::BF16, 12, 32, GemmMicrokernelAvx512Bf16, GemmPackTileAvx512Bf16},
     GemmMicrokernelAvx512Bf16Stream, GemmPackPanelsAvx512Bf16, GemmMicrokernelAvx512Bf16Ahead);

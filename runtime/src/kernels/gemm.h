@@ -119,6 +119,12 @@ struct GemmKernel {
   // has AVX-512 F: a transpose of 4, 8 or 16 units at a time (written with non-temporal stores on
   // x86), instead of one store per value.
   GemmPackPanelsFn pack_panels = nullptr;
+  // Where a product's packed activations outgrow kGemmBlocksOuterBytes but not its outputs, keep
+  // the groups of panels outermost (GemmBlocksOuter): the AVX-512 kernels of f32 arithmetic (and
+  // their 16-bit panels), measured faster so on a Zen 5 VM (see GemmBlock). Elsewhere the blocks
+  // go outermost past that size whatever the outputs: AVX2 (measured on a Zen 4 VM) and AVX-512
+  // BF16 (on Zen 5, Llama at 512 tokens: 1-8% slower with the groups outermost in 5 runs).
+  bool groups_outer_below_outputs = false;
 
   size_t kr() const { return dtype == DType::BF16 ? 2 : 1; }
   // Units holding k's values, and units as packed (rounded up to unit_align).
@@ -188,9 +194,13 @@ enum class GemmOrder { kAuto, kGroupsOuter, kBlocksOuter };
 // blocks of k outermost: 2 MiB, twice the L2 of Zen 4 and Zen 5 (measured in GemmBlock).
 constexpr uint64_t kGemmBlocksOuterBytes = uint64_t{2} << 20;
 
-// Whether kAuto runs the blocks of k outermost for `tiles` tiles over k values: their packed
-// activations (tiles · mr · Units(k) · 4 bytes) exceed kGemmBlocksOuterBytes.
-bool GemmBlocksOuter(const GemmKernel& kernel, size_t tiles, size_t k);
+// Whether kAuto runs the blocks of k outermost for `tiles` tiles (`tokens` tokens) over k values
+// and `channels` output channels (a task's panels): where their packed activations (tiles · mr ·
+// Units(k) · 4 bytes) exceed kGemmBlocksOuterBytes, unless the kernel keeps the groups outermost
+// below its outputs (GemmKernel::groups_outer_below_outputs) and the outputs (tokens · channels ·
+// 4 bytes) are at least as many bytes.
+bool GemmBlocksOuter(const GemmKernel& kernel, size_t tiles, size_t k, size_t tokens,
+                     size_t channels);
 
 // Computes the outputs of tokens in tiles [t0, t1) and channels in panels [p0, p1): bias [rows]
 // or nullptr, y [n, y_stride] f32 (rows columns; no other element is written). packed_x and
