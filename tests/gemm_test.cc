@@ -505,7 +505,8 @@ TEST(GemmTest, AheadPrefetchesEveryLaterPieceOnceWithinTheCallsPanels) {
       recording.ahead = RecordingAhead;
       const size_t slot = kernel.SlotBytes();
       const size_t block = kernel.BlockUnits(), group = GemmGroupPanels(kernel, block);
-      // Whole k for 2 tiles: a panel of at most kGemmGroupBytes, in groups of 2.
+      // Whole k for 2 tiles: a panel of half kGemmGroupBytes (at most kGemmWholeKBytes), in
+      // groups of 2.
       const size_t whole_units = kGemmGroupBytes / (2 * kernel.nr * slot);
       struct Case {
         Shape s;

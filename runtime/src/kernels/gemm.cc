@@ -169,10 +169,19 @@ void GemmBlock(const GemmKernel& kernel, size_t n, size_t k, size_t rows,
   // outputs) 200-215 / 177-201 in four runs, at 200 tokens 208 / 199, at 512 197 / 189; its down
   // [4096, 11008] (activations larger than outputs) at 128 tokens 205-208 / 210-214, at 200
   // 202 / 211, at 512 166 / 197.
+  // The size of a group (kGemmGroupBytes): on the same VM, one thread, f32 kernel with its ahead
+  // form, matrices from memory, 15 rounds alternated in one process, medians in GFLOP/s for
+  // groups of 64 / 128 / 256 KiB: Llama's up [11008, 4096] at 13 tokens 111 / 129 / 115, at 24
+  // 209 / 198 / 176, at 48 213 / 203 / 190, at 128 216 / 217 / 215; in a second run (best of 15)
+  // at 13, 16, 20, 30, 36 tokens 114 / 140 / 111, 181 / 189 / 152, 199 / 203 / 176,
+  // 177 / 187 / 159, 197 / 211 / 190, at 64 and 96 tokens alike, and its down matrix the same
+  // way; mixtral-mini's expert matrices [3584, 1024] and [1024, 3584] at 20 tokens (128 / 256
+  // KiB) 173 / 153 and 194 / 166, at 32-40 tokens 188-203 / 182-195. The AVX2 kernel (no ahead
+  // form) measured alike with either.
   const size_t tiles = t1 - t0;
   const size_t slot = kernel.SlotBytes();
   const bool whole_k =
-      tiles == 1 || (tiles <= kWholeKTiles && units * nr * slot <= kGemmGroupBytes);
+      tiles == 1 || (tiles <= kWholeKTiles && units * nr * slot <= kGemmWholeKBytes);
   const size_t block = whole_k ? std::max<size_t>(units, 1) : kernel.BlockUnits();
   const size_t blocks = std::max<size_t>(1, (units + block - 1) / block);
   const size_t group = GemmGroupPanels(kernel, block);

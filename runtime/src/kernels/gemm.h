@@ -177,9 +177,14 @@ void GemmPackActivations(const GemmKernel& kernel, size_t n, size_t k, const flo
                          size_t x_stride, size_t first, size_t last, uint32_t* packed);
 
 // Panels of weights in L2 while every tile of a call passes over them (per block of units; a
-// group of panels in GemmBlock): 256 KiB, a quarter of Zen 5's L2 (1 MiB), the rest for the
-// call's activations and outputs.
-constexpr size_t kGemmGroupBytes = size_t{256} << 10;
+// group of panels in GemmBlock): 128 KiB, an eighth of Zen 5's L2 (1 MiB), the rest for the next
+// group (which the ahead form prefetches), the call's activations and outputs. Measured on a Zen
+// 5 VM against 256 KiB (see GemmBlock): the same at 64-128 tokens, 11-26% faster at 13-36.
+constexpr size_t kGemmGroupBytes = size_t{128} << 10;
+
+// A panel's bytes (all of k) up to which GemmBlock runs a product of a few tiles unblocked in k
+// (see GemmBlock): 256 KiB.
+constexpr size_t kGemmWholeKBytes = size_t{256} << 10;
 
 // Panels in one such group for blocks of `block` units of k: as many as fit kGemmGroupBytes, at
 // least one.
@@ -241,7 +246,7 @@ const GemmKernel* GemmKernelWithoutAhead(const GemmKernel* kernel);
 
 // Whether the ahead forms run by default on this CPU (XnnpackBackendOptions::gemm_ahead): yes,
 // unless cpuinfo reports less than 1 MiB of L2 per core (a pass keeps its group of panels, the
-// next one and its block of activations there: about 800 KiB at 128 tokens); yes also where it
+// next one and its block of activations there: about 550 KiB at 128 tokens); yes also where it
 // reports no L2 (a VM that hides the cache leaves: Debian's cpuinfo reads AMD's caches from leaf
 // 0x8000001D only). Measured with 2 MiB of L2 (an Intel Xeon VM, family 6 model 207) and 1 MiB
 // (an AMD Zen 5 VM, family 26 model 2, where cpuinfo read no caches and CPUID 0x80000006 said
