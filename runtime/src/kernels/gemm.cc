@@ -164,11 +164,11 @@ void GemmBlock(const GemmKernel& kernel, size_t n, size_t k, size_t rows,
   // panels) both orders measured the same on Llama's matrices.
   // With the AVX-512 kernels of f32 arithmetic, the larger of the two sets decides where the
   // activations outgrow 2 MiB (GemmKernel::groups_outer_below_outputs): on a Zen 5 VM (1 MiB L2),
-  // one thread, matrices from memory, 15 rounds alternated, medians (GFLOP/s, groups / blocks
-  // outermost): Llama's up [11008, 4096] at 128 tokens (2.2 MB of activations, 5.6 MB of
-  // outputs) 200-215 / 177-201 in four runs, at 200 tokens 208 / 199, at 512 197 / 189; its down
-  // [4096, 11008] (activations larger than outputs) at 128 tokens 205-208 / 210-214, at 200
-  // 202 / 211, at 512 166 / 197.
+  // one thread, matrices from memory, groups of 256 KiB, 15 rounds alternated, medians (GFLOP/s,
+  // groups / blocks outermost): Llama's up [11008, 4096] at 128 tokens (2.2 MB of activations,
+  // 5.6 MB of outputs) 200-215 / 177-201 in four runs, at 200 tokens 208 / 199, at 512
+  // 197 / 189; its down [4096, 11008] (activations larger than outputs) at 128 tokens
+  // 205-208 / 210-214, at 200 202 / 211, at 512 166 / 197.
   // The size of a group (kGemmGroupBytes): on the same VM, one thread, f32 kernel with its ahead
   // form, matrices from memory, 15 rounds alternated in one process, medians in GFLOP/s for
   // groups of 64 / 128 / 256 KiB: Llama's up [11008, 4096] at 13 tokens 111 / 129 / 115, at 24

@@ -123,7 +123,7 @@ struct GemmKernel {
   // the groups of panels outermost (GemmBlocksOuter): the AVX-512 kernels of f32 arithmetic (and
   // their 16-bit panels), measured faster so on a Zen 5 VM (see GemmBlock). Elsewhere the blocks
   // go outermost past that size whatever the outputs: AVX2 (measured on a Zen 4 VM) and AVX-512
-  // BF16 (on Zen 5, Llama at 512 tokens: 1-8% slower with the groups outermost in 5 runs).
+  // BF16 (on Zen 5, Llama at 512 tokens: 0.4-8% slower with the groups outermost in 5 rounds).
   bool groups_outer_below_outputs = false;
 
   size_t kr() const { return dtype == DType::BF16 ? 2 : 1; }
