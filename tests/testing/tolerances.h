@@ -49,11 +49,16 @@ inline constexpr double kInt8ActRelTol = 5e-2;
 // bf16 weights multiplied in bf16 (the gemm engine's bf16 kernels, vdpbf16ps): each activation is
 // rounded to bf16 before the products, a relative error uniform in ±2^-9 (rms 2^-9/sqrt(3) ≈
 // 1.1e-3), while the weights are exact and the products and sums are f32. For random-sign terms a
-// product's output error is then ~1.1e-3 of the output's scale; two products in a row (x, then
-// the hidden activations) give ~1.6e-3 rms, and the maximum over a few thousand outputs (~4.5
-// sigma) ~7e-3. 1e-2 covers that; a wrong index, bias or scale is O(1). The kernels themselves are
-// checked at f32 precision against a double product of the bf16-rounded values (gemm_test.cc).
-inline constexpr double kBf16ActRelTol = 1e-2;
+// product's output error is then ~1.1e-3 of the output's scale. A gated hidden value carries three
+// such roundings (x into the gate and into up, then h itself, the gate's through the activation's
+// slope), ~2e-3 rms of the output's scale, and the tests take the maximum over up to ~10^5 outputs
+// (beyond 4.5 sigma, with tails heavier than normal where a large gate meets a large up).
+// Measured: on the mixtral-like MoE of cuda_backend_test (d 256, d_ff 704, 300 tokens: 76,800
+// outputs) the largest error was 1.04e-2 of (|want| + rms), the same output to 5 digits on the CPU's
+// vdpbf16ps and on cuda's tensor cores, so an earlier 1e-2 was too tight. 2e-2 covers it; a wrong
+// index, bias or scale is O(1). The kernels themselves are checked at f32 precision against a
+// double product of the bf16-rounded values (gemm_test.cc).
+inline constexpr double kBf16ActRelTol = 2e-2;
 
 // The cuda backend with f16/bf16 weights: above a few tokens the products run on tensor cores
 // (cuBLAS, CUBLAS_COMPUTE_32F) with the activations rounded to the weights' type and the
