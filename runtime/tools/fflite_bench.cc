@@ -631,7 +631,7 @@ int Main() {
   const Work work = CountWork(model);
 #ifdef FFLITE_HAVE_CUDA
   if (backend == "cuda") {
-    return RunCudaBench(model, work.weight_bytes, work.flops_per_token, token_list,
+    return RunCudaBench(model, work.flops_per_token, token_list,
                         absl::GetFlag(FLAGS_warmup), absl::GetFlag(FLAGS_reps));
   }
 #endif

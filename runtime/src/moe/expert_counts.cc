@@ -23,6 +23,11 @@ void ExpertCounts::Add(size_t layer, const ExpertGroups& groups) {
   for (size_t e = 0; e < c.size(); ++e) c[e] += groups.count(static_cast<uint32_t>(e));
 }
 
+void ExpertCounts::Add(size_t layer, const uint64_t* per_expert) {
+  std::vector<uint64_t>& c = counts_[layer];
+  for (size_t e = 0; e < c.size(); ++e) c[e] += per_expert[e];
+}
+
 void ExpertCounts::Reset() {
   for (std::vector<uint64_t>& c : counts_) std::fill(c.begin(), c.end(), 0);
 }

@@ -24,6 +24,8 @@ class ExpertCounts {
   void Add(size_t layer, const uint32_t* experts, size_t n);
   // counts[layer][e] += groups.count(e) for every expert e.
   void Add(size_t layer, const ExpertGroups& groups);
+  // counts[layer][e] += per_expert[e] for every expert e (counts kept elsewhere, e.g. on a GPU).
+  void Add(size_t layer, const uint64_t* per_expert);
   // [num_experts] of `layer`; empty for a dense layer. `layer` < the model's layer count.
   absl::Span<const uint64_t> layer(size_t layer) const { return counts_[layer]; }
   void Reset();

@@ -11,10 +11,10 @@
 
 namespace fflite {
 
-// weight_bytes: bytes of weights one call reads (every layer); flops_per_token likewise. Prints a
-// table; returns the process exit code.
-int RunCudaBench(const Model& model, double weight_bytes, double flops_per_token,
-                 const std::vector<int64_t>& tokens, int warmup, int reps);
+// flops_per_token: of one call (every layer); the bytes a decode call reads are counted as the
+// device holds the weights. Prints a table; returns the process exit code.
+int RunCudaBench(const Model& model, double flops_per_token, const std::vector<int64_t>& tokens,
+                 int warmup, int reps);
 
 }  // namespace fflite
 

@@ -204,7 +204,41 @@ struct DevLayer {
   route::Params route{};  // score_correction_bias in device memory
   std::vector<DevFfn> experts, shared;
   DevMatrix shared_gate;  // rows 0 when absent
+  // A few tokens run every chosen expert in one launch per step (cuda::ExpertsHidden) where the
+  // experts allow it (FusedDecodeType): their table, routed experts then shared ones.
+  bool fused = false;
+  WType fused_type = WType::kF32;
+  cuda::ExpertPtrs* table = nullptr;  // device memory
+  uint32_t max_ff = 0;                // of the experts in the table
+  size_t counts_at = 0;               // this layer's first counter in the device counters
 };
+
+// Bytes of one element of a matrix type.
+size_t TypeBytes(WType t) { return t == WType::kF32 ? 4 : 2; }
+
+// Whether the fused decode kernels can run a MoE layer's experts, and their weight type: one type
+// and one activation for every routed and shared expert, rows of 16-byte multiples at 16-byte
+// aligned addresses (the kernels' loads), and top_k within CombineExperts' limit.
+bool FusedDecodeType(const DevLayer& l, uint32_t d, WType* type) {
+  if (l.experts.empty() || l.route.top_k > cuda::kCombineMaxK) return false;
+  const DevFfn& first = l.experts[0];
+  *type = first.up.type;
+  const auto fits = [&](const DevMatrix& m, uint32_t cols) {
+    return m.type == *type && m.cols == cols && (cols * TypeBytes(*type)) % 16 == 0 &&
+           reinterpret_cast<uintptr_t>(m.data) % 16 == 0;
+  };
+  const auto ok = [&](const DevFfn& f) {
+    return f.gated == first.gated && f.activation == first.activation && f.ff % 4 == 0 &&
+           fits(f.up, d) && (!f.gated || fits(f.gate, d)) && fits(f.down, f.ff);
+  };
+  return std::all_of(l.experts.begin(), l.experts.end(), ok) &&
+         std::all_of(l.shared.begin(), l.shared.end(), ok);
+}
+
+cuda::ExpertPtrs ExpertEntry(const DevFfn& f) {
+  return cuda::ExpertPtrs{f.up.data,   f.gate.data, f.down.data, f.up_bias, f.gate_bias,
+                          f.down_bias, f.scale,     f.ff,        0};
+}
 
 // Places tensors in one device allocation. Run twice: first with no base to size it, then with the
 // allocation to copy (conversions happen only then).
@@ -345,15 +379,20 @@ class CudaBackend : public Backend {
     if (host == nullptr) {
       cudaFree(f.scale);
       f.scale = nullptr;
-      return absl::OkStatus();
+    } else {
+      if (f.scale == nullptr) {
+        void* p = nullptr;
+        FFLITE_CUDA_CHECK("cudaMalloc (neuron scales)", cudaMalloc(&p, f.ff * sizeof(float)));
+        f.scale = static_cast<float*>(p);
+      }
+      FFLITE_CUDA_CHECK("cudaMemcpy (neuron scales)",
+                        cudaMemcpy(f.scale, host, f.ff * sizeof(float), cudaMemcpyHostToDevice));
     }
-    if (f.scale == nullptr) {
-      void* p = nullptr;
-      FFLITE_CUDA_CHECK("cudaMalloc (neuron scales)", cudaMalloc(&p, f.ff * sizeof(float)));
-      f.scale = static_cast<float*>(p);
+    if (expert >= 0 && l.fused) {  // the expert's table entry points to the scales too
+      FFLITE_CUDA_CHECK("cudaMemcpy (expert table)",
+                        cudaMemcpy(&l.table[expert].scale, &f.scale, sizeof(f.scale),
+                                   cudaMemcpyHostToDevice));
     }
-    FFLITE_CUDA_CHECK("cudaMemcpy (neuron scales)",
-                      cudaMemcpy(f.scale, host, f.ff * sizeof(float), cudaMemcpyHostToDevice));
     return absl::OkStatus();
   }
 
@@ -367,6 +406,7 @@ class CudaBackend : public Backend {
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
     cudaFree(weights_);
     cudaFree(scratch_);
+    cudaFree(decode_);
     cudaFreeHost(pinned_);
   }
 
@@ -452,10 +492,67 @@ class CudaBackend : public Backend {
     gweights_h_ = reinterpret_cast<float*>(p + entries * 16);
     if (max_experts > 0) groups_.Reserve(max_experts, max_tokens_, max_k);
     counts_.Init(model_);
+    return InitFusedDecode();
+  }
+
+  // The routing statistics, with the counts the fused decode kept on the device added (after the
+  // runs queued so far); if the device cannot be read they stay as they were.
+  // The tables and scratch of the fused decode (DevLayer::fused) and the device counters.
+  absl::Status InitFusedDecode() {
+    std::vector<cuda::ExpertPtrs> entries;
+    std::vector<size_t> first(layers_.size(), 0);
+    uint64_t slots = 0, ldh = 0;
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      DevLayer& l = layers_[i];
+      if (!l.moe) continue;
+      l.counts_at = counts_total_;
+      counts_total_ += l.route.num_experts;
+      if (!FusedDecodeType(l, d_, &l.fused_type)) continue;
+      l.fused = true;
+      first[i] = entries.size();
+      for (const DevFfn& f : l.experts) entries.push_back(ExpertEntry(f));
+      for (const DevFfn& f : l.shared) entries.push_back(ExpertEntry(f));
+      for (const DevFfn& f : l.experts) l.max_ff = std::max(l.max_ff, f.ff);
+      for (const DevFfn& f : l.shared) l.max_ff = std::max(l.max_ff, f.ff);
+      const uint64_t tokens = std::min<uint64_t>(max_tokens_, kGemvMaxTokens);
+      slots = std::max<uint64_t>(slots, tokens * (l.route.top_k + l.shared.size()));
+      ldh = std::max<uint64_t>(ldh, l.max_ff);
+    }
+    ldh_ = ldh;
+    const uint64_t table_bytes = entries.size() * sizeof(cuda::ExpertPtrs);
+    const uint64_t h_at = (table_bytes + 255) / 256 * 256;
+    const uint64_t o_at = h_at + (slots * ldh * 4 + 255) / 256 * 256;
+    const uint64_t c_at = o_at + (slots * d_ * 4 + 255) / 256 * 256;
+    const uint64_t bytes = c_at + counts_total_ * sizeof(uint64_t);
+    if (bytes == 0) return absl::OkStatus();
+    FFLITE_CUDA_CHECK("cudaMalloc (decode scratch)", cudaMalloc(&decode_, bytes));
+    uint8_t* base = static_cast<uint8_t*>(decode_);
+    FFLITE_CUDA_CHECK("cudaMemcpy (expert tables)",
+                      cudaMemcpy(base, entries.data(), table_bytes, cudaMemcpyHostToDevice));
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      if (layers_[i].fused) layers_[i].table = reinterpret_cast<cuda::ExpertPtrs*>(base) + first[i];
+    }
+    h_slots_ = reinterpret_cast<float*>(base + h_at);
+    o_slots_ = reinterpret_cast<float*>(base + o_at);
+    counts_d_ = reinterpret_cast<uint64_t*>(base + c_at);
+    FFLITE_CUDA_CHECK("cudaMemset (expert counters)",
+                      cudaMemset(counts_d_, 0, counts_total_ * sizeof(uint64_t)));
+    counts_h_.assign(counts_total_, 0);
     return absl::OkStatus();
   }
 
-  ExpertCounts* expert_counts() override { return &counts_; }
+  ExpertCounts* expert_counts() override {
+    if (counts_total_ > 0 && cudaSetDevice(kDevice) == cudaSuccess &&
+        cudaEventSynchronize(done_) == cudaSuccess &&
+        cudaMemcpy(counts_h_.data(), counts_d_, counts_total_ * sizeof(uint64_t),
+                   cudaMemcpyDeviceToHost) == cudaSuccess &&
+        cudaMemset(counts_d_, 0, counts_total_ * sizeof(uint64_t)) == cudaSuccess) {
+      for (size_t i = 0; i < layers_.size(); ++i) {
+        if (layers_[i].moe) counts_.Add(i, counts_h_.data() + layers_[i].counts_at);
+      }
+    }
+    return &counts_;
+  }
   const char* device() const override { return device_name_.c_str(); }
 
   absl::Status Run(size_t layer, const float* input, size_t n_tokens, float* output) override {
@@ -585,6 +682,12 @@ class CudaBackend : public Backend {
     }
     const LayerCapture* capture = neuron_capture_.Get(layer);
     if (l.moe) {
+      // The fused decode writes the layer's output before the post-norm itself.
+      if (FusedDecode(l, src, n, capture)) {
+        FFLITE_RETURN_IF_ERROR(FusedExperts(l, src, n, l.residual ? x : nullptr,
+                                            l.norm.present && !l.norm.pre ? tmp_ : y, s));
+        return PostNorm(l, n, y, s);
+      }
       FFLITE_RETURN_IF_ERROR(Moe(layer, l, src, n, f_, s, capture));
     } else if (capture != nullptr) {
       FFLITE_RETURN_IF_ERROR(Hidden(l.ffn, src, n, s));
@@ -597,10 +700,36 @@ class CudaBackend : public Backend {
     const bool post = l.norm.present && !l.norm.pre;
     FFLITE_CUDA_CHECK("residual kernel",
                       cuda::Residual(f_, l.residual ? x : nullptr, n, d_, post ? tmp_ : y, s));
-    if (post) {
+    return PostNorm(l, n, y, s);
+  }
+
+  // y = Norm(tmp_) for a post-norm layer.
+  absl::Status PostNorm(const DevLayer& l, size_t n, float* y, cudaStream_t s) {
+    if (l.norm.present && !l.norm.pre) {
       FFLITE_CUDA_CHECK("norm kernel", cuda::Norm(l.norm.layer_norm, tmp_, n, d_, l.norm.weight,
                                                   l.norm.bias, l.norm.eps, y, s));
     }
+    return absl::OkStatus();
+  }
+
+  // Whether a MoE layer's call of n tokens runs on the fused decode kernels: few tokens, no
+  // capture (it needs the routing on the host), x aligned for the kernels' 16-byte loads (a
+  // caller's device pointer may not be).
+  bool FusedDecode(const DevLayer& l, const float* x, size_t n, const LayerCapture* capture) const {
+    return l.fused && n <= kGemvMaxTokens && capture == nullptr &&
+           reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  }
+
+  // experts_, weights_d_ [n, top_k] = the routing of x on the device.
+  absl::Status Route(const DevLayer& l, const float* x, size_t n, cudaStream_t s) {
+    // The router with f32 activations: rounding them could change which experts win.
+    FFLITE_RETURN_IF_ERROR(Product(l.router, x, n, logits_, s, /*exact=*/true));
+    if (l.router_bias != nullptr) {
+      FFLITE_CUDA_CHECK("bias kernel",
+                        cuda::AddBias(logits_, l.router_bias, n, l.route.num_experts, s));
+    }
+    FFLITE_CUDA_CHECK("routing kernel", cuda::Route(l.route, logits_, n, route_scratch_,
+                                                    experts_, weights_d_, s));
     return absl::OkStatus();
   }
 
@@ -609,13 +738,8 @@ class CudaBackend : public Backend {
   absl::Status Moe(size_t layer, const DevLayer& l, const float* x, size_t n, float* out,
                    cudaStream_t s, const LayerCapture* capture) {
     const uint32_t experts = l.route.num_experts, k = l.route.top_k;
-    // The router with f32 activations: rounding them could change which experts win.
-    FFLITE_RETURN_IF_ERROR(Product(l.router, x, n, logits_, s, /*exact=*/true));
-    if (l.router_bias != nullptr) {
-      FFLITE_CUDA_CHECK("bias kernel", cuda::AddBias(logits_, l.router_bias, n, experts, s));
-    }
-    FFLITE_CUDA_CHECK("routing kernel", cuda::Route(l.route, logits_, n, route_scratch_,
-                                                    experts_, weights_d_, s));
+    FFLITE_RETURN_IF_ERROR(Route(l, x, n, s));
+
     // Grouping on the host (moe/grouping.cc): one round trip of n · k entries.
     FFLITE_CUDA_CHECK("cudaMemcpyAsync (routing)",
                       cudaMemcpyAsync(experts_h_, experts_, n * k * sizeof(uint32_t),
@@ -669,6 +793,33 @@ class CudaBackend : public Backend {
     return absl::OkStatus();
   }
 
+  // A MoE layer of a few tokens (FusedDecode): the router and routing on the device, then every
+  // chosen expert, routed and shared, in one launch per step, their sum with the shared gate
+  // and the residual in one more; no round trip to the host (the counts stay on the device until
+  // expert_counts()). out = [residual +] the layer's FFN output.
+  absl::Status FusedExperts(const DevLayer& l, const float* x, size_t n, const float* residual,
+                            float* out, cudaStream_t s) {
+    const uint32_t k = l.route.top_k, shared = static_cast<uint32_t>(l.shared.size());
+    const uint32_t experts = l.route.num_experts;
+    FFLITE_RETURN_IF_ERROR(Route(l, x, n, s));
+    const DevFfn& f = l.experts[0];
+    FFLITE_CUDA_CHECK("experts kernel",
+                      cuda::ExpertsHidden(l.fused_type, l.table, experts_, n, k, shared, experts,
+                                          x, d_, f.activation, f.gated, l.max_ff, h_slots_, ldh_,
+                                          s));
+    FFLITE_CUDA_CHECK("experts kernel",
+                      cuda::ExpertsDown(l.fused_type, l.table, experts_, n, k, shared, experts,
+                                        h_slots_, ldh_, d_, o_slots_, s));
+    const bool gate = shared > 0 && l.shared_gate.rows != 0;
+    FFLITE_CUDA_CHECK(
+        "combine kernel",
+        cuda::CombineExperts(experts_, weights_d_, n, k, shared,
+                             gate ? l.shared_gate.data : nullptr, l.shared_gate.type, x,
+                             o_slots_, d_, residual, out,
+                             reinterpret_cast<unsigned long long*>(counts_d_ + l.counts_at), s));
+    return absl::OkStatus();
+  }
+
   const Model& model_;
   const uint32_t d_;
   const size_t max_tokens_;
@@ -694,6 +845,13 @@ class CudaBackend : public Backend {
   float* gweights_h_ = nullptr;
   ExpertGroups groups_;
   ExpertCounts counts_;
+  // The fused decode's tables and scratch (InitFusedDecode), one allocation.
+  void* decode_ = nullptr;
+  float *h_slots_ = nullptr, *o_slots_ = nullptr;  // [slots, ldh_], [slots, d]
+  size_t ldh_ = 0;
+  uint64_t* counts_d_ = nullptr;  // routed tokens per expert since the last expert_counts()
+  size_t counts_total_ = 0;
+  std::vector<uint64_t> counts_h_;
 };
 
 double Median(std::vector<double> v) {

@@ -19,7 +19,7 @@ enum class WType : uint8_t { kF32, kF16, kBF16 };
 
 // y[t, r] = Σ_c w[r, c] · x[t, c] for t < n, r < rows, in f32 with f32 activations (no rounding
 // of x): the decode path and the router. x: [n, cols] with row stride ldx; y: [n, rows] with row
-// stride ldy. Each weight row is read once per group of 8 tokens.
+// stride ldy. Each weight row is read once per group of up to 8 tokens.
 cudaError_t Gemv(WType type, const void* w, uint32_t rows, uint32_t cols, const float* x,
                  size_t ldx, size_t n, float* y, size_t ldy, cudaStream_t stream);
 
@@ -58,6 +58,45 @@ cudaError_t ScatterAdd(const float* f, const uint32_t* tokens, const float* weig
 // acc[t, :] += s · f[t, :] over [n, d], s = sigmoid(gate_logit[t]) or 1 if gate_logit is null.
 cudaError_t AddGated(const float* f, const float* gate_logit, size_t n, uint32_t d, float* acc,
                      cudaStream_t stream);
+
+// One expert's weights for the MoE decode kernels below (device pointers; biases and scale may
+// be null). Every matrix of a table has the table's WType, and its rows are 16-byte aligned
+// (cols a multiple of 16 bytes of the type).
+struct ExpertPtrs {
+  const void* up;
+  const void* gate;  // null when not gated
+  const void* down;
+  const float* up_bias;
+  const float* gate_bias;
+  const float* down_bias;
+  const float* scale;  // neuron edits [ff]
+  uint32_t ff;         // d_ff_padded: up/gate rows, down cols
+  uint32_t reserved;
+};
+
+// The MoE layer of a few tokens in three launches, no host round trip. Slots: n · k routed ones
+// (slot t·k + i: token t's i-th choice, experts[t·k + i] of `table`) then n · shared ones (slot
+// n·k + t·shared + j: token t's shared expert j, table entry num_experts + j).
+// ExpertsHidden: h[slot, :ff] = the expert's hidden activations of its token's x (as Activate).
+// ExpertsDown:   o[slot, :d]  = down · h[slot] (+ down_bias).
+// CombineExperts: out[t, :] = Σ_i (float) weights[t·k + i] · o[t·k + i] in ascending expert order,
+//   then + s · o[shared slot j] for each j, as the grouped path adds them, then + residual[t, :]
+//   where residual is not null; s = sigmoid(gate_w · x[t]) (the dot in f32, the sigmoid in
+//   double as AddGated) where gate_w (a [d] row of gate_type) is not null, else 1;
+//   counts[experts[t·k + i]] += 1 where counts is not null.
+cudaError_t ExpertsHidden(WType type, const ExpertPtrs* table, const uint32_t* experts, size_t n,
+                          uint32_t k, uint32_t shared, uint32_t num_experts, const float* x,
+                          uint32_t d, uint8_t activation, bool gated, uint32_t max_ff, float* h,
+                          size_t ldh, cudaStream_t stream);
+cudaError_t ExpertsDown(WType type, const ExpertPtrs* table, const uint32_t* experts, size_t n,
+                        uint32_t k, uint32_t shared, uint32_t num_experts, const float* h,
+                        size_t ldh, uint32_t d, float* o, cudaStream_t stream);
+cudaError_t CombineExperts(const uint32_t* experts, const double* weights, size_t n, uint32_t k,
+                           uint32_t shared, const void* gate_w, WType gate_type, const float* x,
+                           const float* o, uint32_t d, const float* residual, float* out,
+                           unsigned long long* counts, cudaStream_t stream);
+// Largest top_k CombineExperts takes.
+inline constexpr uint32_t kCombineMaxK = 32;
 
 // Bytes of device scratch Route needs per token for `params`.
 size_t RouteScratchBytes(const route::Params& params);
