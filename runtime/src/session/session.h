@@ -78,6 +78,9 @@ class Session {
   absl::StatusOr<const FfnView*> EditedFfn(size_t layer, int expert) const;
   absl::Status CheckRun(size_t layer, const float* input, size_t n_tokens,
                         const float* output) const;
+  // The session over a created backend (its neuron edits and captures sized for the model).
+  static std::unique_ptr<Session> Finish(const Model& model, const char* backend_name,
+                                         size_t max_tokens, std::unique_ptr<Backend> backend);
   Session(const Model& model, const char* name, size_t max_tokens, std::unique_ptr<Backend> b)
       : model_(model), backend_name_(name), max_tokens_(max_tokens), backend_(std::move(b)) {}
   const Model& model_;
