@@ -4,12 +4,14 @@
 // layers that take cuBLAS's tensor-core paths. GPU cases are skipped with the reason without one.
 #include <cuda_runtime_api.h>
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_kernels.h"
 #include "gtest/gtest.h"
 #include "session/session.h"
 #include "testing/model_builder.h"
@@ -180,6 +182,80 @@ TEST(CudaBackendTest, DeviceRunsEqualHostRunsOnBothStreams) {
   EXPECT_NE(st.message().find("not device memory"), std::string::npos) << st;
   EXPECT_EQ((*session)->RunDevice(0, in.ptr, 1, host_out.data(), nullptr).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// The device's routing kernels against route::Route on the host, on logits with many ties and
+// NaNs: the same experts in the same order, the weights to double rounding (the device's exp
+// may differ from the host's in the last bit).
+TEST(CudaBackendTest, RoutingMatchesTheHostsRoute) {
+  SKIP_WITHOUT_GPU();
+  const size_t n = 67;
+  for (uint32_t experts : {7u, 60u, 160u}) {
+    for (uint8_t scoring : {route::kSoftmax, route::kSigmoid}) {
+      for (bool bias : {false, true}) {
+        route::Params p{};
+        p.num_experts = experts;
+        p.top_k = 4;
+        p.scoring = scoring;
+        p.group_scoring = route::kGroupHighest;
+        p.normalize_top_k = bias ? 1 : 0;
+        p.n_group = 1;
+        p.topk_group = 1;
+        p.routed_scaling_factor = bias ? 2.5 : 1.0;
+        Rng rng(experts + scoring);
+        std::vector<float> logits(n * experts);
+        for (size_t i = 0; i < logits.size(); ++i) {
+          logits[i] = static_cast<float>(static_cast<int>(rng.Uniform(0.0f, 6.0f))) * 0.5f;  // ties
+        }
+        logits[3 * experts + 5] = NAN;  // token 3: a NaN among the logits
+        logits[4 * experts] = NAN;      // token 4: logits[0] is NaN
+        std::vector<double> correction(experts);
+        for (double& c : correction) c = bias ? 0.25 * static_cast<int>(rng.Uniform(0.0f, 3.0f)) : 0.0;
+        DeviceBuffer d_logits(logits.size() * sizeof(float));
+        DeviceBuffer d_bias(experts * sizeof(double));
+        DeviceBuffer d_scratch(n * cuda::RouteScratchBytes(p));
+        DeviceBuffer d_experts(n * p.top_k * sizeof(uint32_t));
+        DeviceBuffer d_weights(n * p.top_k * sizeof(double));
+        ASSERT_TRUE(CudaCopy(d_logits.ptr, logits.data(), logits.size() * 4, true).ok());
+        ASSERT_TRUE(CudaCopy(d_bias.ptr, correction.data(), experts * 8, true).ok());
+        route::Params dp = p;
+        if (bias) dp.score_correction_bias = reinterpret_cast<const double*>(d_bias.ptr);
+        ASSERT_EQ(cuda::Route(dp, d_logits.ptr, n, d_scratch.ptr,
+                              reinterpret_cast<uint32_t*>(d_experts.ptr),
+                              reinterpret_cast<double*>(d_weights.ptr), nullptr),
+                  cudaSuccess);
+        std::vector<uint32_t> got_e(n * p.top_k);
+        std::vector<double> got_w(n * p.top_k);
+        ASSERT_TRUE(CudaCopy(got_e.data(), d_experts.ptr, got_e.size() * 4, false).ok());
+        ASSERT_TRUE(CudaCopy(got_w.data(), d_weights.ptr, got_w.size() * 8, false).ok());
+        route::Params hp = p;
+        if (bias) hp.score_correction_bias = correction.data();
+        std::vector<double> d(3 * experts + 1);
+        std::vector<uint8_t> b(experts + 1);
+        for (size_t t = 0; t < n; ++t) {
+          std::vector<double> lg(logits.begin() + t * experts, logits.begin() + (t + 1) * experts);
+          const route::Scratch sc{d.data(), d.data() + experts, d.data() + 2 * experts, b.data(),
+                                  b.data() + experts};
+          uint32_t want_e[4];
+          double want_w[4];
+          route::Route(hp, lg.data(), sc, want_e, want_w);
+          for (uint32_t j = 0; j < p.top_k; ++j) {
+            const std::string what = "experts " + std::to_string(experts) + ", scoring " +
+                                     std::to_string(scoring) + ", bias " + std::to_string(bias) +
+                                     ", token " + std::to_string(t) + ", choice " +
+                                     std::to_string(j);
+            EXPECT_EQ(got_e[t * p.top_k + j], want_e[j]) << what;
+            const double w = want_w[j], g = got_w[t * p.top_k + j];
+            if (std::isnan(w)) {
+              EXPECT_TRUE(std::isnan(g)) << what;
+            } else {
+              EXPECT_NEAR(g, w, 1e-14 * std::fabs(w)) << what;
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 // i8/i4 weights are dequantised on upload (exactly), so f32 tolerances apply.
