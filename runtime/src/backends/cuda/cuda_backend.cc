@@ -210,8 +210,16 @@ struct DevLayer {
   WType fused_type = WType::kF32;
   cuda::ExpertPtrs* table = nullptr;  // device memory
   uint32_t max_ff = 0;                // of the experts in the table
-  size_t counts_at = 0;               // this layer's first counter in the device counters
+  size_t counts_at = 0;               // where fused: its first counter in the device counters
 };
+
+// The offset of `bytes` placed after *total (256-byte aligned, as cuBLAS and 16-byte loads like),
+// and *total advanced past them: the layout of one allocation holding several buffers.
+uint64_t PlaceAfter(uint64_t* total, uint64_t bytes) {
+  const uint64_t at = (*total + 255) / 256 * 256;
+  *total = at + bytes;
+  return at;
+}
 
 // Bytes of one element of a matrix type.
 size_t TypeBytes(WType t) { return t == WType::kF32 ? 4 : 2; }
@@ -444,11 +452,7 @@ class CudaBackend : public Backend {
     }
     const uint64_t t = max_tokens_, d = d_;
     uint64_t total = 0;
-    auto reserve = [&total](uint64_t bytes) {
-      const uint64_t at = (total + 255) / 256 * 256;
-      total = at + bytes;
-      return at;
-    };
+    auto reserve = [&total](uint64_t bytes) { return PlaceAfter(&total, bytes); };
     const uint64_t o_in = reserve(t * d * 4), o_out = reserve(t * d * 4), o_hn = reserve(t * d * 4);
     const uint64_t o_f = reserve(t * d * 4), o_tmp = reserve(t * d * 4), o_xe = reserve(t * d * 4);
     const uint64_t o_fe = reserve(t * d * 4), o_up = reserve(t * max_ff * 4);
@@ -495,36 +499,36 @@ class CudaBackend : public Backend {
     return InitFusedDecode();
   }
 
-  // The routing statistics, with the counts the fused decode kept on the device added (after the
-  // runs queued so far); if the device cannot be read they stay as they were.
-  // The tables and scratch of the fused decode (DevLayer::fused) and the device counters.
+  // The tables and scratch of the fused decode (DevLayer::fused) and its routing counters.
   absl::Status InitFusedDecode() {
     std::vector<cuda::ExpertPtrs> entries;
     std::vector<size_t> first(layers_.size(), 0);
     uint64_t slots = 0, ldh = 0;
     for (size_t i = 0; i < layers_.size(); ++i) {
       DevLayer& l = layers_[i];
-      if (!l.moe) continue;
+      if (!l.moe || !FusedDecodeType(l, d_, &l.fused_type)) continue;
+      l.fused = true;
       l.counts_at = counts_total_;
       counts_total_ += l.route.num_experts;
-      if (!FusedDecodeType(l, d_, &l.fused_type)) continue;
-      l.fused = true;
       first[i] = entries.size();
-      for (const DevFfn& f : l.experts) entries.push_back(ExpertEntry(f));
-      for (const DevFfn& f : l.shared) entries.push_back(ExpertEntry(f));
-      for (const DevFfn& f : l.experts) l.max_ff = std::max(l.max_ff, f.ff);
-      for (const DevFfn& f : l.shared) l.max_ff = std::max(l.max_ff, f.ff);
+      for (const std::vector<DevFfn>* group : {&l.experts, &l.shared}) {
+        for (const DevFfn& f : *group) {
+          entries.push_back(ExpertEntry(f));
+          l.max_ff = std::max(l.max_ff, f.ff);
+        }
+      }
       const uint64_t tokens = std::min<uint64_t>(max_tokens_, kGemvMaxTokens);
       slots = std::max<uint64_t>(slots, tokens * (l.route.top_k + l.shared.size()));
       ldh = std::max<uint64_t>(ldh, l.max_ff);
     }
+    if (entries.empty()) return absl::OkStatus();
     ldh_ = ldh;
+    uint64_t bytes = 0;
     const uint64_t table_bytes = entries.size() * sizeof(cuda::ExpertPtrs);
-    const uint64_t h_at = (table_bytes + 255) / 256 * 256;
-    const uint64_t o_at = h_at + (slots * ldh * 4 + 255) / 256 * 256;
-    const uint64_t c_at = o_at + (slots * d_ * 4 + 255) / 256 * 256;
-    const uint64_t bytes = c_at + counts_total_ * sizeof(uint64_t);
-    if (bytes == 0) return absl::OkStatus();
+    PlaceAfter(&bytes, table_bytes);
+    const uint64_t h_at = PlaceAfter(&bytes, slots * ldh * 4);
+    const uint64_t o_at = PlaceAfter(&bytes, slots * d_ * 4);
+    const uint64_t c_at = PlaceAfter(&bytes, counts_total_ * sizeof(uint64_t));
     FFLITE_CUDA_CHECK("cudaMalloc (decode scratch)", cudaMalloc(&decode_, bytes));
     uint8_t* base = static_cast<uint8_t*>(decode_);
     FFLITE_CUDA_CHECK("cudaMemcpy (expert tables)",
@@ -541,6 +545,8 @@ class CudaBackend : public Backend {
     return absl::OkStatus();
   }
 
+  // The routing statistics, with the counts the fused decode kept on the device added (after the
+  // runs queued so far); if the device cannot be read they stay as they were.
   ExpertCounts* expert_counts() override {
     if (counts_total_ > 0 && cudaSetDevice(kDevice) == cudaSuccess &&
         cudaEventSynchronize(done_) == cudaSuccess &&
@@ -548,7 +554,7 @@ class CudaBackend : public Backend {
                    cudaMemcpyDeviceToHost) == cudaSuccess &&
         cudaMemset(counts_d_, 0, counts_total_ * sizeof(uint64_t)) == cudaSuccess) {
       for (size_t i = 0; i < layers_.size(); ++i) {
-        if (layers_[i].moe) counts_.Add(i, counts_h_.data() + layers_[i].counts_at);
+        if (layers_[i].fused) counts_.Add(i, counts_h_.data() + layers_[i].counts_at);
       }
     }
     return &counts_;
@@ -849,8 +855,8 @@ class CudaBackend : public Backend {
   void* decode_ = nullptr;
   float *h_slots_ = nullptr, *o_slots_ = nullptr;  // [slots, ldh_], [slots, d]
   size_t ldh_ = 0;
-  uint64_t* counts_d_ = nullptr;  // routed tokens per expert since the last expert_counts()
-  size_t counts_total_ = 0;
+  uint64_t* counts_d_ = nullptr;  // routed tokens per expert of the fused layers since the last
+  size_t counts_total_ = 0;       // expert_counts(), counts_total_ of them
   std::vector<uint64_t> counts_h_;
 };
 

@@ -2,8 +2,9 @@
 // activations, norms, residuals, MoE gather/scatter and routing. Matrix products with many tokens
 // go to cuBLAS (cuda_backend.cc).
 #include <cuda_bf16.h>
-#include <algorithm>
 #include <cuda_fp16.h>
+
+#include <algorithm>
 
 #include "backends/cuda/cuda_kernels.h"
 
@@ -24,9 +25,31 @@ __device__ __forceinline__ float WarpSum(float v) {
   return v;
 }
 
-// 16 bytes of weights as V floats.
-template <typename W>
-struct Lanes;
+// Two 16-bit values, low half first, as f32.
+__device__ __forceinline__ float2 PairToF32(uint32_t u, __nv_bfloat16) {
+  return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));  // the top half
+}
+__device__ __forceinline__ float2 PairToF32(uint32_t u, __half) {
+  __half2 h;
+  memcpy(&h, &u, sizeof(h));
+  return __half22float2(h);
+}
+
+// 16 bytes of weights as V floats: Lanes<W>::Unpack.
+template <typename H>  // __half, __nv_bfloat16
+struct Lanes {
+  static constexpr int V = 8;
+  __device__ static void Unpack(const uint4& r, float (&f)[V]) {
+    const uint32_t u[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 v = PairToF32(u[i], H());
+      f[2 * i] = v.x;
+      f[2 * i + 1] = v.y;
+    }
+  }
+};
+
 template <>
 struct Lanes<float> {
   static constexpr int V = 4;
@@ -35,33 +58,6 @@ struct Lanes<float> {
     f[1] = __uint_as_float(r.y);
     f[2] = __uint_as_float(r.z);
     f[3] = __uint_as_float(r.w);
-  }
-};
-template <>
-struct Lanes<__nv_bfloat16> {
-  static constexpr int V = 8;
-  __device__ static void Unpack(const uint4& r, float (&f)[V]) {
-    const uint32_t u[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {  // a bf16 is the top half of its f32
-      f[2 * i] = __uint_as_float(u[i] << 16);
-      f[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
-    }
-  }
-};
-template <>
-struct Lanes<__half> {
-  static constexpr int V = 8;
-  __device__ static void Unpack(const uint4& r, float (&f)[V]) {
-    const uint32_t u[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      __half2 h;
-      memcpy(&h, &u[i], sizeof(h));
-      const float2 v = __half22float2(h);
-      f[2 * i] = v.x;
-      f[2 * i + 1] = v.y;
-    }
   }
 };
 
@@ -181,18 +177,27 @@ __global__ void GemvScalarKernel(const W* __restrict__ w, uint32_t rows, uint32_
   }
 }
 
+// Calls launch(first token, tokens, grid) for groups of n tokens, `per_block` tokens per
+// blockIdx.y and blocks of `block_rows` rows: grid.y is at most 65535, so a launch per 65535
+// groups of tokens.
+template <typename Launch>
+void ForTokenGroups(size_t n, size_t per_block, uint32_t rows, uint32_t block_rows,
+                    Launch&& launch) {
+  const size_t per_launch = size_t{65535} * per_block;
+  for (size_t t = 0; t < n; t += per_launch) {
+    const size_t nt = n - t < per_launch ? n - t : per_launch;
+    launch(t, nt, dim3((rows + block_rows - 1) / block_rows,
+                       static_cast<unsigned>((nt + per_block - 1) / per_block)));
+  }
+}
+
 template <typename W, int R, int NT, int U, int WARPS>
 void LaunchRows(const W* w, uint32_t rows, uint32_t cols, const float* x, size_t ldx, size_t n,
                 float* y, size_t ldy, cudaStream_t stream) {
-  constexpr uint32_t kRows = R * WARPS;
-  // grid.y is at most 65535: launch again for every 65535 groups of tokens.
-  constexpr size_t kMaxTokensPerLaunch = size_t{65535} * NT;
-  for (size_t t = 0; t < n; t += kMaxTokensPerLaunch) {
-    const size_t nt = n - t < kMaxTokensPerLaunch ? n - t : kMaxTokensPerLaunch;
-    const dim3 grid((rows + kRows - 1) / kRows, static_cast<unsigned>((nt + NT - 1) / NT));
+  ForTokenGroups(n, NT, rows, R * WARPS, [&](size_t t, size_t nt, dim3 grid) {
     GemvRowsKernel<W, R, NT, U, WARPS><<<grid, WARPS * kWarp, 0, stream>>>(
         w, rows, cols, x + t * ldx, ldx, nt, y + t * ldy, ldy);
-  }
+  });
 }
 
 template <typename W>
@@ -203,14 +208,10 @@ cudaError_t LaunchGemv(const void* w, uint32_t rows, uint32_t cols, const float*
   const bool vec = cols % Lanes<W>::V == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
   if (!vec) {
-    constexpr size_t kMaxTokensPerLaunch = size_t{65535} * kGemvTokens;
-    for (size_t t = 0; t < n; t += kMaxTokensPerLaunch) {
-      const size_t nt = n - t < kMaxTokensPerLaunch ? n - t : kMaxTokensPerLaunch;
-      const dim3 grid((rows + kGemvWarps - 1) / kGemvWarps,
-                      static_cast<unsigned>((nt + kGemvTokens - 1) / kGemvTokens));
+    ForTokenGroups(n, kGemvTokens, rows, kGemvWarps, [&](size_t t, size_t nt, dim3 grid) {
       GemvScalarKernel<W><<<grid, kGemvWarps * kWarp, 0, stream>>>(wt, rows, cols, x + t * ldx,
                                                                      ldx, nt, y + t * ldy, ldy);
-    }
+    });
   } else if (n == 1) {
     LaunchRows<W, 1, 1, 4, 8>(wt, rows, cols, x, ldx, n, y, ldy, stream);
   } else if (n == 2) {
@@ -360,9 +361,10 @@ __host__ __device__ size_t RouteDoubles(const route::Params& p) {
   return 3 * size_t{p.num_experts} + p.n_group;
 }
 
-// One thread per token. Its scratch is in shared memory where a block's tokens fit (in global
-// memory the single thread's loads and stores of the scratch took 41 us per token on an H200
-// for 60 experts, the longest step of a MoE decode), else in `scratch`.
+// One thread per token: grouped routing (n_group > 1), and experts too many for RouteWarpKernel's
+// shared memory. Its scratch is in shared memory where a block's tokens fit (in global memory
+// the single thread's loads and stores of the scratch took 41 us per token on an H200 for 60
+// experts; in shared memory 36), else in `scratch`.
 __global__ void RouteKernel(route::Params p, const float* __restrict__ logits, size_t n,
                             unsigned char* scratch, size_t per_token, bool in_shared,
                             uint32_t* experts, double* weights) {
@@ -457,8 +459,8 @@ __global__ void __launch_bounds__(kExpertWarps* kWarp)
 
 __device__ __forceinline__ float LoadF32(const void* p, WType type, size_t i) {
   switch (type) {
-    case WType::kF16: return __half2float(static_cast<const __half*>(p)[i]);
-    case WType::kBF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case WType::kF16: return ToF32(static_cast<const __half*>(p)[i]);
+    case WType::kBF16: return ToF32(static_cast<const __nv_bfloat16*>(p)[i]);
     default: return static_cast<const float*>(p)[i];
   }
 }
@@ -653,49 +655,42 @@ __global__ void ReadAllKernel(const float4* __restrict__ in, size_t count4, floa
 
 constexpr unsigned kThreads = 256;
 
+// f(W()) with W the C++ type of `type`'s elements.
+template <typename F>
+cudaError_t ByType(WType type, F&& f) {
+  switch (type) {
+    case WType::kF16: return f(__half());
+    case WType::kBF16: return f(__nv_bfloat16());
+    default: return f(float());
+  }
+}
+
 }  // namespace
 
 cudaError_t Gemv(WType type, const void* w, uint32_t rows, uint32_t cols, const float* x,
                  size_t ldx, size_t n, float* y, size_t ldy, cudaStream_t stream) {
-  switch (type) {
-    case WType::kF16: return LaunchGemv<__half>(w, rows, cols, x, ldx, n, y, ldy, stream);
-    case WType::kBF16:
-      return LaunchGemv<__nv_bfloat16>(w, rows, cols, x, ldx, n, y, ldy, stream);
-    default: return LaunchGemv<float>(w, rows, cols, x, ldx, n, y, ldy, stream);
-  }
+  return ByType(type, [&](auto tag) {
+    return LaunchGemv<decltype(tag)>(w, rows, cols, x, ldx, n, y, ldy, stream);
+  });
 }
 
 cudaError_t ExpertsHidden(WType type, const ExpertPtrs* table, const uint32_t* experts, size_t n,
                           uint32_t k, uint32_t shared, uint32_t num_experts, const float* x,
                           uint32_t d, uint8_t activation, bool gated, uint32_t max_ff, float* h,
                           size_t ldh, cudaStream_t stream) {
-  switch (type) {
-    case WType::kF16:
-      return LaunchExperts<__half>(table, experts, n, k, shared, num_experts, x, d, activation,
-                                   gated, max_ff, h, ldh, stream);
-    case WType::kBF16:
-      return LaunchExperts<__nv_bfloat16>(table, experts, n, k, shared, num_experts, x, d,
-                                          activation, gated, max_ff, h, ldh, stream);
-    default:
-      return LaunchExperts<float>(table, experts, n, k, shared, num_experts, x, d, activation,
-                                  gated, max_ff, h, ldh, stream);
-  }
+  return ByType(type, [&](auto tag) {
+    return LaunchExperts<decltype(tag)>(table, experts, n, k, shared, num_experts, x, d,
+                                        activation, gated, max_ff, h, ldh, stream);
+  });
 }
 
 cudaError_t ExpertsDown(WType type, const ExpertPtrs* table, const uint32_t* experts, size_t n,
                         uint32_t k, uint32_t shared, uint32_t num_experts, const float* h,
                         size_t ldh, uint32_t d, float* o, cudaStream_t stream) {
-  switch (type) {
-    case WType::kF16:
-      return LaunchExpertsDown<__half>(table, experts, n, k, shared, num_experts, h, ldh, d, o,
-                                       stream);
-    case WType::kBF16:
-      return LaunchExpertsDown<__nv_bfloat16>(table, experts, n, k, shared, num_experts, h, ldh,
-                                              d, o, stream);
-    default:
-      return LaunchExpertsDown<float>(table, experts, n, k, shared, num_experts, h, ldh, d, o,
-                                      stream);
-  }
+  return ByType(type, [&](auto tag) {
+    return LaunchExpertsDown<decltype(tag)>(table, experts, n, k, shared, num_experts, h, ldh, d,
+                                            o, stream);
+  });
 }
 
 cudaError_t CombineExperts(const uint32_t* experts, const double* weights, size_t n, uint32_t k,
