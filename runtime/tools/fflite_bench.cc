@@ -98,9 +98,9 @@ ABSL_FLAG(bool, experts_alone, true,
           "quantised weights runs each of them whole on one thread (false: every expert's "
           "products shared among the threads; the same results)");
 ABSL_FLAG(std::string, gemm_ahead, "auto",
-          "xnnpack with the gemm engine: whether the AVX-512 kernels prefetch the next pass's "
-          "panels while they compute (auto: unless a core has less than 1 MiB of L2; on; off; "
-          "the same results; compare with --gemm_ahead on --baseline --vs gemm_ahead=off)");
+          "xnnpack with the gemm engine: whether the AVX-512 and AMX kernels prefetch the next "
+          "pass's panels while they compute (auto: unless a core has less than 1 MiB of L2; on; "
+          "off; the same results; compare with --gemm_ahead on --baseline --vs gemm_ahead=off)");
 ABSL_FLAG(int64_t, bandwidth_mib, 1024, "buffer for the read-bandwidth measurement");
 ABSL_FLAG(std::string, dtype, "f32",
           "--synthetic: dtype of the FFN weight matrices: f32, f16, bf16, i8 or i4 (quantised by "

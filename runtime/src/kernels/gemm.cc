@@ -122,7 +122,8 @@ void GemmPackActivations(const GemmKernel& kernel, size_t n, size_t k, const flo
 }
 
 size_t GemmGroupPanels(const GemmKernel& kernel, size_t block) {
-  return std::max<size_t>(1, kGemmGroupBytes / (kernel.nr * block * kernel.SlotBytes()));
+  const size_t bytes = kernel.group_bytes != 0 ? kernel.group_bytes : kGemmGroupBytes;
+  return std::max<size_t>(1, bytes / (kernel.nr * block * kernel.SlotBytes()));
 }
 
 bool GemmBlocksOuter(const GemmKernel& kernel, size_t tiles, size_t k, size_t tokens,
@@ -485,6 +486,9 @@ constexpr std::pair<const GemmKernel*, const GemmKernel*> kAheadForms[] = {
 }  // namespace
 
 const GemmKernel* GemmKernelWithoutAhead(const GemmKernel* kernel) {
+#if defined(FFLITE_GEMM_AMX)
+  if (const GemmKernel* amx = GemmAmxWithoutAhead(kernel)) return amx;
+#endif
 #if defined(FFLITE_GEMM_X86)
   for (const auto& [with, without] : kAheadForms) {
     if (kernel == with) return without;

@@ -22,7 +22,7 @@
 // The microkernel multiplies one tile by one panel over a block of units, keeping mr × nr sums in
 // registers; the driver (GemmBlock) walks the blocks so that a block of panels stays in L2 while
 // every tile passes over it, and a tile's units stay in L1 while it passes over the panels; with
-// an ahead form (AVX-512), the tiles' passes over one block of panels prefetch the next.
+// an ahead form (AVX-512, AMX), the tiles' passes over one block of panels prefetch the next.
 //
 // Sums: each output is summed in an order that depends only on k and the kernel (units in order,
 // the running sum stored to y and reloaded exactly between blocks), not on the token count, the
@@ -110,9 +110,9 @@ struct GemmKernel {
   // prefetches would only take load slots.
   GemmMicrokernelFn stream = nullptr;
   // The same sums as `microkernel`, prefetching a given range into L2 as it goes, or nullptr
-  // (the AVX-512 kernels have one). With it, GemmBlock has every tile of a pass over a group of
-  // panels (2 tiles or more) prefetch its share of the next pass's panels, so that the next
-  // pass finds them in L2 instead of its first tile waiting on memory (see GemmBlock).
+  // (the AVX-512 and AMX kernels have one). With it, GemmBlock has every tile of a pass over a
+  // group of panels (2 tiles or more) prefetch its share of the next pass's panels, so that the
+  // next pass finds them in L2 instead of its first tile waiting on memory (see GemmBlock).
   GemmAheadMicrokernelFn ahead = nullptr;
   // A vector packing of the weights in the slots' own type (GemmPackPanelsFn), or nullptr: the
   // portable loop. The AVX2, AVX-512 and NEON kernels have one, and the AMX kernel where the CPU
@@ -125,6 +125,12 @@ struct GemmKernel {
   // go outermost past that size whatever the outputs: AVX2 (measured on a Zen 4 VM) and AVX-512
   // BF16 (on Zen 5, Llama at 512 tokens: 0.4-8% slower with the groups outermost in 5 rounds).
   bool groups_outer_below_outputs = false;
+  // Units per block of k and bytes per group of panels in GemmBlock where nonzero, in place of
+  // the defaults from mr (BlockUnits) and kGemmGroupBytes: the AMX kernel's, whose calls load
+  // and store four tiles of sums around their tile products and so want more units per call
+  // (measured in gemm_amx.cc).
+  size_t block_units = 0;
+  size_t group_bytes = 0;
 
   size_t kr() const { return dtype == DType::BF16 ? 2 : 1; }
   // Units holding k's values, and units as packed (rounded up to unit_align).
@@ -135,11 +141,12 @@ struct GemmKernel {
   // Units per block of k in GemmBlock: a tile's block of activations (mr · units · 4 bytes) is
   // about 24 KiB, which stays in a 32 KiB L1 while the tile passes over the panels (whose blocks
   // stream from L2), and at least 256 units; a multiple of unit_align. 1024 units for AVX2 and
-  // NEON (mr 6), 512 for AVX-512 (mr 12), 256 for AMX (mr 32). Measured on a Zen 4 VM (AVX2),
-  // Llama f32 prefill of 128 tokens, 3 runs each: 1024 units 464-488 ms (1 thread) and 218-246
-  // ms (2 threads) against 256 units 522-546 and 271-419: fewer calls of the microkernel and
-  // fewer reloads of y per product.
+  // NEON (mr 6), 512 for AVX-512 (mr 12); AMX sets its own (block_units). Measured on a Zen 4
+  // VM (AVX2), Llama f32 prefill of 128 tokens, 3 runs each: 1024 units 464-488 ms (1 thread)
+  // and 218-246 ms (2 threads) against 256 units 522-546 and 271-419: fewer calls of the
+  // microkernel and fewer reloads of y per product.
   size_t BlockUnits() const {
+    if (block_units != 0) return block_units;
     const size_t units = std::max<size_t>(256, (size_t{24} << 10) / (mr * 4));
     return units / unit_align * unit_align;
   }
@@ -186,8 +193,8 @@ constexpr size_t kGemmGroupBytes = size_t{128} << 10;
 // (see GemmBlock): 256 KiB.
 constexpr size_t kGemmWholeKBytes = size_t{256} << 10;
 
-// Panels in one such group for blocks of `block` units of k: as many as fit kGemmGroupBytes, at
-// least one.
+// Panels in one such group for blocks of `block` units of k: as many as fit kGemmGroupBytes (or
+// the kernel's group_bytes), at least one.
 size_t GemmGroupPanels(const GemmKernel& kernel, size_t block);
 
 // How GemmBlock walks a product blocked in k: each group of panels through every block of k
@@ -392,6 +399,14 @@ void GemmMicrokernelAmxBf16(size_t m, size_t n, size_t units, const uint32_t* x,
 // AvailableGemmKernels).
 const GemmKernel& GemmAmxKernel();
 bool GemmAmxUsable();
+// The AMX kernel's ahead form (GemmKernel::ahead).
+void GemmMicrokernelAmxBf16Ahead(size_t m, size_t n, size_t units, const uint32_t* x,
+                                 const uint32_t* w, const float* bias, bool accumulate,
+                                 bool clamp, float out_min, float* y, size_t y_stride,
+                                 const void* ahead, size_t ahead_bytes);
+// `kernel` without its ahead form where it is an AMX kernel (GemmKernelWithoutAhead), else
+// nullptr.
+const GemmKernel* GemmAmxWithoutAhead(const GemmKernel* kernel);
 #endif
 #if defined(__aarch64__)
 #define FFLITE_GEMM_NEON 1

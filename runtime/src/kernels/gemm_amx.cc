@@ -37,6 +37,24 @@
 
 namespace fflite {
 
+// Blocks of k and groups of panels for GemmBlock (GemmKernel::block_units, group_bytes): 512
+// units (a tile's block of activations and a panel's each 64 KiB) and groups of 256 KiB (4
+// panels), where the defaults from mr are 256 units and 128 KiB: calls of 16 steps, each loading
+// and storing its four tiles of sums around 64 tile products. Measured on a Xeon with AMX (16
+// cores, 2 MiB of L2 each), one thread, a Llama layer's three bf16 products with the ahead form
+// (and the first tile streaming the panel 8 KiB ahead, which added nothing measurable to it) in a
+// throwaway driver of this kernel, medians of 5-9 in ms, (units, panels per group):
+//  - 64 tokens: (256, 4) 27.2, (512, 1) 26.2, (512, 2) 26.5, (512, 4) 26.1, (1024, 1) 26.4,
+//    (1024, 2) 27.8, (2048, 1) 28.2; without the ahead form (256, 4) 33.6;
+//  - 128 tokens: (256, 4) 45.6, (512, 2) 38.8, (512, 4) 43.3, (1024, 1) 38.1 (another run's,
+//    noisier, put all of them at 82-89); without the ahead form (256, 4) 50.6;
+//  - 512 tokens: (256, 4) 180.5, (512, 1) 189.6, (512, 2) 177.7, (512, 4) 157.9, (1024, 1)
+//    194.1, (1024, 2) 188.1, (2048, 1) 213.9; without the ahead form (256, 4) 198.8.
+// With fflite-bench (a Llama bf16 layer, the host's steadiest round): 26.5 / 46.6 / 181 ms at
+// 64 / 128 / 512 tokens against 34.3 / 56.1 / 243-279 before.
+constexpr size_t kAmxBlockUnits = 512;
+constexpr size_t kAmxGroupBytes = size_t{256} << 10;
+
 // --- The software model of the tiles. ---
 
 namespace gemm_amx_model {
@@ -103,7 +121,9 @@ struct Tiles {
 const GemmKernel kModel = {"amx-bf16-model", DType::BF16, kMr, kNr, Microkernel,
                            /*pack_tile=*/nullptr, /*unit_align=*/16, /*x_rows=*/true,
                            /*enter=*/nullptr, /*leave=*/nullptr, DType::F32,
-                           /*paired_halves=*/false, /*even_tiles=*/false};
+                           /*paired_halves=*/false, /*even_tiles=*/false, /*stream=*/nullptr,
+                           AheadMicrokernel, /*pack_panels=*/nullptr,
+                           /*groups_outer_below_outputs=*/false, kAmxBlockUnits, kAmxGroupBytes};
 
 }  // namespace
 }  // namespace gemm_amx_model
@@ -190,13 +210,25 @@ bool OsGrantsTiles() {
 
 const GemmKernel kAmx = {"amx-bf16", DType::BF16, kMr, kNr, GemmMicrokernelAmxBf16,
                          /*pack_tile=*/nullptr, /*unit_align=*/16, /*x_rows=*/true, Enter, Leave,
-                         DType::F32, /*paired_halves=*/false, /*even_tiles=*/false};
+                         DType::F32, /*paired_halves=*/false, /*even_tiles=*/false,
+                         /*stream=*/nullptr, GemmMicrokernelAmxBf16Ahead,
+                         /*pack_panels=*/nullptr, /*groups_outer_below_outputs=*/false,
+                         kAmxBlockUnits, kAmxGroupBytes};
 // With the AVX-512 packing of its tiles and panels, where the CPU has AVX-512 F (every AMX CPU so
 // far).
-const GemmKernel kAmxAvx512 = {"amx-bf16", DType::BF16, kMr, kNr, GemmMicrokernelAmxBf16,
-                               GemmPackTileAmxBf16, /*unit_align=*/16, /*x_rows=*/true, Enter,
-                               Leave, DType::F32, /*paired_halves=*/false, /*even_tiles=*/false,
-                               /*stream=*/nullptr, /*ahead=*/nullptr, GemmPackPanelsAmxBf16};
+constexpr GemmKernel WithAvx512Packing(GemmKernel base) {
+  base.pack_tile = GemmPackTileAmxBf16;
+  base.pack_panels = GemmPackPanelsAmxBf16;
+  return base;
+}
+const GemmKernel kAmxAvx512 = WithAvx512Packing(kAmx);
+// Both without the ahead form (GemmKernelWithoutAhead).
+constexpr GemmKernel WithoutAhead(GemmKernel base) {
+  base.ahead = nullptr;
+  return base;
+}
+const GemmKernel kAmxPlain = WithoutAhead(kAmx);
+const GemmKernel kAmxAvx512Plain = WithoutAhead(kAmxAvx512);
 
 const GemmKernel& Kernel() {
   return cpuinfo_initialize() && cpuinfo_has_x86_avx512f() ? kAmxAvx512 : kAmx;
@@ -256,7 +288,22 @@ void GemmMicrokernelAmxBf16(size_t m, size_t n, size_t units, const uint32_t* x,
   gemm_amx_tiles::Microkernel(m, n, units, x, w, bias, accumulate, clamp, out_min, y, y_stride);
 }
 
+void GemmMicrokernelAmxBf16Ahead(size_t m, size_t n, size_t units, const uint32_t* x,
+                                 const uint32_t* w, const float* bias, bool accumulate,
+                                 bool clamp, float out_min, float* y, size_t y_stride,
+                                 const void* ahead, size_t ahead_bytes) {
+  gemm_amx_tiles::AheadMicrokernel(m, n, units, x, w, bias, accumulate, clamp, out_min, y,
+                                   y_stride, ahead, ahead_bytes);
+}
+
 const GemmKernel& GemmAmxKernel() { return gemm_amx_tiles::Kernel(); }
+
+const GemmKernel* GemmAmxWithoutAhead(const GemmKernel* kernel) {
+  using namespace gemm_amx_tiles;
+  if (kernel == &kAmx) return &kAmxPlain;
+  if (kernel == &kAmxAvx512) return &kAmxAvx512Plain;
+  return nullptr;
+}
 
 bool GemmAmxUsable() {
   using namespace gemm_amx_tiles;

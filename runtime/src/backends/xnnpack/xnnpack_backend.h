@@ -72,9 +72,9 @@ struct XnnpackBackendOptions {
   // (AVX2 and AVX-512: HalfPanelKernel): the same results bit for bit from half the packed
   // bytes. false: converted to f32 panels.
   bool half_panels = true;
-  // Whether the gemm engine's AVX-512 kernels prefetch the next pass's panels while they compute
-  // on the current ones (GemmKernel::ahead; measured on an Intel Xeon and an AMD Zen 5, see
-  // GemmBlock). kAuto: unless the CPU reports less than 1 MiB of L2 per core
+  // Whether the gemm engine's AVX-512 and AMX kernels prefetch the next pass's panels while
+  // they compute on the current ones (GemmKernel::ahead; measured on an Intel Xeon and an AMD Zen
+  // 5, see GemmBlock, and on a Xeon with AMX, see gemm_amx.cc). kAuto: unless the CPU reports less than 1 MiB of L2 per core
   // (GemmAheadByDefault). The results are the same bits either way; kOn and kOff are for
   // measuring it (fflite-bench --gemm_ahead off --baseline --vs gemm_ahead=on).
   enum class GemmAhead { kAuto, kOn, kOff };
