@@ -512,10 +512,9 @@ TEST(GemmTest, AheadPrefetchesEveryLaterPieceOnceWithinTheCallsPanels) {
       recording.ahead = RecordingAhead;
       const size_t slot = kernel.SlotBytes();
       const size_t block = kernel.BlockUnits(), group = GemmGroupPanels(kernel, block);
-      // Whole k for 2 tiles: a panel of half a group's bytes (kGemmGroupBytes or the kernel's
-      // group_bytes; at most kGemmWholeKBytes), in groups of 2.
-      const size_t group_bytes = GemmGroupPanels(kernel, 1) * kernel.nr * slot;
-      const size_t whole_units = group_bytes / (2 * kernel.nr * slot);
+      // Whole k for 2 tiles: a panel of half a group's bytes (GroupBytes; at most
+      // kGemmWholeKBytes), in groups of 2.
+      const size_t whole_units = kernel.GroupBytes() / (2 * kernel.nr * slot);
       ASSERT_LE(whole_units * kernel.nr * slot, kGemmWholeKBytes) << kernel.isa;
       struct Case {
         Shape s;

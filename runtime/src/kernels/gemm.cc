@@ -122,8 +122,7 @@ void GemmPackActivations(const GemmKernel& kernel, size_t n, size_t k, const flo
 }
 
 size_t GemmGroupPanels(const GemmKernel& kernel, size_t block) {
-  const size_t bytes = kernel.group_bytes != 0 ? kernel.group_bytes : kGemmGroupBytes;
-  return std::max<size_t>(1, bytes / (kernel.nr * block * kernel.SlotBytes()));
+  return std::max<size_t>(1, kernel.GroupBytes() / (kernel.nr * block * kernel.SlotBytes()));
 }
 
 bool GemmBlocksOuter(const GemmKernel& kernel, size_t tiles, size_t k, size_t tokens,
@@ -466,16 +465,12 @@ std::vector<const GemmKernel*> Detect(DType dtype) {
 }
 
 #if defined(FFLITE_GEMM_X86)
-constexpr GemmKernel WithoutAhead(GemmKernel base) {
-  base.ahead = nullptr;
-  return base;
-}
 
 // Every kernel with an ahead form, and its copy without.
-constexpr GemmKernel kAvx512Plain = WithoutAhead(kAvx512);
-constexpr GemmKernel kAvx512Bf16Plain = WithoutAhead(kAvx512Bf16);
-constexpr GemmKernel kAvx512F16wPlain = WithoutAhead(kAvx512F16w);
-constexpr GemmKernel kAvx512Bf16wPlain = WithoutAhead(kAvx512Bf16w);
+constexpr GemmKernel kAvx512Plain = GemmWithoutAheadForm(kAvx512);
+constexpr GemmKernel kAvx512Bf16Plain = GemmWithoutAheadForm(kAvx512Bf16);
+constexpr GemmKernel kAvx512F16wPlain = GemmWithoutAheadForm(kAvx512F16w);
+constexpr GemmKernel kAvx512Bf16wPlain = GemmWithoutAheadForm(kAvx512Bf16w);
 constexpr std::pair<const GemmKernel*, const GemmKernel*> kAheadForms[] = {
     {&kAvx512, &kAvx512Plain},
     {&kAvx512Bf16, &kAvx512Bf16Plain},

@@ -71,6 +71,12 @@ using GemmPackTileFn = void (*)(size_t m, size_t k, const float* x, size_t x_str
 using GemmPackPanelsFn = size_t (*)(size_t rows, size_t k, const void* w, size_t first,
                                     size_t last, uint32_t* packed);
 
+// Panels of weights in L2 while every tile of a call passes over them (per block of units; a
+// group of panels in GemmBlock): 128 KiB, an eighth of Zen 5's L2 (1 MiB), the rest for the next
+// group (which the ahead form prefetches), the call's activations and outputs. Measured on a Zen
+// 5 VM against 256 KiB (see GemmBlock): the same at 64-128 tokens, 11-26% faster at 13-36.
+constexpr size_t kGemmGroupBytes = size_t{128} << 10;
+
 struct GemmKernel {
   // "scalar", "avx2", "avx512", "neon"; "scalar-bf16", "avx512bf16", "amx-bf16", "neon-bf16"
   // "avx2-f16w", "avx2-bf16w", "avx512-f16w", "avx512-bf16w", "scalar-f16w", "scalar-bf16w"
@@ -150,6 +156,8 @@ struct GemmKernel {
     const size_t units = std::max<size_t>(256, (size_t{24} << 10) / (mr * 4));
     return units / unit_align * unit_align;
   }
+  // Bytes of panels per group in GemmBlock (GemmGroupPanels): kGemmGroupBytes, or group_bytes.
+  size_t GroupBytes() const { return group_bytes != 0 ? group_bytes : kGemmGroupBytes; }
   size_t Panels(size_t rows) const { return (rows + nr - 1) / nr; }
   size_t Tiles(size_t tokens) const { return (tokens + mr - 1) / mr; }
   // The first token of tile t (0 <= t <= Tiles(n); t = Tiles(n): n) of a call of n tokens.
@@ -183,18 +191,12 @@ void GemmPackWeights(const GemmKernel& kernel, size_t rows, size_t k, const void
 void GemmPackActivations(const GemmKernel& kernel, size_t n, size_t k, const float* x,
                          size_t x_stride, size_t first, size_t last, uint32_t* packed);
 
-// Panels of weights in L2 while every tile of a call passes over them (per block of units; a
-// group of panels in GemmBlock): 128 KiB, an eighth of Zen 5's L2 (1 MiB), the rest for the next
-// group (which the ahead form prefetches), the call's activations and outputs. Measured on a Zen
-// 5 VM against 256 KiB (see GemmBlock): the same at 64-128 tokens, 11-26% faster at 13-36.
-constexpr size_t kGemmGroupBytes = size_t{128} << 10;
-
 // A panel's bytes (all of k) up to which GemmBlock runs a product of a few tiles unblocked in k
 // (see GemmBlock): 256 KiB.
 constexpr size_t kGemmWholeKBytes = size_t{256} << 10;
 
-// Panels in one such group for blocks of `block` units of k: as many as fit kGemmGroupBytes (or
-// the kernel's group_bytes), at least one.
+// Panels in one group of GemmBlock for blocks of `block` units of k: as many as fit
+// kernel.GroupBytes(), at least one.
 size_t GemmGroupPanels(const GemmKernel& kernel, size_t block);
 
 // How GemmBlock walks a product blocked in k: each group of panels through every block of k
@@ -245,6 +247,13 @@ bool GemmBf16ArithmeticFaster(const GemmKernel& kernel);
 // Its results are the f32 kernel's bits for the same weights; f16/bf16 files pack to half the
 // bytes of f32 panels.
 const GemmKernel* HalfPanelKernel(const GemmKernel& f32, DType half);
+
+// `base` without its ahead form: how the kernels without one that GemmKernelWithoutAhead returns
+// are built.
+constexpr GemmKernel GemmWithoutAheadForm(GemmKernel base) {
+  base.ahead = nullptr;
+  return base;
+}
 
 // `kernel` without its ahead form (GemmKernel::ahead, the AVX-512 kernels'), the same otherwise:
 // the same sums, with each pass's panels streamed by its first tile as with one tile. `kernel`

@@ -223,12 +223,8 @@ constexpr GemmKernel WithAvx512Packing(GemmKernel base) {
 }
 const GemmKernel kAmxAvx512 = WithAvx512Packing(kAmx);
 // Both without the ahead form (GemmKernelWithoutAhead).
-constexpr GemmKernel WithoutAhead(GemmKernel base) {
-  base.ahead = nullptr;
-  return base;
-}
-const GemmKernel kAmxPlain = WithoutAhead(kAmx);
-const GemmKernel kAmxAvx512Plain = WithoutAhead(kAmxAvx512);
+const GemmKernel kAmxPlain = GemmWithoutAheadForm(kAmx);
+const GemmKernel kAmxAvx512Plain = GemmWithoutAheadForm(kAmxAvx512);
 
 const GemmKernel& Kernel() {
   return cpuinfo_initialize() && cpuinfo_has_x86_avx512f() ? kAmxAvx512 : kAmx;
