@@ -53,7 +53,7 @@ using F32ValueRowsFn = void (*)(size_t c, size_t cols, size_t n, const uint32_t*
 
 // One instruction set's kernels. Every pointer is set.
 struct Kernels {
-  const char* isa;  // "scalar", "avx2", "avx512", "neon"
+  const char* isa;  // "scalar", "avx2", "avx512", "avx512-streams", "neon"
   F32ActivationFn relu, gelu_erf, gelu_tanh, silu, sigmoid;
   F32LayerNormFn layer_norm;
   F32RmsNormFn rms_norm;
@@ -111,6 +111,18 @@ void F32GemvAvx2(size_t c, size_t k, size_t rows, const void* w, DType w_dtype, 
 // activations: the AVX2 formulas on 16 lanes, the same bits. Call only when the CPU has all five.
 void F32GemvAvx512(size_t c, size_t k, size_t rows, const void* w, DType w_dtype,
                    const float* bias, const float* x, size_t x_stride, float* y, size_t y_stride);
+// The same, except that one token (c = 1: decode) runs in blocks of 8 rows, 8 streams of weights
+// left to the hardware prefetchers, instead of 4 rows prefetching the next 4: the same bits
+// (gemv_avx512.cc). The "avx512-streams" set, chosen over "avx512" on AMD CPUs, where it was
+// measured faster: on a Zen 5 VM, decode from memory (fflite-bench --tokens 1 --cold, 21
+// repetitions, the two builds alternated, 3 rounds; ms at 1 / 2 threads), a Llama bf16 layer
+// 12.8-15.3 -> 11.1-11.9 / 6.9-7.6 -> 5.8-7.1, f16 12.9-13.1 -> 11.7-12.3 / 6.3-8.5 -> 6.0-7.0,
+// qwen-moe bf16 6.1-6.7 -> 6.0-6.4 / 3.7-4.7 -> 3.0-3.2, mixtral-mini f32 3.2-4.1 -> 3.0-4.0 /
+// 1.7-2.1 -> 1.2-2.0; mixtral-mini bf16 (rows of 2 KiB, short streams) 1.7-2.2 -> 1.8-1.9 /
+// 0.76-0.91 -> 0.83-0.88, within the noise. Intel CPUs keep "avx512" until measured there.
+void F32GemvAvx512Streams(size_t c, size_t k, size_t rows, const void* w, DType w_dtype,
+                          const float* bias, const float* x, size_t x_stride, float* y,
+                          size_t y_stride);
 void F32ReluAvx512(size_t n, const float* x, const float* u, float* y);
 void F32GeluErfAvx512(size_t n, const float* x, const float* u, float* y);
 void F32GeluTanhAvx512(size_t n, const float* x, const float* u, float* y);

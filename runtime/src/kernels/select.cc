@@ -31,9 +31,18 @@ const Kernels kAvx2 = {"avx2",           F32ReluAvx2,      F32GeluErfAvx2, F32Ge
                        F32GemvAvx2,      F32ValueRowsAvx2};
 // The AVX2 set with the AVX-512 gemv and activations (the norms gain nothing from 16 lanes at
 // d_model sizes).
-const Kernels kAvx512 = {"avx512",         F32ReluAvx512,    F32GeluErfAvx512, F32GeluTanhAvx512,
-                         F32SiluAvx512,    F32SigmoidAvx512, F32LayerNormAvx2, F32RmsNormAvx2,
-                         F32GemvAvx512,    F32ValueRowsAvx512};
+constexpr Kernels kAvx512 = {"avx512",         F32ReluAvx512,    F32GeluErfAvx512,
+                             F32GeluTanhAvx512, F32SiluAvx512,    F32SigmoidAvx512,
+                             F32LayerNormAvx2, F32RmsNormAvx2,   F32GemvAvx512,
+                             F32ValueRowsAvx512};
+// The same with one token's gemv in 8-row streams (F32GemvAvx512Streams): the best set on AMD CPUs,
+// listed after "avx512" there and before it elsewhere, so that the tests run both everywhere.
+constexpr Kernels WithStreamsGemv(Kernels k) {
+  k.isa = "avx512-streams";
+  k.gemv = F32GemvAvx512Streams;
+  return k;
+}
+constexpr Kernels kAvx512Streams = WithStreamsGemv(kAvx512);
 #endif
 #if defined(FFLITE_KERNELS_NEON)
 const Kernels kNeon = {"neon",           F32ReluNeon,      F32GeluErfNeon, F32GeluTanhNeon,
@@ -49,7 +58,10 @@ std::vector<const Kernels*> Detect() {
   if (cpuinfo && cpuinfo_has_x86_avx2() && cpuinfo_has_x86_fma3() && cpuinfo_has_x86_f16c()) {
     sets.push_back(&kAvx2);
     if (cpuinfo_has_x86_avx512f() && cpuinfo_has_x86_avx512bw() && cpuinfo_has_x86_avx512vl()) {
-      sets.push_back(&kAvx512);
+      const bool amd = cpuinfo_get_cores_count() > 0 &&
+                       cpuinfo_get_core(0)->vendor == cpuinfo_vendor_amd;
+      sets.push_back(amd ? &kAvx512 : &kAvx512Streams);
+      sets.push_back(amd ? &kAvx512Streams : &kAvx512);
     }
   }
 #endif
