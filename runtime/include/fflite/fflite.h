@@ -264,7 +264,8 @@ typedef struct fflite_platform_info {
   int32_t num_cores;      /* physical cores, >= 1 (on Linux as the kernel's topology says) */
   int32_t num_logical_cpus; /* hardware threads, >= num_cores */
   /* Appended in 0.2: the kernel sets the CPU backend chose on this CPU, e.g. "avx512" for the
-   * f32/f16/bf16 matrix products, activations and norms; "avx512" for quantised weights with
+   * f32/f16/bf16 matrix products, activations and norms ("avx512-streams" on AMD CPUs: the same
+   * with one token's products read as 8 streams of rows); "avx512" for quantised weights with
    * float activations (decode); "avx512vnni" for quantised weights with int8 activations
    * (prefill). */
   char kernels[16];
