@@ -315,10 +315,7 @@ FFLITE_AVX512 void Gemv(size_t c, size_t k, size_t rows, const void* w_bytes, co
   }
 }
 
-}  // namespace
-
-namespace {
-
+// The exported kernels: the weight type's Gemv, with or without one token's streams.
 template <bool kStreams>
 FFLITE_AVX512 void GemvOf(size_t c, size_t k, size_t rows, const void* w, DType w_dtype,
                           const float* bias, const float* x, size_t x_stride, float* y,
