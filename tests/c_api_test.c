@@ -341,7 +341,14 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: %s MODEL.fflite\n", argv[0]);
     return 2;
   }
-  CHECK(strlen(fflite_version()) >= 5);
+  {
+    /* The library's version is the header's, in both forms (one version, written in CMake). */
+    char expected[32];
+    snprintf(expected, sizeof expected, "%d.%d.%d", FFLITE_VERSION_MAJOR, FFLITE_VERSION_MINOR,
+             FFLITE_VERSION_PATCH);
+    CHECK(strcmp(fflite_version(), expected) == 0);
+    CHECK(strcmp(fflite_version(), FFLITE_VERSION_STRING) == 0);
+  }
   CHECK(strcmp(fflite_status_name(FFLITE_STATUS_INVALID_MODEL), "INVALID_MODEL") == 0);
   test_loading(argv[1]);
   if (fflite_model_load_file(argv[1], &model) != FFLITE_STATUS_OK) {

@@ -124,7 +124,8 @@ build() {
 
 # ---- 4. A folder to copy to the device: bin/ (the tools that were built), lib/ (libfflite.so and
 # every library they need that is not part of the device's base system: XNNPACK, pthreadpool,
-# cpuinfo, Abseil, from the same Debian packages), include/fflite.h, and `run`, which starts a
+# cpuinfo, Abseil, from the same Debian packages), include/fflite/ (fflite.h and the
+# fflite_version.h it includes), and `run`, which starts a
 # tool with lib/ on the library path. The device needs only glibc 2.36 and GCC 12's libstdc++
 # (Debian 12 / Raspberry Pi OS bookworm).
 make_dist() {
@@ -136,7 +137,8 @@ make_dist() {
     [ -f "$build_dir/$f" ] && cp "$build_dir/$f" "$dist/bin/" && queue+=("$dist/bin/$(basename "$f")")
   done
   cp -P "$build_dir"/runtime/libfflite.so* "$dist/lib/" && queue+=("$dist/lib/libfflite.so")
-  cp "$repo/runtime/include/fflite/fflite.h" "$dist/include/fflite/"
+  cp "$repo/runtime/include/fflite/fflite.h" "$build_dir/runtime/include/fflite/fflite_version.h" \
+    "$dist/include/fflite/"
   # Copy the dependencies, following DT_NEEDED from the binaries through the libraries.
   while [ ${#queue[@]} -gt 0 ]; do
     f=${queue[0]}

@@ -83,7 +83,7 @@ fflite_status Guard(F&& body) {
 
 extern "C" {
 
-const char* fflite_version(void) { return "0.1.0"; }
+const char* fflite_version(void) { return FFLITE_VERSION_STRING; }
 
 const char* fflite_last_error_message(void) { return g_last_error.c_str(); }
 

@@ -22,9 +22,8 @@ extern "C" {
 #define FFLITE_API
 #endif
 
-#define FFLITE_VERSION_MAJOR 0
-#define FFLITE_VERSION_MINOR 1
-#define FFLITE_VERSION_PATCH 0
+/* FFLITE_VERSION_MAJOR, _MINOR, _PATCH and FFLITE_VERSION_STRING, from the build's version. */
+#include "fflite/fflite_version.h"
 
 typedef enum fflite_status {
   FFLITE_STATUS_OK = 0,
@@ -71,7 +70,8 @@ typedef enum fflite_activation {
 typedef struct fflite_model fflite_model;     /* opaque, immutable, thread-safe */
 typedef struct fflite_session fflite_session; /* opaque, one thread at a time */
 
-/* "MAJOR.MINOR.PATCH" of the library; a static string. */
+/* "MAJOR.MINOR.PATCH" of the library (FFLITE_VERSION_STRING of the header it was built with, which
+ * a caller may compare); a static string. */
 FFLITE_API const char* fflite_version(void);
 
 /* The message of the last failed call on this thread ("" if none). The string is owned by
