@@ -14,7 +14,7 @@
 
 #include "absl/strings/str_format.h"
 #include "backends/backend.h"
-#include "backends/xnnpack/xnnpack_backend.h"
+#include "backends/cpu/cpu_backend.h"
 #include "base/half.h"
 #include "gtest/gtest.h"
 #include "kernels/quant_kernels.h"
@@ -42,14 +42,14 @@ using testing::Variant;
 // Whether the backend takes an expert budget (others refuse a nonzero one).
 bool TakesBudget(const std::string& backend) { return backend == "xnnpack"; }
 
-// Bytes of one packed expert of these experts' shape (the xnnpack budget's unit).
+// Bytes of one packed expert of these experts' shape (the CPU backend budget's unit).
 uint64_t OneExpert(uint32_t d_model, uint32_t d_ff, bool gated) {
   FfnView f;
   f.d_model = d_model;
   f.d_ff = d_ff;
   f.d_ff_padded = (d_ff + 63) / 64 * 64;
   f.gated = gated;
-  return XnnpackPackedFfnBytes(f);
+  return CpuPackedFfnBytes(f);
 }
 
 constexpr Activation kActivations[] = {Activation::RELU, Activation::GELU_ERF,

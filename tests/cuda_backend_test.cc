@@ -117,15 +117,23 @@ TEST(CudaBackendTest, AutoChoosesTheGpuAndFallsBackWhereItRefuses) {
   EXPECT_STRNE((*fallback)->backend_name(), "cuda");
 }
 
+// Device memory by the CUDA runtime itself, as a caller of fflite_session_run_device has it.
 struct DeviceBuffer {
   explicit DeviceBuffer(size_t bytes) {
-    auto p = CudaAlloc(bytes);
-    EXPECT_TRUE(p.ok()) << p.status();
-    ptr = p.ok() ? static_cast<float*>(*p) : nullptr;
+    void* p = nullptr;
+    EXPECT_EQ(cudaMalloc(&p, bytes), cudaSuccess);
+    ptr = static_cast<float*>(p);
   }
-  ~DeviceBuffer() { CudaFree(ptr); }
+  ~DeviceBuffer() { cudaFree(ptr); }
   float* ptr;
 };
+
+// A copy between host and device memory (either way); OK or the CUDA error's name.
+absl::Status CudaCopy(void* to, const void* from, size_t bytes, bool to_device) {
+  const cudaError_t e =
+      cudaMemcpy(to, from, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
+  return e == cudaSuccess ? absl::OkStatus() : absl::InternalError(cudaGetErrorName(e));
+}
 
 TEST(CudaBackendTest, DeviceRunsEqualHostRunsOnBothStreams) {
   SKIP_WITHOUT_GPU();

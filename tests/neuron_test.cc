@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_format.h"
 #include "backends/backend.h"
-#include "backends/xnnpack/xnnpack_backend.h"
+#include "backends/cpu/cpu_backend.h"
 #include "gtest/gtest.h"
 #include "session/session.h"
 #include "testing/backends.h"
@@ -429,18 +429,18 @@ TEST(SparseDecodeXnnpackTest, ListedRowsEqualEveryRowBitwise) {
     const size_t tokens = 2;
     const std::vector<float> input = rng.Vec(tokens * d, 1.0f);
     std::vector<std::vector<float>> outs;
-    std::vector<ValueRowsRead> reads;
+    std::vector<BackendStats> reads;
     for (const double fraction : {1.0, 0.0}) {
-      XnnpackBackendOptions options;
+      CpuBackendOptions options;
       options.value_rows_dense_fraction = fraction;
       BackendConfig config;
       config.max_tokens = tokens;
       config.num_threads = 2;
-      auto backend = CreateXnnpackBackendWithOptions(*model->model, config, options);
+      auto backend = CreateCpuBackendWithOptions(*model->model, config, options);
       ASSERT_TRUE(backend.ok()) << backend.status();
       outs.emplace_back(tokens * d);
       ASSERT_TRUE((*backend)->Run(0, input.data(), tokens, outs.back().data()).ok());
-      reads.push_back(XnnpackValueRowsRead(backend->get()));
+      reads.push_back((*backend)->Stats());
     }
     EXPECT_EQ(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * sizeof(float)), 0)
         << "silent " << silent;
@@ -456,13 +456,13 @@ TEST(SparseDecodeXnnpackTest, ListedRowsEqualEveryRowBitwise) {
     uint64_t firing = 0;
     for (uint32_t i = 0; i < ff; ++i) firing += h[i] != 0.0f || h[ff + i] != 0.0f;
     const uint64_t padded = model->model->layers()[0].ffn.d_ff_padded;
-    EXPECT_EQ(reads[0].read, firing) << "silent " << silent;
+    EXPECT_EQ(reads[0].value_rows_read, firing) << "silent " << silent;
     // ReGLU: up computed for the neurons whose gate fired (those whose h is nonzero here).
-    EXPECT_EQ(reads[0].up_read, firing) << "silent " << silent;
-    EXPECT_EQ(reads[0].up_total, padded);
-    EXPECT_EQ(reads[1].up_total, 0u) << "dense fraction 0 computes up whole";
-    EXPECT_EQ(reads[0].total, padded);
-    EXPECT_EQ(reads[1].read, padded);
+    EXPECT_EQ(reads[0].up_rows_read, firing) << "silent " << silent;
+    EXPECT_EQ(reads[0].up_rows_total, padded);
+    EXPECT_EQ(reads[1].up_rows_total, 0u) << "dense fraction 0 computes up whole";
+    EXPECT_EQ(reads[0].value_rows_total, padded);
+    EXPECT_EQ(reads[1].value_rows_read, padded);
     if (silent == 1.0) {
       EXPECT_EQ(firing, 0u);
     }

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <string>
 
-#include "backends/xnnpack/xnnpack_backend.h"
+#include "backends/cpu/cpu_backend.h"
 #include "base/platform.h"
 #include "fflite/fflite.h"
 #include "gmock/gmock.h"
@@ -192,7 +192,7 @@ TEST(PlatformTest, CApiReportsTheSameFacts) {
   EXPECT_EQ(std::string(info.kernels), BestKernels().isa);
   EXPECT_EQ(std::string(info.quant_gemv_kernels), BestQGemvKernel().isa);
   EXPECT_EQ(std::string(info.quant_gemm_kernels), BestQGemmKernel().isa);
-  const PackedKernelNames gemm = XnnpackPackedKernelNames(XnnpackBackendOptions());
+  const PackedKernelNames gemm = CpuPackedKernelNames(CpuBackendOptions());
   EXPECT_EQ(std::string(info.gemm_kernels), gemm.f32);
   EXPECT_EQ(std::string(info.bf16_gemm_kernels), gemm.bf16);
   EXPECT_EQ(std::string(info.f16_gemm_kernels), gemm.f16);

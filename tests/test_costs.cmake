@@ -5,15 +5,15 @@
 # Only the order changes. A name that no longer exists is ignored by ctest (so keep them current).
 # Parameterised tests are left out: their ctest names carry gtest's "# GetParam() = ..." text.
 set(fflite_test_costs
-  XnnpackMoeLargerTest.MixtralLikePrefillAndDecode 63
+  CpuMoeLargerTest.MixtralLikePrefillAndDecode 63
   QuantShapeTest.OddShapesTokensAndThreads 56
-  XnnpackLargerTest.LlamaLikeSwiGlu 32
-  XnnpackOptionsTest.EveryPackedEngineMatchesReference 30
+  CpuLargerTest.LlamaLikeSwiGlu 32
+  CpuOptionsTest.EveryPackedEngineMatchesReference 30
   GemmTest.EveryKernelMatchesTheDoubleProduct 22
   QuantizeStudy.SwigluOutputNmseAgainstF32 21
   QuantizeTest.SearchIsWithinAHairOfExhaustive 14
-  XnnpackMoeGemmTest.EveryBf16KernelOnPackedExperts 12
-  XnnpackLargerTest.BertLikeGeluPostLayerNorm 9
+  CpuMoeGemmTest.EveryBf16KernelOnPackedExperts 12
+  CpuLargerTest.BertLikeGeluPostLayerNorm 9
   ConverterKillTest.KilledConversionLeavesDestinationUntouched 8
   QuantMoeTest.RoutedAndSharedExperts 7
   QuantKernelSetsTest.EveryKernelMatchesReference 7

@@ -7,7 +7,7 @@
 #include <type_traits>
 
 #include "absl/status/status.h"
-#include "backends/xnnpack/xnnpack_backend.h"
+#include "backends/cpu/cpu_options.h"
 #include "base/platform.h"
 #include "c_status.h"
 #include "fflite/fflite.h"
@@ -407,7 +407,7 @@ fflite_status fflite_platform_info_get(fflite_platform_info* out_info) {
     copy(fflite::BestQGemvKernel().isa, info.quant_gemv_kernels, sizeof(info.quant_gemv_kernels));
     copy(fflite::BestQGemmKernel().isa, info.quant_gemm_kernels, sizeof(info.quant_gemm_kernels));
     const fflite::PackedKernelNames gemm =
-        fflite::XnnpackPackedKernelNames(fflite::XnnpackBackendOptions());
+        fflite::CpuPackedKernelNames(fflite::CpuBackendOptions());
     copy(gemm.f32, info.gemm_kernels, sizeof(info.gemm_kernels));
     copy(gemm.bf16, info.bf16_gemm_kernels, sizeof(info.bf16_gemm_kernels));
     copy(gemm.f16, info.f16_gemm_kernels, sizeof(info.f16_gemm_kernels));

@@ -7,9 +7,18 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/cpu/cpu_backend.h"
 #include "gtest/gtest.h"
 
 namespace fflite {
+
+// The CPU backend with `options` (what a session with BackendConfig::cpu_options gets).
+inline absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackendWithOptions(
+    const Model& model, BackendConfig config, const CpuBackendOptions& options) {
+  config.cpu_options = &options;
+  return CreateCpuBackend(model, config);
+}
+
 namespace testing {
 
 // Every backend in the registry, the reference included.

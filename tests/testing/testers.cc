@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
-#include "backends/xnnpack/xnnpack_backend.h"
+#include "backends/cpu/cpu_backend.h"
 #include "session/session.h"
 #include "testing/tolerances.h"
 
@@ -13,7 +13,7 @@ namespace fflite {
 namespace testing {
 
 double FloatRelTol(DType dtype) {
-  return dtype == DType::BF16 && XnnpackBf16Arithmetic(XnnpackBackendOptions()) ? kBf16ActRelTol
+  return dtype == DType::BF16 && CpuBf16Arithmetic(CpuBackendOptions()) ? kBf16ActRelTol
                                                                                 : kF32RelTol;
 }
 

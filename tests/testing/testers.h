@@ -24,7 +24,7 @@ namespace testing {
 bool ExpectOutputsNear(const std::vector<float>& want, const std::vector<float>& got, size_t tokens,
                        size_t d, double rel_tol, const std::string& what);
 
-// The tolerance for float weights of `dtype` through the xnnpack backend with its default options
+// The tolerance for float weights of `dtype` through the CPU backend with its default options
 // against the reference: kBf16ActRelTol where it multiplies bf16 weights in bf16 on this CPU,
 // else kF32RelTol.
 double FloatRelTol(DType dtype);

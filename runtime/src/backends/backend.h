@@ -1,5 +1,7 @@
 // The interface every backend implements, and the registry that lists them. Adding a backend
-// touches its own folder and one line of registry.cc; the tests iterate the registry.
+// touches its own folder, one line of registry.cc and its CMake option; the tests iterate the
+// registry. What a layer means is written once, outside every backend: a backend implements the
+// executors of layer/layer_runner.h and moe/moe_runner.h and runs its layers through runner_.
 #ifndef FFLITE_RUNTIME_SRC_BACKENDS_BACKEND_H_
 #define FFLITE_RUNTIME_SRC_BACKENDS_BACKEND_H_
 
@@ -11,19 +13,49 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "format/model.h"
-#include "backends/neuron_capture.h"
-#include "backends/neuron_scales.h"
+#include "layer/layer_runner.h"
+#include "layer/neuron_capture.h"
+#include "layer/neuron_scales.h"
 #include "moe/expert_counts.h"
 
 namespace fflite {
 
+struct CpuBackendOptions;  // backends/cpu/cpu_options.h
+
 struct BackendConfig {
   int num_threads = 1;   // >= 1
   size_t max_tokens = 0; // >= 1: the most tokens one Run may pass
-  // Most bytes of packed routed-expert weights kept in memory (0: no limit). Backends that pack
-  // weights (xnnpack) pack experts on first use and drop the least recently used ones beyond it;
-  // backends that read the model in place ignore it. Results do not depend on it.
+  // Most bytes of routed-expert weights kept in memory (0: no limit): the CPU backend keeps an
+  // expert's forms (packed weights, file pages) on first use and drops the least recently used
+  // ones beyond it; the reference reads the model in place and ignores it; cuda refuses a
+  // nonzero budget. Results do not depend on it.
   uint64_t expert_budget_bytes = 0;
+  // For fflite-bench: time the routed experts of every MoE call (BackendStats::routed_seconds).
+  bool time_routed_experts = false;
+  // The CPU backend's tuning (tests, fflite-bench), or nullptr: its defaults. Other backends
+  // ignore it. It must outlive the backend's creation.
+  const CpuBackendOptions* cpu_options = nullptr;
+};
+
+// What a backend reports to the tools (fflite-bench), counted since its creation. Zero where a
+// backend does not keep a counter.
+struct BackendStats {
+  // Routed experts' resident forms now, as an expert budget counts them.
+  uint64_t resident_expert_bytes = 0;
+  // Bytes of the forms routed experts' batches ran on: each batch of an expert's tokens counts
+  // the whole form it read (packed weights, or the file's bytes of its matrices).
+  uint64_t routed_expert_bytes = 0;
+  // Seconds in routed experts (BackendConfig::time_routed_experts; gather, FFN, scatter-add).
+  double routed_seconds = 0.0;
+  // Batches of routed experts (an expert's tokens in one pass), and how many of them ran many at
+  // once (the CPU's experts alone: each whole on one thread).
+  uint64_t routed_batches = 0;
+  uint64_t routed_batches_together = 0;
+  // Value rows (down matrices stored as VALUE_ROWS) read and held by the matrices read; the same
+  // for the up rows of ReGLU FFNs that few-token calls compute only for the neurons whose gate
+  // fired.
+  uint64_t value_rows_read = 0, value_rows_total = 0;
+  uint64_t up_rows_read = 0, up_rows_total = 0;
 };
 
 // One backend instance serves one session: it may keep scratch and packed weights, and is used by
@@ -43,8 +75,11 @@ class Backend {
   // as the backend.
   virtual const char* device() const { return "cpu"; }
   // Routing statistics: tokens each expert of each MoE layer received since creation or the last
-  // reset (every backend counts through the shared ExpertCounts). nullptr: not kept.
-  virtual ExpertCounts* expert_counts() { return nullptr; }
+  // reset (the MoE runner counts for every backend; a backend that counts elsewhere, on a
+  // device, adds its counts here first).
+  virtual ExpertCounts* expert_counts() { return &counts_; }
+  // The tools' statistics (BackendStats).
+  virtual BackendStats Stats() const;
 
   // Neuron edits (Session::SetNeuronScales): every backend applies neuron_scales() to the hidden
   // activations of each FFN before its down projection. NeuronScalesChanged is called after the
@@ -60,8 +95,14 @@ class Backend {
   NeuronCapture& neuron_capture() { return neuron_capture_; }
 
  protected:
+  // Sizes the routing statistics and the layer runner for `model` and passes of up to
+  // max_pass_tokens tokens (each backend's creation calls it once).
+  void InitRunner(const Model& model, size_t max_pass_tokens, bool time_routed_experts);
+
   NeuronScales neuron_scales_;
   NeuronCapture neuron_capture_;
+  ExpertCounts counts_;
+  LayerRunner runner_;
 };
 
 struct BackendEntry {

@@ -1,7 +1,7 @@
 // The one explicit table of backends (no static self-registration: the order is visible here).
 #include "backends/backend.h"
 #include "backends/reference/reference_backend.h"
-#include "backends/xnnpack/xnnpack_backend.h"
+#include "backends/cpu/cpu_backend.h"
 #ifdef FFLITE_HAVE_CUDA
 #include "backends/cuda/cuda_backend.h"
 #endif
@@ -14,7 +14,8 @@ absl::Span<const BackendEntry> Backends() {
 #ifdef FFLITE_HAVE_CUDA
       {"cuda", CudaBackendAvailable, CreateCudaBackend, /*auto_choice=*/true},
 #endif
-      {"xnnpack", XnnpackBackendAvailable, CreateXnnpackBackend, /*auto_choice=*/true},
+      // The CPU backend keeps the name it was first released under (FFLITE_BACKEND_XNNPACK).
+      {"xnnpack", CpuBackendAvailable, CreateCpuBackend, /*auto_choice=*/true},
       {"reference", ReferenceBackendAvailable, CreateReferenceBackend, /*auto_choice=*/true},
   };
   return kBackends;
@@ -24,6 +25,18 @@ absl::Status Backend::RunDevice(size_t /*layer*/, const float* /*input*/, size_t
                                 float* /*output*/, void* /*stream*/) {
   return absl::UnimplementedError(
       "it runs on host memory: use fflite_session_run (device pointers need the cuda backend)");
+}
+
+BackendStats Backend::Stats() const {
+  BackendStats s;
+  s.routed_seconds = runner_.moe().routed_seconds();
+  return s;
+}
+
+void Backend::InitRunner(const Model& model, size_t max_pass_tokens, bool time_routed_experts) {
+  counts_.Init(model);
+  runner_.Init(model, max_pass_tokens, &neuron_scales_, &neuron_capture_, &counts_);
+  runner_.moe().set_time_routed(time_routed_experts);
 }
 
 const BackendEntry* FindBackend(const std::string& name) {

@@ -260,7 +260,7 @@ constexpr GemmKernel GemmWithoutAheadForm(GemmKernel base) {
 // itself where it has no ahead form (or is nullptr).
 const GemmKernel* GemmKernelWithoutAhead(const GemmKernel* kernel);
 
-// Whether the ahead forms run by default on this CPU (XnnpackBackendOptions::gemm_ahead): yes,
+// Whether the ahead forms run by default on this CPU (CpuBackendOptions::gemm_ahead): yes,
 // unless cpuinfo reports less than 1 MiB of L2 per core (a pass keeps its group of panels, the
 // next one and its block of activations there: about 550 KiB at 128 tokens); yes also where it
 // reports no L2 (a VM that hides the cache leaves: Debian's cpuinfo reads AMD's caches from leaf

@@ -1,4 +1,4 @@
-// Element-wise and per-row kernels the xnnpack backend needs beyond XNNPACK 2022: activations, the
+// Element-wise and per-row kernels the CPU backend needs beyond XNNPACK 2022: activations, the
 // GLU product, LayerNorm / RMSNorm, and a few-token matrix product straight from the model file's
 // f32/f16/bf16 weights. Each exists as portable scalar code and as SIMD code per ISA.
 #ifndef FFLITE_RUNTIME_SRC_KERNELS_KERNELS_H_

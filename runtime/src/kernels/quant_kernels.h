@@ -85,7 +85,7 @@ std::vector<const QGemmKernel*> AvailableQGemmKernels();
 const QGemmKernel& BestQGemmKernel();
 
 // "Choose per dtype through DefaultQuantGemmMinTokens", where a caller takes a token threshold
-// (XnnpackBackendOptions::quant_gemm_min_tokens's default).
+// (CpuBackendOptions::quant_gemm_min_tokens's default).
 inline constexpr size_t kQuantGemmTokensAuto = ~size_t{0};
 
 // The fewest tokens in a product over `dtype` (I8 or I4) weights for which the int8-activation

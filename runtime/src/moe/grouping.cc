@@ -10,6 +10,7 @@ void ExpertGroups::Reserve(uint32_t num_experts, size_t max_tokens, uint32_t top
   cursor.resize(std::max<size_t>(cursor.size(), num_experts));
   tokens.resize(std::max(tokens.size(), max_tokens * top_k));
   weights.resize(std::max(weights.size(), max_tokens * top_k));
+  entries.resize(std::max(entries.size(), max_tokens * top_k));
 }
 
 void GroupByExpert(const uint32_t* experts, const double* weights, size_t n_tokens, uint32_t top_k,
@@ -25,6 +26,7 @@ void GroupByExpert(const uint32_t* experts, const double* weights, size_t n_toke
       const uint32_t slot = g->cursor[experts[i]]++;
       g->tokens[slot] = static_cast<uint32_t>(t);
       g->weights[slot] = static_cast<float>(weights[i]);
+      g->entries[slot] = static_cast<uint32_t>(i);
     }
   }
 }

@@ -13,7 +13,10 @@ namespace fflite {
 struct ExpertGroups {
   std::vector<uint32_t> offsets;  // [num_experts + 1]: expert e owns [offsets[e], offsets[e+1])
   std::vector<uint32_t> tokens;   // [n_tokens · top_k] token index of each entry
-  std::vector<float> weights;     // [n_tokens · top_k] routing weight of each entry
+  std::vector<float> weights;     // [n_tokens · top_k] routing weight of each entry, as f32
+  // [n_tokens · top_k] where each entry came from in the routing: t · top_k + j for token t's
+  // j-th choice (its rank), which gives its weight in double and its place in a capture.
+  std::vector<uint32_t> entries;
   std::vector<uint32_t> cursor;   // [num_experts] scratch
 
   // Sizes the arrays once, so that Group() does not allocate.

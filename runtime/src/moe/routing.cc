@@ -1,6 +1,7 @@
 // MoE routing: scores, group-limited top-k with index tie-breaking, renormalisation, scaling.
 #include "moe/routing.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "base/half.h"
@@ -72,6 +73,22 @@ void RouteToken(const RoutingParams& p, const double* logits, RoutingScratch* s,
   const route::Scratch scratch{s->scores.data(), s->choice.data(), s->group_scores.data(),
                                s->taken.data(), s->group_kept.data()};
   route::Route(ToRouteParams(p), logits, scratch, experts, weights);
+}
+
+void HostRouter::Reserve(uint32_t num_experts, uint32_t n_group) {
+  row_.resize(std::max<size_t>(row_.size(), num_experts));
+  scratch_.Reserve(std::max<uint32_t>(num_experts, static_cast<uint32_t>(scratch_.scores.size())),
+                   std::max<uint32_t>(n_group, static_cast<uint32_t>(scratch_.group_kept.size())));
+}
+
+void HostRouter::Route(const RoutingParams& params, const float* logits, size_t stride, size_t n,
+                       uint32_t* experts, double* weights) {
+  const uint32_t e_count = params.num_experts, k = params.top_k;
+  for (size_t t = 0; t < n; ++t) {
+    const float* l = logits + t * stride;
+    for (uint32_t e = 0; e < e_count; ++e) row_[e] = l[e];
+    RouteToken(params, row_.data(), &scratch_, experts + t * k, weights + t * k);
+  }
 }
 
 }  // namespace fflite

@@ -52,6 +52,20 @@ route::Params ToRouteParams(const RoutingParams& params);
 void RouteToken(const RoutingParams& params, const double* logits, RoutingScratch* scratch,
                 uint32_t* experts, double* weights);
 
+// Routes rows of f32 logits, as the CPU backends' routers produce them: each row widened to double,
+// then RouteToken. Sized once (Reserve); Route allocates nothing.
+class HostRouter {
+ public:
+  void Reserve(uint32_t num_experts, uint32_t n_group);
+  // logits [n, stride]: the first params.num_experts of each row; experts, weights [n, top_k].
+  void Route(const RoutingParams& params, const float* logits, size_t stride, size_t n,
+             uint32_t* experts, double* weights);
+
+ private:
+  std::vector<double> row_;  // [max num_experts]: one token's logits
+  RoutingScratch scratch_;
+};
+
 }  // namespace fflite
 
 #endif  // FFLITE_RUNTIME_SRC_MOE_ROUTING_H_

@@ -27,6 +27,8 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const Model& model,
   config.num_threads = options.num_threads;
   config.max_tokens = options.max_tokens;
   config.expert_budget_bytes = options.expert_budget_bytes;
+  config.cpu_options = options.cpu_options;
+  config.time_routed_experts = options.time_routed_experts;
   if (options.backend == "auto") {
     // The first backend in the table's order that runs here and takes this model and these
     // options (cuda refuses expert budgets, say, and can run out of device memory): the next

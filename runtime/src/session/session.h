@@ -17,9 +17,13 @@ struct SessionOptions {
   int num_threads = 1;
   std::string backend = "auto";  // "auto" or a registry name
   size_t max_tokens = 512;
-  // Most bytes of packed routed-expert weights a backend keeps in memory; 0: no limit (xnnpack
-  // then packs every expert at creation). See BackendConfig::expert_budget_bytes.
+  // Most bytes of routed-expert weights a backend keeps in memory; 0: no limit. See
+  // BackendConfig::expert_budget_bytes.
   uint64_t expert_budget_bytes = 0;
+  // For tests and fflite-bench (not in the C API): the CPU backend's tuning (nullptr: its
+  // defaults; it must outlive Create), and timing of routed experts (Stats().routed_seconds).
+  const CpuBackendOptions* cpu_options = nullptr;
+  bool time_routed_experts = false;
 };
 
 inline constexpr size_t kMaxTokensLimit = size_t{1} << 20;
@@ -64,6 +68,9 @@ class Session {
   // inconsistent with the layer's kind, capacities).
   absl::Status SetCapture(size_t layer, float* h, size_t h_capacity, int32_t* experts,
                           float* weights, size_t route_capacity);
+
+  // What the backend counted since creation (fflite-bench).
+  BackendStats Stats() const { return backend_->Stats(); }
 
   const char* backend_name() const { return backend_name_; }
   // What the backend computes on ("cpu", or the GPU's name and properties).

@@ -1,8 +1,9 @@
 // Baseline: xnn_create_fully_connected_nc_f32 per matrix (whole matrix, one operator), scalar
-// activations, norms and residual, on the same pthreadpool setup as the xnnpack backend. MoE
-// layers as a general engine's loop of dense operators would run them: the router as one
-// operator, the shared routing module, then per active expert its plain operators over the
-// gathered tokens, and the shared experts the same way.
+// activations, norms and residual, on the same pthreadpool setup as the CPU backend. MoE layers
+// as a general engine's loop of dense operators would run them: the router as one operator, then
+// per active expert its plain operators over the gathered tokens, and the shared experts the same
+// way, in the steps of fflite's layer and MoE runners (what differs is only how each step
+// computes).
 #include "bench/baseline.h"
 
 #include <pthreadpool.h>
@@ -16,7 +17,8 @@
 #include "absl/strings/str_format.h"
 #include "base/aligned_buffer.h"
 #include "format/writer.h"
-#include "moe/grouping.h"
+#include "layer/layer_runner.h"
+#include "moe/moe_runner.h"
 #include "moe/routing.h"
 
 namespace fflite {
@@ -51,7 +53,7 @@ struct Layer {
   std::vector<float> shared_gate;  // [d] or empty
 };
 
-class Baseline : public Backend {
+class Baseline : public Backend, LayerExecutor, ExpertExecutor {
  public:
   explicit Baseline(const Model& model) : model_(model) {}
   ~Baseline() override {
@@ -76,7 +78,7 @@ class Baseline : public Backend {
     if (config.num_threads > 1) pool_ = pthreadpool_create(config.num_threads);
     const size_t d = model_.d_model();
     size_t max_ff = 0;
-    size_t max_e = 0, max_k = 0, max_groups = 1;
+    size_t max_e = 0, max_groups = 1;
     const float inf = std::numeric_limits<float>::infinity();
     auto make = [&](const TensorView& w, const TensorView& b, xnn_operator_t* op) {
       const std::vector<float> wf = ToF32(w), bf = ToF32(b);
@@ -110,7 +112,6 @@ class Baseline : public Backend {
         }
         l.shared_gate = ToF32(m.shared_expert_gate);
         max_e = std::max<size_t>(max_e, m.num_experts);
-        max_k = std::max<size_t>(max_k, m.top_k);
         max_groups = std::max<size_t>(max_groups, m.n_group);
       }
       if (!ok) return absl::InternalError("xnn_create_fully_connected_nc_f32 failed");
@@ -127,58 +128,124 @@ class Baseline : public Backend {
           !logits_.Allocate(t * max_e)) {
         return absl::ResourceExhaustedError("baseline scratch");
       }
-      logits_f64_.resize(max_e);
-      experts_.resize(t * max_k);
-      weights_.resize(t * max_k);
-      groups_.Reserve(static_cast<uint32_t>(max_e), t, static_cast<uint32_t>(max_k));
-      scratch_.Reserve(static_cast<uint32_t>(max_e), static_cast<uint32_t>(max_groups));
+      router_.Reserve(static_cast<uint32_t>(max_e), static_cast<uint32_t>(max_groups));
     }
     const size_t t = config.max_tokens;
     if (!x_.Allocate(t * d, XNN_EXTRA_BYTES) || !a_.Allocate(t * max_ff, XNN_EXTRA_BYTES) ||
         !g_.Allocate(t * max_ff) || !f_.Allocate(t * d)) {
       return absl::ResourceExhaustedError("baseline scratch");
     }
+    max_tokens_ = t;
+    InitRunner(model_, t, /*time_routed_experts=*/false);
     return absl::OkStatus();
   }
 
   absl::Status Run(size_t layer, const float* input, size_t n, float* output) override {
-    const Layer& l = layers_[layer];
-    const LayerView& lv = *l.view;
-    const size_t d = model_.d_model();
-    const bool pre = lv.norm.present && lv.norm.placement == NormPlacement::PRE;
-    const bool post = lv.norm.present && !pre;
-    for (size_t t = 0; t < n; ++t) {
-      if (pre) {
-        Norm(l, input + t * d, x_.data() + t * d);
-      } else {
-        std::memcpy(x_.data() + t * d, input + t * d, d * sizeof(float));
-      }
-    }
-    if (lv.kind == LayerKind::kDense) {
-      if (!RunFfn(l.ffn, n, x_.data(), f_.data())) return absl::InternalError("ffn");
-    } else if (!RunMoe(l, n)) {
-      return absl::InternalError("moe");
-    }
-    for (size_t i = 0; i < n * d; ++i) f_.data()[i] += lv.residual ? input[i] : 0.0f;
-    for (size_t t = 0; t < n; ++t) {
-      if (post) {
-        Norm(l, f_.data() + t * d, output + t * d);
-      } else {
-        std::memcpy(output + t * d, f_.data() + t * d, d * sizeof(float));
-      }
-    }
+    const absl::Status status = runner_.Run(model_, layer, *this, this, input, n, output);
     // XNNPACK's operators leave the pool's threads spinning after each run; put them to sleep,
-    // as the xnnpack backend does at the end of a Run, so that neither side of a comparison
-    // runs while the other's workers spin on the same cores.
+    // as the CPU backend does at the end of a Run, so that neither side of a comparison runs
+    // while the other's workers spin on the same cores.
     if (pool_ != nullptr) {
       pthreadpool_parallelize_1d(pool_, [](void*, size_t) {}, nullptr,
                                  pthreadpool_get_threads_count(pool_),
                                  PTHREADPOOL_FLAG_YIELD_WORKERS);
     }
-    return absl::OkStatus();
+    return status;
   }
 
  private:
+  // --- The layer's steps: x_ = [Norm](x), f_ = body(x_), y = [Norm]([x +] f_), in f32.
+  size_t PassTokens(const LayerView& /*layer*/) const override { return max_tokens_; }
+
+  absl::Status PreNorm(const LayerPass& pass) override {
+    const size_t d = model_.d_model();
+    for (size_t t = 0; t < pass.n; ++t) {
+      if (pass.steps.pre_norm) {
+        Norm(layers_[pass.layer], pass.x + t * d, x_.data() + t * d);
+      } else {
+        std::memcpy(x_.data() + t * d, pass.x + t * d, d * sizeof(float));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Dense(const LayerPass& pass) override {
+    if (!RunFfn(layers_[pass.layer].ffn, pass.n, x_.data(), f_.data())) {
+      return absl::InternalError("ffn");
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Finish(const LayerPass& pass, bool /*residual_added*/) override {
+    const size_t d = model_.d_model();
+    for (size_t i = 0; i < pass.n * d; ++i) f_.data()[i] += pass.steps.residual ? pass.x[i] : 0.0f;
+    for (size_t t = 0; t < pass.n; ++t) {
+      if (pass.steps.post_norm) {
+        Norm(layers_[pass.layer], f_.data() + t * d, pass.y + t * d);
+      } else {
+        std::memcpy(pass.y + t * d, f_.data() + t * d, d * sizeof(float));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // --- The MoE's steps: f_ = Σ_e w · expert_e(x_) + [sigmoid(gate·x_)] · Σ shared(x_).
+  size_t ExpertBatchTokens() const override { return max_tokens_; }
+
+  absl::Status Route(const MoeCall& call, uint32_t* experts, double* weights) override {
+    const Layer& l = layers_[call.layer];
+    if (!Fc(l.router, call.n, x_.data(), logits_.data())) return absl::InternalError("router");
+    router_.Route(l.routing, logits_.data(), call.moe->num_experts, call.n, experts, weights);
+    return absl::OkStatus();
+  }
+
+  absl::Status BeginExperts(const MoeCall& call, const ExpertGroups& /*groups*/) override {
+    std::memset(f_.data(), 0, call.n * model_.d_model() * sizeof(float));
+    return absl::OkStatus();
+  }
+
+  absl::Status RunExpert(const MoeCall& call, const ExpertBatch& b) override {
+    const size_t d = model_.d_model();
+    for (size_t r = 0; r < b.count; ++r) {
+      std::memcpy(gx_.data() + r * d, x_.data() + b.tokens[r] * d, d * sizeof(float));
+    }
+    if (!RunFfn(layers_[call.layer].experts[b.expert], b.count, gx_.data(), eo_.data())) {
+      return absl::InternalError("expert");
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status AddExpert(const MoeCall& /*call*/, const ExpertBatch& b,
+                         bool /*ran_many*/) override {
+    const size_t d = model_.d_model();
+    for (size_t r = 0; r < b.count; ++r) {
+      for (size_t i = 0; i < d; ++i) {
+        f_.data()[b.tokens[r] * d + i] += b.weights[r] * eo_.data()[r * d + i];
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status RunShared(const MoeCall& call, size_t s, size_t r0, size_t m,
+                         bool /*last*/) override {
+    const Layer& l = layers_[call.layer];
+    const size_t d = model_.d_model();
+    if (!RunFfn(l.shared[s], m, x_.data() + r0 * d, eo_.data())) {
+      return absl::InternalError("shared expert");
+    }
+    for (size_t t = 0; t < m; ++t) {
+      const float* x = x_.data() + (r0 + t) * d;
+      float g = 1.0f;
+      if (!l.shared_gate.empty()) {
+        float dot = 0.0f;
+        for (size_t i = 0; i < d; ++i) dot += l.shared_gate[i] * x[i];
+        g = 1.0f / (1.0f + std::exp(-dot));
+      }
+      for (size_t i = 0; i < d; ++i) f_.data()[(r0 + t) * d + i] += g * eo_.data()[t * d + i];
+    }
+    return absl::OkStatus();
+  }
+
   // out[n, d] = FFN(in[n, d])
   bool RunFfn(const Ffn& f, size_t n, const float* in, float* out) {
     const FfnView& v = *f.view;
@@ -191,47 +258,6 @@ class Baseline : public Backend {
       for (size_t i = 0; i < n * ff; ++i) a_.data()[i] = Act(v.activation, a_.data()[i]);
     }
     return Fc(f.down, n, a_.data(), out);
-  }
-
-  // f_[n, d] = Σ_e w · expert_e(x_) + [sigmoid(gate·x_)] · Σ shared(x_)
-  bool RunMoe(const Layer& l, size_t n) {
-    const MoeView& m = l.view->moe;
-    const size_t d = model_.d_model(), e_count = m.num_experts, k = m.top_k;
-    if (!Fc(l.router, n, x_.data(), logits_.data())) return false;
-    for (size_t t = 0; t < n; ++t) {
-      for (size_t e = 0; e < e_count; ++e) logits_f64_[e] = logits_.data()[t * e_count + e];
-      RouteToken(l.routing, logits_f64_.data(), &scratch_, experts_.data() + t * k,
-                 weights_.data() + t * k);
-    }
-    GroupByExpert(experts_.data(), weights_.data(), n, static_cast<uint32_t>(k),
-                  static_cast<uint32_t>(e_count), &groups_);
-    std::memset(f_.data(), 0, n * d * sizeof(float));
-    for (uint32_t e = 0; e < e_count; ++e) {
-      const size_t c = groups_.count(e);
-      if (c == 0) continue;
-      const uint32_t* tok = groups_.tokens.data() + groups_.offsets[e];
-      const float* w = groups_.weights.data() + groups_.offsets[e];
-      for (size_t r = 0; r < c; ++r) {
-        std::memcpy(gx_.data() + r * d, x_.data() + tok[r] * d, d * sizeof(float));
-      }
-      if (!RunFfn(l.experts[e], c, gx_.data(), eo_.data())) return false;
-      for (size_t r = 0; r < c; ++r) {
-        for (size_t i = 0; i < d; ++i) f_.data()[tok[r] * d + i] += w[r] * eo_.data()[r * d + i];
-      }
-    }
-    for (const Ffn& s : l.shared) {
-      if (!RunFfn(s, n, x_.data(), eo_.data())) return false;
-      for (size_t t = 0; t < n; ++t) {
-        float g = 1.0f;
-        if (!l.shared_gate.empty()) {
-          float dot = 0.0f;
-          for (size_t i = 0; i < d; ++i) dot += l.shared_gate[i] * x_.data()[t * d + i];
-          g = 1.0f / (1.0f + std::exp(-dot));
-        }
-        for (size_t i = 0; i < d; ++i) f_.data()[t * d + i] += g * eo_.data()[t * d + i];
-      }
-    }
-    return true;
   }
 
   static std::vector<float> ToF32(const TensorView& t) {
@@ -272,10 +298,8 @@ class Baseline : public Backend {
   AlignedBuffer<float> x_, a_, g_, f_;  // [T, d] + tail, [T, ff] + tail, [T, ff], [T, d]
   // MoE: gathered tokens [T, d] + tail, expert output [T, d], logits [T, E]
   AlignedBuffer<float> gx_, eo_, logits_;
-  std::vector<double> logits_f64_, weights_;  // [E], [T, k]
-  std::vector<uint32_t> experts_;             // [T, k]
-  ExpertGroups groups_;
-  RoutingScratch scratch_;
+  HostRouter router_;
+  size_t max_tokens_ = 1;
 };
 
 }  // namespace

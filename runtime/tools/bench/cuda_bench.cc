@@ -7,7 +7,8 @@
 #include <memory>
 #include <string>
 
-#include "backends/cuda/cuda_backend.h"
+#include "bench/cuda_roofline.h"
+#include "session/session.h"
 
 namespace fflite {
 namespace {
@@ -64,12 +65,13 @@ int RunCudaBench(const Model& model, double flops_per_token, const std::vector<i
   std::printf("roofline: read %.0f GB/s, cuBLAS bf16 GEMM %.1f TFLOP/s, host->device %.1f GB/s\n",
               roof->read_gbps, roof->bf16_gemm_tflops, roof->h2d_gbps);
   const size_t max_tokens = static_cast<size_t>(*std::max_element(tokens.begin(), tokens.end()));
-  BackendConfig config;
-  config.max_tokens = max_tokens;
+  SessionOptions options;
+  options.backend = "cuda";
+  options.max_tokens = max_tokens;
   const double t0 = Now();
-  absl::StatusOr<std::unique_ptr<Backend>> backend = CreateCudaBackend(model, config);
-  if (!backend.ok()) {
-    std::fprintf(stderr, "creating cuda: %s\n", backend.status().ToString().c_str());
+  absl::StatusOr<std::unique_ptr<Session>> session = Session::Create(model, options);
+  if (!session.ok()) {
+    std::fprintf(stderr, "creating a cuda session: %s\n", session.status().ToString().c_str());
     return 1;
   }
   std::printf("session creation (upload): %.3f s\n", Now() - t0);
@@ -96,8 +98,8 @@ int RunCudaBench(const Model& model, double flops_per_token, const std::vector<i
       for (size_t l = 0; l < model.layers().size(); ++l) {
         // Device pointers, the session's stream, finished before returning.
         const absl::Status st =
-            (*backend)->RunDevice(l, static_cast<const float*>(*in), n, static_cast<float*>(*out),
-                                  nullptr);
+            (*session)->RunDevice(l, static_cast<const float*>(*in), n,
+                                  static_cast<float*>(*out), nullptr);
         if (!st.ok()) {
           std::fprintf(stderr, "run: %s\n", st.ToString().c_str());
           return 1;
@@ -106,7 +108,7 @@ int RunCudaBench(const Model& model, double flops_per_token, const std::vector<i
       if (r >= warmup) device_s.push_back(Now() - start);
       start = Now();
       for (size_t l = 0; l < model.layers().size(); ++l) {
-        const absl::Status st = (*backend)->Run(l, host.data(), n, result.data());
+        const absl::Status st = (*session)->Run(l, host.data(), n, result.data());
         if (!st.ok()) {
           std::fprintf(stderr, "run: %s\n", st.ToString().c_str());
           return 1;

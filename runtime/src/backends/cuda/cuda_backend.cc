@@ -1,33 +1,26 @@
-// The cuda backend's host side: device probing, the weight upload, scratch, and each layer's
-// sequence of kernels and cuBLAS products. Layer semantics (norm placement, residual order,
-// routing, grouping) are those of the reference backend; routing runs route::Route on the device
-// and grouping the shared GroupByExpert on the host.
+// The cuda backend's host side: device buffers and each step of the layer and MoE runners as a
+// sequence of kernels and cuBLAS products on the session's stream. What a layer means (its steps,
+// the MoE's routing, grouping and order of additions) comes from layer/layer_runner.h and
+// moe/moe_runner.h, as on every backend; routing runs route::Route on the device, and a few
+// tokens' MoE call runs fused on the device (ExpertExecutor::RunFused), no host round trip.
 #include "backends/cuda/cuda_backend.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
-#include <functional>
-#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "backends/cuda/cuda_api.h"
 #include "backends/cuda/cuda_kernels.h"
-#include "backends/layer_steps.h"
+#include "backends/cuda/cuda_weights.h"
 #include "base/status_macros.h"
-#include "format/dtype.h"
-#include "moe/expert_counts.h"
-#include "moe/grouping.h"
 #include "moe/routing.h"
 
 namespace fflite {
 namespace {
-
-using cuda::WType;
 
 static_assert(static_cast<uint8_t>(Activation::RELU) == 1 &&
                   static_cast<uint8_t>(Activation::GELU_ERF) == 2 &&
@@ -40,339 +33,9 @@ static_assert(static_cast<uint8_t>(Activation::RELU) == 1 &&
 // per 8 tokens); above it on cuBLAS.
 constexpr size_t kGemvMaxTokens = 8;
 constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
-constexpr int kDevice = 0;
+constexpr int kDevice = kCudaDevice;
 
-absl::Status CudaStatus(const char* what, cudaError_t e) {
-  if (e == cudaSuccess) return absl::OkStatus();
-  cudaGetLastError();  // clear a non-sticky error so that later calls do not report it again
-  if (e == cudaErrorMemoryAllocation) {
-    return absl::ResourceExhaustedError(absl::StrFormat("%s: out of device memory", what));
-  }
-  return absl::InternalError(
-      absl::StrFormat("%s: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e)));
-}
-
-// cuBLAS, opened on first use rather than linked: linking it costs every process that loads
-// libfflite ~0.4 s at start-up (measured: an empty program linked to libcublas.so.13 starts in
-// 0.37 s instead of 0.005 s), GPU or not, and a machine without the CUDA libraries could not load
-// libfflite at all.
-struct CublasApi {
-  std::string error;  // why it could not be opened; empty when every entry point was found
-  decltype(&cublasCreate_v2) create = nullptr;
-  decltype(&cublasDestroy_v2) destroy = nullptr;
-  decltype(&cublasSetStream_v2) set_stream = nullptr;
-  decltype(&cublasSetWorkspace_v2) set_workspace = nullptr;
-  // cublasGemmEx (C++ sees overloads, so the type is spelled out)
-  cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
-                            const void*, const void*, cudaDataType, int, const void*, cudaDataType,
-                            int, const void*, void*, cudaDataType, int, cublasComputeType_t,
-                            cublasGemmAlgo_t) = nullptr;
-  decltype(&cublasGetStatusName) status_name = nullptr;
-};
-
-const CublasApi& Cublas() {
-  static const CublasApi api = [] {
-    CublasApi a;
-    // The soname, then the toolkit's library folder this fflite was built against.
-    void* lib = dlopen(FFLITE_CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) lib = dlopen(FFLITE_CUBLAS_PATH, RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) {
-      const char* e = dlerror();
-      a.error = absl::StrFormat("cuBLAS (%s) cannot be loaded: %s", FFLITE_CUBLAS_SONAME,
-                                e != nullptr ? e : "dlopen failed");
-      return a;
-    }
-    bool ok = true;
-    auto find = [&](const char* name, auto* fn) {
-      *fn = reinterpret_cast<std::remove_pointer_t<decltype(fn)>>(dlsym(lib, name));
-      if (*fn == nullptr && ok) {
-        ok = false;
-        a.error = absl::StrFormat("cuBLAS (%s) has no %s", FFLITE_CUBLAS_SONAME, name);
-      }
-    };
-    find("cublasCreate_v2", &a.create);
-    find("cublasDestroy_v2", &a.destroy);
-    find("cublasSetStream_v2", &a.set_stream);
-    find("cublasSetWorkspace_v2", &a.set_workspace);
-    find("cublasGemmEx", &a.gemm_ex);
-    find("cublasGetStatusName", &a.status_name);
-    return a;  // the library stays open for the process's life
-  }();
-  return api;
-}
-
-absl::Status CublasStatus(const char* what, cublasStatus_t s) {
-  if (s == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  if (s == CUBLAS_STATUS_ALLOC_FAILED) {
-    return absl::ResourceExhaustedError(absl::StrFormat("%s: out of device memory", what));
-  }
-  return absl::InternalError(absl::StrFormat("%s: %s", what, Cublas().status_name(s)));
-}
-
-#define FFLITE_CUDA_CHECK(what, expr) FFLITE_RETURN_IF_ERROR(CudaStatus(what, (expr)))
-#define FFLITE_CUBLAS_CHECK(what, expr) FFLITE_RETURN_IF_ERROR(CublasStatus(what, (expr)))
-
-struct Probe {
-  bool ok = false;
-  std::string why;
-  std::string device;
-};
-
-// Asked once per process: the answer does not change while it runs.
-const Probe& ProbeDevice() {
-  static const Probe probe = [] {
-    Probe p;
-    int count = 0;
-    const cudaError_t e = cudaGetDeviceCount(&count);
-    cudaGetLastError();
-    if (e == cudaErrorInsufficientDriver) {
-      p.why = absl::StrFormat(
-          "no NVIDIA driver, or one older than this fflite's CUDA runtime %d.%d needs "
-          "(cudaErrorInsufficientDriver)",
-          CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10);
-      return p;
-    }
-    if (e == cudaErrorNoDevice || (e == cudaSuccess && count == 0)) {
-      p.why = "no CUDA device (cudaErrorNoDevice; check CUDA_VISIBLE_DEVICES)";
-      return p;
-    }
-    if (e != cudaSuccess) {
-      p.why = absl::StrFormat("cudaGetDeviceCount: %s (%s)", cudaGetErrorName(e),
-                              cudaGetErrorString(e));
-      return p;
-    }
-    cudaDeviceProp prop;
-    const cudaError_t pe = cudaGetDeviceProperties(&prop, kDevice);
-    if (pe != cudaSuccess) {
-      cudaGetLastError();
-      p.why = absl::StrFormat("cudaGetDeviceProperties: %s", cudaGetErrorString(pe));
-      return p;
-    }
-    p.device = absl::StrFormat("%s (sm_%d%d, %.1f GiB, device %d)", prop.name, prop.major,
-                               prop.minor, static_cast<double>(prop.totalGlobalMem) / (1 << 30),
-                               kDevice);
-    if (prop.major < 8) {
-      p.why = absl::StrFormat(
-          "device %d, %s, has compute capability %d.%d; this fflite has kernels for 8.0 and newer",
-          kDevice, prop.name, prop.major, prop.minor);
-      return p;
-    }
-    if (!Cublas().error.empty()) {
-      p.why = Cublas().error;
-      return p;
-    }
-    p.ok = true;
-    return p;
-  }();
-  return probe;
-}
-
-// --- The weights on the device. ---
-
-struct DevMatrix {
-  const void* data = nullptr;
-  WType type = WType::kF32;
-  uint32_t rows = 0, cols = 0;
-};
-
-struct DevFfn {
-  DevMatrix up, gate, down;
-  const float* up_bias = nullptr;  // null when absent
-  const float* gate_bias = nullptr;
-  const float* down_bias = nullptr;
-  uint8_t activation = 0;
-  bool gated = false;
-  uint32_t ff = 0;  // d_ff_padded
-  float* scale = nullptr;  // neuron edits [ff] in device memory (owned by the backend) or null
-};
-
-struct DevNorm {
-  bool present = false, layer_norm = false, pre = false;
-  float eps = 0.0f;
-  const float* weight = nullptr;  // unit offset applied
-  const float* bias = nullptr;
-};
-
-struct DevLayer {
-  bool moe = false;
-  bool residual = false;
-  DevNorm norm;
-  DevFfn ffn;  // dense
-  // MoE
-  DevMatrix router;
-  const float* router_bias = nullptr;
-  route::Params route{};  // score_correction_bias in device memory
-  std::vector<DevFfn> experts, shared;
-  DevMatrix shared_gate;  // rows 0 when absent
-  // A few tokens run every chosen expert in one launch per step (cuda::ExpertsHidden) where the
-  // experts allow it (FusedDecodeType): their table, routed experts then shared ones.
-  bool fused = false;
-  WType fused_type = WType::kF32;
-  cuda::ExpertPtrs* table = nullptr;  // device memory
-  uint32_t max_ff = 0;                // of the experts in the table
-  size_t counts_at = 0;               // where fused: its first counter in the device counters
-};
-
-// The offset of `bytes` placed after *total (256-byte aligned, as cuBLAS and 16-byte loads like),
-// and *total advanced past them: the layout of one allocation holding several buffers.
-uint64_t PlaceAfter(uint64_t* total, uint64_t bytes) {
-  const uint64_t at = (*total + 255) / 256 * 256;
-  *total = at + bytes;
-  return at;
-}
-
-// Bytes of one element of a matrix type.
-size_t TypeBytes(WType t) { return t == WType::kF32 ? 4 : 2; }
-
-// Whether the fused decode kernels can run a MoE layer's experts, and their weight type: one type
-// and one activation for every routed and shared expert, rows of 16-byte multiples at 16-byte
-// aligned addresses (the kernels' loads), and top_k within CombineExperts' limit.
-bool FusedDecodeType(const DevLayer& l, uint32_t d, WType* type) {
-  if (l.experts.empty() || l.route.top_k > cuda::kCombineMaxK) return false;
-  const DevFfn& first = l.experts[0];
-  *type = first.up.type;
-  const auto fits = [&](const DevMatrix& m, uint32_t cols) {
-    return m.type == *type && m.cols == cols && (cols * TypeBytes(*type)) % 16 == 0 &&
-           reinterpret_cast<uintptr_t>(m.data) % 16 == 0;
-  };
-  const auto ok = [&](const DevFfn& f) {
-    return f.gated == first.gated && f.activation == first.activation && f.ff % 4 == 0 &&
-           fits(f.up, d) && (!f.gated || fits(f.gate, d)) && fits(f.down, f.ff);
-  };
-  return std::all_of(l.experts.begin(), l.experts.end(), ok) &&
-         std::all_of(l.shared.begin(), l.shared.end(), ok);
-}
-
-cuda::ExpertPtrs ExpertEntry(const DevFfn& f) {
-  return cuda::ExpertPtrs{f.up.data,   f.gate.data, f.down.data, f.up_bias, f.gate_bias,
-                          f.down_bias, f.scale,     f.ff,        0};
-}
-
-// Places tensors in one device allocation. Run twice: first with no base to size it, then with the
-// allocation to copy (conversions happen only then).
-class Arena {
- public:
-  explicit Arena(uint8_t* base) : base_(base) {}
-  uint64_t size() const { return size_; }
-  const absl::Status& status() const { return status_; }
-
-  const void* PlaceRaw(const void* src, uint64_t bytes) {
-    uint8_t* at = Reserve(bytes);
-    if (base_ != nullptr && status_.ok()) {
-      status_ = CudaStatus("cudaMemcpy (weights)", cudaMemcpy(at, src, bytes,
-                                                              cudaMemcpyHostToDevice));
-    }
-    return at;
-  }
-  // `count` floats produced by fill(out) on the host.
-  const float* PlaceFloats(uint64_t count, const std::function<void(float*)>& fill) {
-    uint8_t* at = Reserve(count * sizeof(float));
-    if (base_ != nullptr && status_.ok()) {
-      staging_.resize(count);
-      fill(staging_.data());
-      status_ = CudaStatus("cudaMemcpy (weights)", cudaMemcpy(at, staging_.data(),
-                                                              count * sizeof(float),
-                                                              cudaMemcpyHostToDevice));
-    }
-    return reinterpret_cast<const float*>(at);
-  }
-
- private:
-  uint8_t* Reserve(uint64_t bytes) {
-    const uint64_t at = (size_ + 255) / 256 * 256;  // cuBLAS and 16-byte loads like alignment
-    size_ = at + bytes;
-    return base_ == nullptr ? nullptr : base_ + at;
-  }
-  uint8_t* base_;
-  uint64_t size_ = 0;
-  absl::Status status_;
-  std::vector<float> staging_;
-};
-
-// A float vector of any float dtype as f32 (null when absent).
-const float* PlaceVector(Arena* a, const TensorView& t) {
-  if (!t.present()) return nullptr;
-  const uint64_t n = t.numel();
-  return a->PlaceFloats(n, [&t, n](float* out) { FindDType(t.dtype)->to_f32(t.data, 0, n, out); });
-}
-
-// f32/f16/bf16 matrices as stored; quantised ones dequantised to f32 (exactly: q · scale).
-DevMatrix PlaceMatrix(Arena* a, const TensorView& t) {
-  DevMatrix m;
-  m.rows = static_cast<uint32_t>(t.shape[0]);
-  m.cols = static_cast<uint32_t>(t.shape.size() > 1 ? t.shape[1] : 1);
-  if (t.quantized()) {
-    const uint64_t rows = m.rows, cols = m.cols;
-    m.type = WType::kF32;
-    m.data = a->PlaceFloats(rows * cols, [&t, rows, cols](float* out) {
-      DequantizeRows(t.dtype, t.layout, rows, cols, t.data, 0, rows, out);
-    });
-    return m;
-  }
-  m.type = t.dtype == DType::F16    ? WType::kF16
-           : t.dtype == DType::BF16 ? WType::kBF16
-                                    : WType::kF32;
-  std::vector<uint8_t> transposed;  // a VALUE_ROWS down matrix goes up as [rows, cols]
-  const TensorView row_major = RowMajorView(t, &transposed);
-  m.data = a->PlaceRaw(row_major.data, row_major.size);
-  return m;
-}
-
-DevFfn PlaceFfn(Arena* a, const FfnView& f) {
-  DevFfn d;
-  d.up = PlaceMatrix(a, f.up);
-  if (f.gated) d.gate = PlaceMatrix(a, f.gate);
-  d.down = PlaceMatrix(a, f.down);
-  d.up_bias = PlaceVector(a, f.up_bias);
-  d.gate_bias = f.gated ? PlaceVector(a, f.gate_bias) : nullptr;
-  d.down_bias = PlaceVector(a, f.down_bias);
-  d.activation = static_cast<uint8_t>(f.activation);
-  d.gated = f.gated;
-  d.ff = f.d_ff_padded;
-  return d;
-}
-
-std::vector<DevLayer> PlaceModel(Arena* a, const Model& model) {
-  std::vector<DevLayer> layers;
-  for (const LayerView& l : model.layers()) {
-    DevLayer d;
-    const LayerSteps steps = StepsOf(l);
-    d.residual = steps.residual;
-    if (l.norm.present) {
-      d.norm.present = true;
-      d.norm.layer_norm = l.norm.kind == NormKind::LAYER_NORM;
-      d.norm.pre = steps.pre_norm;
-      d.norm.eps = l.norm.eps;
-      const NormView& n = l.norm;
-      d.norm.weight = a->PlaceFloats(n.weight.numel(),
-                                     [&n](float* out) { NormWeightAsApplied(n, out); });
-      d.norm.bias = PlaceVector(a, l.norm.bias);
-    }
-    if (l.kind == LayerKind::kDense) {
-      d.ffn = PlaceFfn(a, l.ffn);
-    } else {
-      const MoeView& m = l.moe;
-      d.moe = true;
-      d.router = PlaceMatrix(a, m.router);
-      d.router_bias = PlaceVector(a, m.router_bias);
-      const RoutingParams host = MakeRoutingParams(m);
-      d.route = ToRouteParams(host);
-      if (!host.score_correction_bias.empty()) {
-        d.route.score_correction_bias = static_cast<const double*>(a->PlaceRaw(
-            host.score_correction_bias.data(), host.score_correction_bias.size() * sizeof(double)));
-      }
-      for (const FfnView& f : m.experts) d.experts.push_back(PlaceFfn(a, f));
-      for (const FfnView& f : m.shared_experts) d.shared.push_back(PlaceFfn(a, f));
-      if (m.shared_expert_gate.present()) d.shared_gate = PlaceMatrix(a, m.shared_expert_gate);
-    }
-    layers.push_back(std::move(d));
-  }
-  return layers;
-}
-
-// --- The backend. ---
-
-class CudaBackend : public Backend {
+class CudaBackend : public Backend, LayerExecutor, ExpertExecutor {
  public:
   CudaBackend(const Model& model, size_t max_tokens)
       : model_(model), d_(model.d_model()), max_tokens_(max_tokens) {}
@@ -418,9 +81,9 @@ class CudaBackend : public Backend {
     cudaFreeHost(pinned_);
   }
 
-  absl::Status Init() {
+  absl::Status Init(bool time_routed_experts) {
     FFLITE_CUDA_CHECK("cudaSetDevice", cudaSetDevice(kDevice));
-    device_name_ = ProbeDevice().device;
+    device_name_ = ProbeCudaDevice().device;
     FFLITE_CUDA_CHECK("cudaStreamCreate", cudaStreamCreateWithFlags(&stream_,
                                                                     cudaStreamNonBlocking));
     FFLITE_CUBLAS_CHECK("cublasCreate", Cublas().create(&handle_));
@@ -494,8 +157,7 @@ class CudaBackend : public Backend {
     experts_h_ = reinterpret_cast<uint32_t*>(p + entries * 8);
     gtokens_h_ = reinterpret_cast<uint32_t*>(p + entries * 12);
     gweights_h_ = reinterpret_cast<float*>(p + entries * 16);
-    if (max_experts > 0) groups_.Reserve(max_experts, max_tokens_, max_k);
-    counts_.Init(model_);
+    InitRunner(model_, max_tokens_, time_routed_experts);
     return InitFusedDecode();
   }
 
@@ -672,62 +334,153 @@ class CudaBackend : public Backend {
   absl::Status RunOn(size_t layer, const float* x, size_t n, float* y, cudaStream_t s) {
     FFLITE_CUDA_CHECK("cudaStreamWaitEvent", cudaStreamWaitEvent(s, done_, 0));
     FFLITE_CUBLAS_CHECK("cublasSetStream", Cublas().set_stream(handle_, s));
-    const absl::Status status = Layer(layer, x, n, y, s);
+    s_ = s;
+    const absl::Status status = runner_.Run(model_, layer, *this, this, x, n, y);
     FFLITE_CUDA_CHECK("cudaEventRecord", cudaEventRecord(done_, s));
     return status;
   }
 
-  // pre-norm:  y = [x +] FFN(Norm(x))      post-norm:  y = Norm([x +] FFN(x))
-  absl::Status Layer(size_t layer, const float* x, size_t n, float* y, cudaStream_t s) {
-    const DevLayer& l = layers_[layer];
-    const float* src = x;
-    if (l.norm.present && l.norm.pre) {
-      FFLITE_CUDA_CHECK("norm kernel", cuda::Norm(l.norm.layer_norm, x, n, d_, l.norm.weight,
-                                                  l.norm.bias, l.norm.eps, hn_, s));
-      src = hn_;
-    }
-    const LayerCapture* capture = neuron_capture_.Get(layer);
-    if (l.moe) {
-      // The fused decode writes the layer's output before the post-norm itself.
-      if (FusedDecode(l, src, n, capture)) {
-        FFLITE_RETURN_IF_ERROR(FusedExperts(l, src, n, l.residual ? x : nullptr,
-                                            l.norm.present && !l.norm.pre ? tmp_ : y, s));
-        return PostNorm(l, n, y, s);
-      }
-      FFLITE_RETURN_IF_ERROR(Moe(layer, l, src, n, f_, s, capture));
-    } else if (capture != nullptr) {
-      FFLITE_RETURN_IF_ERROR(Hidden(l.ffn, src, n, s));
-      FFLITE_RETURN_IF_ERROR(CopyHidden(0, n, l.ffn.ff, capture->h, capture->d_ff,
-                                        capture->d_ff, s));
-      FFLITE_RETURN_IF_ERROR(Down(l.ffn, n, f_, s));
-    } else {
-      FFLITE_RETURN_IF_ERROR(Ffn(l.ffn, src, n, f_, s));
-    }
-    const bool post = l.norm.present && !l.norm.pre;
-    FFLITE_CUDA_CHECK("residual kernel",
-                      cuda::Residual(f_, l.residual ? x : nullptr, n, d_, post ? tmp_ : y, s));
-    return PostNorm(l, n, y, s);
-  }
+  // --- LayerExecutor: one pass of the whole run (the scratch holds max_tokens rows) on s_.
 
-  // y = Norm(tmp_) for a post-norm layer.
-  absl::Status PostNorm(const DevLayer& l, size_t n, float* y, cudaStream_t s) {
-    if (l.norm.present && !l.norm.pre) {
-      FFLITE_CUDA_CHECK("norm kernel", cuda::Norm(l.norm.layer_norm, tmp_, n, d_, l.norm.weight,
-                                                  l.norm.bias, l.norm.eps, y, s));
+  size_t PassTokens(const LayerView& /*layer*/) const override { return max_tokens_; }
+
+  // src_ = Norm(x) in hn_, or x itself.
+  absl::Status PreNorm(const LayerPass& pass) override {
+    const DevLayer& l = layers_[pass.layer];
+    pass_ = &pass;
+    src_ = pass.x;
+    if (pass.steps.pre_norm) {
+      FFLITE_CUDA_CHECK("norm kernel", cuda::Norm(l.norm.layer_norm, pass.x, pass.n, d_,
+                                                  l.norm.weight, l.norm.bias, l.norm.eps, hn_,
+                                                  s_));
+      src_ = hn_;
     }
     return absl::OkStatus();
   }
 
-  // Whether a MoE layer's call of n tokens runs on the fused decode kernels: few tokens, no
-  // capture (it needs the routing on the host), x aligned for the kernels' 16-byte loads (a
-  // caller's device pointer may not be).
-  bool FusedDecode(const DevLayer& l, const float* x, size_t n, const LayerCapture* capture) const {
-    return l.fused && n <= kGemvMaxTokens && capture == nullptr &&
-           reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  // f_ = FFN(src_), its hidden activations copied to the capture where asked.
+  absl::Status Dense(const LayerPass& pass) override {
+    const DevFfn& f = layers_[pass.layer].ffn;
+    if (pass.capture == nullptr) return Ffn(f, src_, pass.n, f_, s_);
+    FFLITE_RETURN_IF_ERROR(Hidden(f, src_, pass.n, s_));
+    FFLITE_RETURN_IF_ERROR(CopyHidden(0, pass.n, f.ff, pass.capture->h, pass.capture->d_ff,
+                                      pass.capture->d_ff, s_));
+    return Down(f, pass.n, f_, s_);
+  }
+
+  // y = [x +] f_ (into tmp_ first with a post-norm), then the post-norm. A fused MoE call wrote
+  // [x +] f there itself.
+  absl::Status Finish(const LayerPass& pass, bool residual_added) override {
+    const DevLayer& l = layers_[pass.layer];
+    const bool post = pass.steps.post_norm;
+    if (!residual_added) {
+      FFLITE_CUDA_CHECK("residual kernel",
+                        cuda::Residual(f_, pass.steps.residual ? pass.x : nullptr, pass.n, d_,
+                                       post ? tmp_ : pass.y, s_));
+    }
+    if (post) {
+      FFLITE_CUDA_CHECK("norm kernel", cuda::Norm(l.norm.layer_norm, tmp_, pass.n, d_,
+                                                  l.norm.weight, l.norm.bias, l.norm.eps, pass.y,
+                                                  s_));
+    }
+    return absl::OkStatus();
+  }
+
+  // --- ExpertExecutor: the sum in f_, one expert's tokens gathered into xe_, its output in fe_.
+
+  size_t ExpertBatchTokens() const override { return max_tokens_; }
+
+  // A few tokens, no capture, x aligned for the kernels' 16-byte loads (a caller's device pointer
+  // may not be): every chosen expert in one launch per step, into the layer's destination with the
+  // residual (FusedExperts).
+  absl::StatusOr<bool> RunFused(const MoeCall& call) override {
+    const DevLayer& l = layers_[call.layer];
+    if (!l.fused || call.n > kGemvMaxTokens || reinterpret_cast<uintptr_t>(src_) % 16 != 0) {
+      return false;
+    }
+    FFLITE_RETURN_IF_ERROR(FusedExperts(l, src_, call.n, call.residual,
+                                        pass_->steps.post_norm ? tmp_ : pass_->y, s_));
+    return true;
+  }
+
+  // The routing on the device, then brought to the host (one round trip of n · k entries) for the
+  // runner's grouping.
+  absl::Status Route(const MoeCall& call, uint32_t* experts, double* weights) override {
+    const DevLayer& l = layers_[call.layer];
+    const size_t entries = call.n * l.route.top_k;
+    FFLITE_RETURN_IF_ERROR(RouteOnDevice(l, src_, call.n, s_));
+    FFLITE_CUDA_CHECK("cudaMemcpyAsync (routing)",
+                      cudaMemcpyAsync(experts_h_, experts_, entries * sizeof(uint32_t),
+                                      cudaMemcpyDeviceToHost, s_));
+    FFLITE_CUDA_CHECK("cudaMemcpyAsync (routing)",
+                      cudaMemcpyAsync(weights_h_, weights_d_, entries * sizeof(double),
+                                      cudaMemcpyDeviceToHost, s_));
+    FFLITE_CUDA_CHECK("routing", cudaStreamSynchronize(s_));
+    std::memcpy(experts, experts_h_, entries * sizeof(uint32_t));
+    std::memcpy(weights, weights_h_, entries * sizeof(double));
+    return absl::OkStatus();
+  }
+
+  // The grouping's tokens and f32 weights to the device; f_ = 0.
+  absl::Status BeginExperts(const MoeCall& call, const ExpertGroups& groups) override {
+    const size_t entries = call.n * call.moe->top_k;
+    std::memcpy(gtokens_h_, groups.tokens.data(), entries * sizeof(uint32_t));
+    std::memcpy(gweights_h_, groups.weights.data(), entries * sizeof(float));
+    FFLITE_CUDA_CHECK("cudaMemcpyAsync (groups)",
+                      cudaMemcpyAsync(group_tokens_, gtokens_h_, entries * sizeof(uint32_t),
+                                      cudaMemcpyHostToDevice, s_));
+    FFLITE_CUDA_CHECK("cudaMemcpyAsync (groups)",
+                      cudaMemcpyAsync(group_weights_, gweights_h_, entries * sizeof(float),
+                                      cudaMemcpyHostToDevice, s_));
+    FFLITE_CUDA_CHECK("cudaMemsetAsync", cudaMemsetAsync(f_, 0, call.n * d_ * sizeof(float), s_));
+    return absl::OkStatus();
+  }
+
+  // fe_ = the expert's FFN of its tokens gathered into xe_; with a capture, each row's hidden
+  // activations to its token's slot (rank order): a copy per row.
+  absl::Status RunExpert(const MoeCall& call, const ExpertBatch& b) override {
+    const DevFfn& f = layers_[call.layer].experts[b.expert];
+    const uint32_t* tokens = group_tokens_ + b.first + b.offset;
+    FFLITE_CUDA_CHECK("gather kernel", cuda::Gather(src_, tokens, b.count, d_, xe_, s_));
+    if (call.capture == nullptr || call.capture->h == nullptr) {
+      return Ffn(f, xe_, b.count, fe_, s_);
+    }
+    FFLITE_RETURN_IF_ERROR(Hidden(f, xe_, b.count, s_));
+    const LayerCapture& capture = *call.capture;
+    for (size_t r = 0; r < b.count; ++r) {
+      float* row = capture.ExpertRow(call.t0, b.tokens[r], b.expert, call.chosen);
+      FFLITE_RETURN_IF_ERROR(CopyHidden(r, 1, f.ff, row, capture.d_ff, capture.d_ff, s_));
+    }
+    return Down(f, b.count, fe_, s_);
+  }
+
+  absl::Status AddExpert(const MoeCall& /*call*/, const ExpertBatch& b,
+                         bool /*ran_many*/) override {
+    const size_t row = b.first + b.offset;
+    FFLITE_CUDA_CHECK("scatter kernel", cuda::ScatterAdd(fe_, group_tokens_ + row,
+                                                         group_weights_ + row, b.count, d_, f_,
+                                                         s_));
+    return absl::OkStatus();
+  }
+
+  // f_ += [sigmoid(gate · x)] · shared_s(x) over rows [r0, r0 + m); the gate's logits of every
+  // row once, before the first shared expert.
+  absl::Status RunShared(const MoeCall& call, size_t s, size_t r0, size_t m,
+                         bool /*last*/) override {
+    const DevLayer& l = layers_[call.layer];
+    const bool gate = l.shared_gate.rows != 0;
+    if (gate && s == 0 && r0 == 0) {
+      FFLITE_RETURN_IF_ERROR(Product(l.shared_gate, src_, call.n, gate_logit_, s_, true));
+    }
+    FFLITE_RETURN_IF_ERROR(Ffn(l.shared[s], src_ + r0 * d_, m, fe_, s_));
+    FFLITE_CUDA_CHECK("shared expert kernel",
+                      cuda::AddGated(fe_, gate ? gate_logit_ + r0 : nullptr, m, d_,
+                                     f_ + r0 * d_, s_));
+    return absl::OkStatus();
   }
 
   // experts_, weights_d_ [n, top_k] = the routing of x on the device.
-  absl::Status Route(const DevLayer& l, const float* x, size_t n, cudaStream_t s) {
+  absl::Status RouteOnDevice(const DevLayer& l, const float* x, size_t n, cudaStream_t s) {
     // The router with f32 activations: rounding them could change which experts win.
     FFLITE_RETURN_IF_ERROR(Product(l.router, x, n, logits_, s, /*exact=*/true));
     if (l.router_bias != nullptr) {
@@ -739,66 +492,6 @@ class CudaBackend : public Backend {
     return absl::OkStatus();
   }
 
-  // out = Σ_{e in top-k} w_e · expert_e(x) + [sigmoid(gate·x)] · Σ_s shared_s(x)
-  // capture: the layer's, or nullptr.
-  absl::Status Moe(size_t layer, const DevLayer& l, const float* x, size_t n, float* out,
-                   cudaStream_t s, const LayerCapture* capture) {
-    const uint32_t experts = l.route.num_experts, k = l.route.top_k;
-    FFLITE_RETURN_IF_ERROR(Route(l, x, n, s));
-
-    // Grouping on the host (moe/grouping.cc): one round trip of n · k entries.
-    FFLITE_CUDA_CHECK("cudaMemcpyAsync (routing)",
-                      cudaMemcpyAsync(experts_h_, experts_, n * k * sizeof(uint32_t),
-                                      cudaMemcpyDeviceToHost, s));
-    FFLITE_CUDA_CHECK("cudaMemcpyAsync (routing)",
-                      cudaMemcpyAsync(weights_h_, weights_d_, n * k * sizeof(double),
-                                      cudaMemcpyDeviceToHost, s));
-    FFLITE_CUDA_CHECK("routing", cudaStreamSynchronize(s));
-    for (size_t t = 0; t < n; ++t) counts_.Add(layer, experts_h_ + t * k, k);
-    if (capture != nullptr) capture->Route(0, n, experts_h_, weights_h_);
-    GroupByExpert(experts_h_, weights_h_, n, k, experts, &groups_);
-    std::memcpy(gtokens_h_, groups_.tokens.data(), n * k * sizeof(uint32_t));
-    std::memcpy(gweights_h_, groups_.weights.data(), n * k * sizeof(float));
-    FFLITE_CUDA_CHECK("cudaMemcpyAsync (groups)",
-                      cudaMemcpyAsync(group_tokens_, gtokens_h_, n * k * sizeof(uint32_t),
-                                      cudaMemcpyHostToDevice, s));
-    FFLITE_CUDA_CHECK("cudaMemcpyAsync (groups)",
-                      cudaMemcpyAsync(group_weights_, gweights_h_, n * k * sizeof(float),
-                                      cudaMemcpyHostToDevice, s));
-    FFLITE_CUDA_CHECK("cudaMemsetAsync", cudaMemsetAsync(out, 0, n * d_ * sizeof(float), s));
-    for (uint32_t e = 0; e < experts; ++e) {
-      const uint32_t count = groups_.count(e);
-      if (count == 0) continue;
-      const uint32_t* tokens = group_tokens_ + groups_.offsets[e];
-      FFLITE_CUDA_CHECK("gather kernel", cuda::Gather(x, tokens, count, d_, xe_, s));
-      if (capture != nullptr && capture->h != nullptr) {
-        // Each gathered row goes to its token's slot (rank order): a copy per row.
-        FFLITE_RETURN_IF_ERROR(Hidden(l.experts[e], xe_, count, s));
-        const uint32_t* host_tokens = groups_.tokens.data() + groups_.offsets[e];
-        for (uint32_t r = 0; r < count; ++r) {
-          FFLITE_RETURN_IF_ERROR(CopyHidden(r, 1, l.experts[e].ff,
-                                            capture->ExpertRow(0, host_tokens[r], e, experts_h_),
-                                            capture->d_ff, capture->d_ff, s));
-        }
-        FFLITE_RETURN_IF_ERROR(Down(l.experts[e], count, fe_, s));
-      } else {
-        FFLITE_RETURN_IF_ERROR(Ffn(l.experts[e], xe_, count, fe_, s));
-      }
-      FFLITE_CUDA_CHECK("scatter kernel",
-                        cuda::ScatterAdd(fe_, tokens, group_weights_ + groups_.offsets[e], count,
-                                         d_, out, s));
-    }
-    if (l.shared.empty()) return absl::OkStatus();
-    const bool gate = l.shared_gate.rows != 0;
-    if (gate) FFLITE_RETURN_IF_ERROR(Product(l.shared_gate, x, n, gate_logit_, s, true));
-    for (const DevFfn& f : l.shared) {
-      FFLITE_RETURN_IF_ERROR(Ffn(f, x, n, fe_, s));
-      FFLITE_CUDA_CHECK("shared expert kernel",
-                        cuda::AddGated(fe_, gate ? gate_logit_ : nullptr, n, d_, out, s));
-    }
-    return absl::OkStatus();
-  }
-
   // A MoE layer of a few tokens (FusedDecode): the router and routing on the device, then every
   // chosen expert, routed and shared, in one launch per step, their sum with the shared gate
   // and the residual in one more; no round trip to the host (the counts stay on the device until
@@ -807,7 +500,7 @@ class CudaBackend : public Backend {
                             float* out, cudaStream_t s) {
     const uint32_t k = l.route.top_k, shared = static_cast<uint32_t>(l.shared.size());
     const uint32_t experts = l.route.num_experts;
-    FFLITE_RETURN_IF_ERROR(Route(l, x, n, s));
+    FFLITE_RETURN_IF_ERROR(RouteOnDevice(l, x, n, s));
     const DevFfn& f = l.experts[0];
     FFLITE_CUDA_CHECK("experts kernel",
                       cuda::ExpertsHidden(l.fused_type, l.table, experts_, n, k, shared, experts,
@@ -849,8 +542,6 @@ class CudaBackend : public Backend {
   double* weights_h_ = nullptr;
   uint32_t *experts_h_ = nullptr, *gtokens_h_ = nullptr;
   float* gweights_h_ = nullptr;
-  ExpertGroups groups_;
-  ExpertCounts counts_;
   // The fused decode's tables and scratch (InitFusedDecode), one allocation.
   void* decode_ = nullptr;
   float *h_slots_ = nullptr, *o_slots_ = nullptr;  // [slots, ldh_], [slots, d]
@@ -858,12 +549,11 @@ class CudaBackend : public Backend {
   uint64_t* counts_d_ = nullptr;  // routed tokens per expert of the fused layers since the last
   size_t counts_total_ = 0;       // expert_counts(), counts_total_ of them
   std::vector<uint64_t> counts_h_;
+  // The pass in progress (set by PreNorm) and its stream and input of the body (x or hn_).
+  cudaStream_t s_ = nullptr;
+  const LayerPass* pass_ = nullptr;
+  const float* src_ = nullptr;
 };
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 }  // namespace
 
@@ -873,7 +563,7 @@ bool CublasLoads(std::string* why) {
 }
 
 bool CudaBackendAvailable(std::string* why) {
-  const Probe& p = ProbeDevice();
+  const CudaProbe& p = ProbeCudaDevice();
   if (!p.ok && why != nullptr) *why = p.why;
   return p.ok;
 }
@@ -888,93 +578,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const Model& model,
   std::string why;
   if (!CudaBackendAvailable(&why)) return absl::FailedPreconditionError(why);
   auto backend = std::make_unique<CudaBackend>(model, config.max_tokens);
-  FFLITE_RETURN_IF_ERROR(backend->Init());
+  FFLITE_RETURN_IF_ERROR(backend->Init(config.time_routed_experts));
   return std::unique_ptr<Backend>(std::move(backend));
-}
-
-absl::StatusOr<void*> CudaAlloc(size_t bytes) {
-  void* p = nullptr;
-  FFLITE_CUDA_CHECK("cudaSetDevice", cudaSetDevice(kDevice));
-  FFLITE_CUDA_CHECK("cudaMalloc", cudaMalloc(&p, bytes));
-  return p;
-}
-
-void CudaFree(void* p) { cudaFree(p); }
-
-absl::Status CudaCopy(void* to, const void* from, size_t bytes, bool to_device) {
-  return CudaStatus("cudaMemcpy", cudaMemcpy(to, from, bytes, to_device ? cudaMemcpyHostToDevice
-                                                                         : cudaMemcpyDeviceToHost));
-}
-
-absl::StatusOr<CudaRoofline> MeasureCudaRoofline() {
-  std::string why;
-  if (!CudaBackendAvailable(&why)) return absl::FailedPreconditionError(why);
-  CudaRoofline r;
-  r.device = ProbeDevice().device;
-  FFLITE_CUDA_CHECK("cudaSetDevice", cudaSetDevice(kDevice));
-  cudaEvent_t start, stop;
-  FFLITE_CUDA_CHECK("cudaEventCreate", cudaEventCreate(&start));
-  FFLITE_CUDA_CHECK("cudaEventCreate", cudaEventCreate(&stop));
-  auto time_ms = [&](const std::function<absl::Status()>& f, int reps) -> absl::StatusOr<double> {
-    FFLITE_RETURN_IF_ERROR(f());  // warm-up
-    std::vector<double> ms;
-    for (int i = 0; i < reps; ++i) {
-      FFLITE_CUDA_CHECK("cudaEventRecord", cudaEventRecord(start, nullptr));
-      FFLITE_RETURN_IF_ERROR(f());
-      FFLITE_CUDA_CHECK("cudaEventRecord", cudaEventRecord(stop, nullptr));
-      FFLITE_CUDA_CHECK("cudaEventSynchronize", cudaEventSynchronize(stop));
-      float t = 0.0f;
-      FFLITE_CUDA_CHECK("cudaEventElapsedTime", cudaEventElapsedTime(&t, start, stop));
-      ms.push_back(t);
-    }
-    return Median(ms);
-  };
-
-  // Read bandwidth: 1 GiB summed.
-  constexpr size_t kReadBytes = size_t{1} << 30;
-  FFLITE_ASSIGN_OR_RETURN(void* buf, CudaAlloc(kReadBytes + 256));
-  std::unique_ptr<void, void (*)(void*)> buf_owner(buf, CudaFree);
-  float* sum = reinterpret_cast<float*>(static_cast<uint8_t*>(buf) + kReadBytes);
-  FFLITE_CUDA_CHECK("cudaMemset", cudaMemset(buf, 0, kReadBytes));
-  FFLITE_ASSIGN_OR_RETURN(
-      double read_ms, time_ms([&] {
-        return CudaStatus("read kernel", cuda::ReadAll(static_cast<const float*>(buf),
-                                                       kReadBytes / 4, sum, nullptr));
-      }, 9));
-  r.read_gbps = static_cast<double>(kReadBytes) / (read_ms * 1e6);
-
-  // cuBLAS bf16 GEMM 8192³ (A, B bf16 in the 1 GiB buffer, C f32 after them).
-  constexpr int kN = 8192;
-  cublasHandle_t handle = nullptr;
-  FFLITE_CUBLAS_CHECK("cublasCreate", Cublas().create(&handle));
-  std::unique_ptr<cublasContext, decltype(&cublasDestroy_v2)> handle_owner(handle,
-                                                                            Cublas().destroy);
-  uint8_t* base = static_cast<uint8_t*>(buf);
-  const size_t half_bytes = size_t{kN} * kN * 2;
-  void *a = base, *b = base + half_bytes, *c = base + 2 * half_bytes;  // 128+128+256 MiB
-  const float one = 1.0f, zero = 0.0f;
-  FFLITE_ASSIGN_OR_RETURN(
-      double gemm_ms, time_ms([&] {
-        return CublasStatus("cublasGemmEx",
-                            Cublas().gemm_ex(handle, CUBLAS_OP_T, CUBLAS_OP_N, kN, kN, kN, &one,
-                                             a, CUDA_R_16BF, kN, b, CUDA_R_16BF, kN, &zero, c,
-                                             CUDA_R_32F, kN, CUBLAS_COMPUTE_32F,
-                                             CUBLAS_GEMM_DEFAULT));
-      }, 5));
-  r.bf16_gemm_tflops = 2.0 * kN * kN * static_cast<double>(kN) / (gemm_ms * 1e9);
-
-  // Host -> device from pageable memory, 64 MiB.
-  std::vector<uint8_t> host(size_t{64} << 20, 1);
-  std::vector<double> secs;
-  for (int i = 0; i < 5; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    FFLITE_RETURN_IF_ERROR(CudaCopy(buf, host.data(), host.size(), true));
-    secs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  r.h2d_gbps = static_cast<double>(host.size()) / Median(secs) / 1e9;
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return r;
 }
 
 }  // namespace fflite

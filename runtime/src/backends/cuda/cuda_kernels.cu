@@ -640,19 +640,6 @@ __global__ void __launch_bounds__(kRouteWarps* kWarp)
   }
 }
 
-constexpr int kReadThreads = 256;
-
-__global__ void ReadAllKernel(const float4* __restrict__ in, size_t count4, float* sum) {
-  float s = 0.0f;
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < count4;
-       i += size_t{gridDim.x} * blockDim.x) {
-    const float4 v = __ldg(in + i);
-    s += v.x + v.y + v.z + v.w;
-  }
-  s = WarpSum(s);
-  if (threadIdx.x % kWarp == 0) atomicAdd(sum, s);
-}
-
 constexpr unsigned kThreads = 256;
 
 // f(W()) with W the C++ type of `type`'s elements.
@@ -783,15 +770,6 @@ cudaError_t Route(const route::Params& params, const float* logits, size_t n, vo
   RouteKernel<<<blocks, threads, in_shared ? threads * per_token : 0, stream>>>(
       params, logits, n, static_cast<unsigned char*>(scratch), per_token, in_shared, experts,
       weights);
-  return cudaGetLastError();
-}
-
-cudaError_t ReadAll(const float* in, size_t count, float* sum, cudaStream_t stream) {
-  int device = 0, sms = 1;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  ReadAllKernel<<<static_cast<unsigned>(sms) * 8, kReadThreads, 0, stream>>>(
-      reinterpret_cast<const float4*>(in), count / 4, sum);
   return cudaGetLastError();
 }
 

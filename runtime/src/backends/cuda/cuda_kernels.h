@@ -107,9 +107,6 @@ size_t RouteScratchBytes(const route::Params& params);
 cudaError_t Route(const route::Params& params, const float* logits, size_t n, void* scratch,
                   uint32_t* experts, double* weights, cudaStream_t stream);
 
-// Sums `count` floats into *sum (a read of every byte, for the bench's bandwidth roofline).
-cudaError_t ReadAll(const float* in, size_t count, float* sum, cudaStream_t stream);
-
 }  // namespace cuda
 }  // namespace fflite
 

@@ -6,7 +6,6 @@
 #include <cstring>
 #include <vector>
 
-#include "backends/layer_steps.h"
 #include "base/half.h"
 #include "moe/routing.h"
 
@@ -57,7 +56,10 @@ void MatVec(const TensorView& w, const TensorView& b, const double* x, double* y
   }
 }
 
-class ReferenceBackend : public Backend {
+// One token at a time (passes of one token), every value in double: the layer's steps come from
+// the layer runner and an MoE layer's from the MoE runner, like every backend's; the arithmetic
+// of each step is written out here.
+class ReferenceBackend : public Backend, LayerExecutor, ExpertExecutor {
  public:
   explicit ReferenceBackend(const Model& model) : model_(model) {
     const size_t d = model.d_model();
@@ -78,56 +80,104 @@ class ReferenceBackend : public Backend {
     h_.resize(d);
     f_.resize(d);
     y_.resize(d);
-    expert_out_.resize(d);
     a_.resize(max_ff);
     b_.resize(max_ff);
     row_.resize(std::max(d, max_ff));
     logits_.resize(max_experts);
-    chosen_.resize(max_experts);
-    weights_.resize(max_experts);
+    expert_out_.resize(d);
     scratch_.Reserve(static_cast<uint32_t>(max_experts), static_cast<uint32_t>(max_groups));
-    counts_.Init(model);
+    InitRunner(model, /*max_pass_tokens=*/1, /*time_routed_experts=*/false);
   }
 
-  ExpertCounts* expert_counts() override { return &counts_; }
-
   absl::Status Run(size_t layer, const float* input, size_t n_tokens, float* output) override {
-    const LayerView& l = model_.layers()[layer];
+    return runner_.Run(model_, layer, *this, this, input, n_tokens, output);
+  }
+
+ private:
+  // --- LayerExecutor: one token per pass, x_ -> h_ -> f_ -> y_ in double.
+
+  size_t PassTokens(const LayerView& /*layer*/) const override { return 1; }
+
+  absl::Status PreNorm(const LayerPass& pass) override {
     const size_t d = model_.d_model();
-    for (size_t t = 0; t < n_tokens; ++t) {
-      for (size_t i = 0; i < d; ++i) x_[i] = input[t * d + i];
-      RunToken(layer, l, routing_[layer], t);
-      for (size_t i = 0; i < d; ++i) output[t * d + i] = static_cast<float>(y_[i]);
+    for (size_t i = 0; i < d; ++i) x_[i] = pass.x[i];
+    if (pass.steps.pre_norm) {
+      Norm(pass.view->norm, x_.data(), h_.data());
+    } else {
+      h_ = x_;
     }
     return absl::OkStatus();
   }
 
- private:
-  // pre-norm:  y = [x +] FFN(Norm(x))      post-norm:  y = Norm([x +] FFN(x))
-  // t: the token's row in the run (for the capture).
-  void RunToken(size_t layer, const LayerView& l, const RoutingParams& routing, size_t t) {
-    const LayerCapture* capture = neuron_capture_.Get(layer);
+  absl::Status Dense(const LayerPass& pass) override {
+    Ffn(pass.view->ffn, h_.data(), f_.data(), pass.scale,
+        pass.capture != nullptr && pass.capture->h != nullptr
+            ? pass.capture->h + pass.t0 * pass.capture->d_ff
+            : nullptr);
+    return absl::OkStatus();
+  }
+
+  absl::Status Finish(const LayerPass& pass, bool /*residual_added*/) override {
     const size_t d = model_.d_model();
-    const LayerSteps steps = StepsOf(l);
-    const bool pre = steps.pre_norm, post = steps.post_norm;
-    if (pre) {
-      Norm(l.norm, x_.data(), h_.data());
-    } else {
-      h_ = x_;
-    }
-    if (l.kind == LayerKind::kDense) {
-      Ffn(l.ffn, h_.data(), f_.data(), neuron_scales_.Get(layer, -1),
-          capture != nullptr && capture->h != nullptr ? capture->h + t * capture->d_ff : nullptr);
-    } else {
-      Moe(layer, l.moe, routing, h_.data(), f_.data(), capture, t);
-      counts_.Add(layer, chosen_.data(), l.moe.top_k);
-    }
-    for (size_t i = 0; i < d; ++i) f_[i] += steps.residual ? x_[i] : 0.0;
-    if (post) {
-      Norm(l.norm, f_.data(), y_.data());
+    for (size_t i = 0; i < d; ++i) f_[i] += pass.steps.residual ? x_[i] : 0.0;
+    if (pass.steps.post_norm) {
+      Norm(pass.view->norm, f_.data(), y_.data());
     } else {
       y_ = f_;
     }
+    for (size_t i = 0; i < d; ++i) pass.y[i] = static_cast<float>(y_[i]);
+    return absl::OkStatus();
+  }
+
+  // --- ExpertExecutor, f_ the sum (the token's experts in expert order, the runner's):
+  //   out = Σ_{e in top-k} w_e · expert_e(x) + [sigmoid(gate·x)] · Σ_s shared_s(x)
+
+  size_t ExpertBatchTokens() const override { return 1; }
+
+  absl::Status Route(const MoeCall& call, uint32_t* experts, double* weights) override {
+    const MoeView& m = *call.moe;
+    MatVec(m.router, m.router_bias, h_.data(), logits_.data(), &row_);
+    RouteToken(routing_[call.layer], logits_.data(), &scratch_, experts, weights);
+    return absl::OkStatus();
+  }
+
+  absl::Status BeginExperts(const MoeCall& /*call*/, const ExpertGroups& /*groups*/) override {
+    std::fill(f_.begin(), f_.end(), 0.0);
+    return absl::OkStatus();
+  }
+
+  // The token's output of the expert (its capture row is the expert's rank j among the token's).
+  absl::Status RunExpert(const MoeCall& call, const ExpertBatch& batch) override {
+    const uint32_t j = batch.entries[0] % call.moe->top_k;
+    const LayerCapture* capture = call.capture;
+    Ffn(call.moe->experts[batch.expert], h_.data(), expert_out_.data(), batch.scale,
+        capture != nullptr && capture->h != nullptr
+            ? capture->h + (call.t0 * call.moe->top_k + j) * capture->d_ff
+            : nullptr);
+    return absl::OkStatus();
+  }
+
+  absl::Status AddExpert(const MoeCall& call, const ExpertBatch& batch,
+                         bool /*ran_many*/) override {
+    const size_t d = model_.d_model();
+    const double w = call.route_weights[batch.entries[0]];  // in double, as routing gave it
+    for (size_t i = 0; i < d; ++i) f_[i] += w * expert_out_[i];
+    return absl::OkStatus();
+  }
+
+  absl::Status RunShared(const MoeCall& call, size_t s, size_t /*r0*/, size_t /*m*/,
+                         bool /*last*/) override {
+    const MoeView& m = *call.moe;
+    const size_t d = model_.d_model();
+    double gate = 1.0;
+    if (m.shared_expert_gate.present()) {
+      double g = 0.0;
+      for (size_t i = 0; i < d; ++i) g += Load(m.shared_expert_gate, i) * h_[i];
+      gate = 1.0 / (1.0 + std::exp(-g));
+    }
+    Ffn(m.shared_experts[s], h_.data(), expert_out_.data(), nullptr, nullptr);
+    for (size_t i = 0; i < d; ++i) f_[i] += gate * expert_out_[i];
+    return absl::OkStatus();
   }
 
   // LayerNorm: (x - mean) / sqrt(var + eps) · w' + b      RMSNorm: x / sqrt(mean(x²) + eps) · w'
@@ -171,44 +221,13 @@ class ReferenceBackend : public Backend {
     MatVec(f.down, f.down_bias, a_.data(), out, &row_);
   }
 
-  // out = Σ_{e in top-k} w_e · expert_e(x) + [sigmoid(gate·x)] · Σ_s shared_s(x)
-  // capture: the layer's, or nullptr; t: the token's row in the run.
-  void Moe(size_t layer, const MoeView& m, const RoutingParams& routing, const double* x,
-           double* out, const LayerCapture* capture, size_t t) {
-    const size_t d = model_.d_model();
-    MatVec(m.router, m.router_bias, x, logits_.data(), &row_);
-    RouteToken(routing, logits_.data(), &scratch_, chosen_.data(), weights_.data());
-    if (capture != nullptr) capture->Route(t, 1, chosen_.data(), weights_.data());
-    for (size_t i = 0; i < d; ++i) out[i] = 0.0;
-    for (uint32_t j = 0; j < m.top_k; ++j) {
-      Ffn(m.experts[chosen_[j]], x, expert_out_.data(),
-          neuron_scales_.Get(layer, static_cast<int>(chosen_[j])),
-          capture != nullptr && capture->h != nullptr
-              ? capture->h + (t * m.top_k + j) * capture->d_ff
-              : nullptr);
-      for (size_t i = 0; i < d; ++i) out[i] += weights_[j] * expert_out_[i];
-    }
-    if (m.shared_experts.empty()) return;
-    double gate = 1.0;
-    if (m.shared_expert_gate.present()) {
-      double g = 0.0;
-      for (size_t i = 0; i < d; ++i) g += Load(m.shared_expert_gate, i) * x[i];
-      gate = 1.0 / (1.0 + std::exp(-g));
-    }
-    for (const FfnView& s : m.shared_experts) {
-      Ffn(s, x, expert_out_.data(), nullptr, nullptr);
-      for (size_t i = 0; i < d; ++i) out[i] += gate * expert_out_[i];
-    }
-  }
-
   const Model& model_;
   std::vector<RoutingParams> routing_;  // [layers], empty params for dense layers
-  // Scratch, sized at creation: [d_model] vectors, [max d_ff_padded] hiddens, [max experts].
-  std::vector<double> x_, h_, f_, y_, expert_out_, a_, b_, logits_, weights_;
-  std::vector<uint32_t> chosen_;
+  // Scratch, sized at creation: [d_model] vectors (expert_out_: one expert's output), [max
+  // d_ff_padded] hiddens, [max experts] logits.
+  std::vector<double> x_, h_, f_, y_, a_, b_, logits_, expert_out_;
   std::vector<float> row_;  // [max(d_model, d_ff_padded)]: one dequantised weight row
   RoutingScratch scratch_;
-  ExpertCounts counts_;  // routing statistics
 };
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Quantised weights (I8, I4; plain and block-rotated layouts) on the xnnpack backend against the
+// Quantised weights (I8, I4; plain and block-rotated layouts) on the CPU backend against the
 // reference on the same file: dense and MoE layers, odd shapes, 1..300 tokens (both the
 // float-activation and the int8-activation kernels), 1 and 3 threads, every kernel this CPU has.
 #include <algorithm>
@@ -10,8 +10,9 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "backends/xnnpack/quant_engine.h"
-#include "backends/xnnpack/xnnpack_backend.h"
+#include "backends/cpu/quant_engine.h"
+#include "backends/cpu/cpu_backend.h"
+#include "testing/backends.h"
 #include "format/quantize.h"
 #include "format/writer.h"
 #include "gtest/gtest.h"
@@ -29,13 +30,13 @@ using testing::Rng;
 
 // The backend's default: products of `dtype` weights of at least this many tokens take the int8
 // kernels (of the pair given, or of the best pair).
-size_t GemmTokens(DType dtype, const XnnpackBackendOptions& options = XnnpackBackendOptions()) {
+size_t GemmTokens(DType dtype, const CpuBackendOptions& options = CpuBackendOptions()) {
   return DefaultQuantGemmMinTokens(dtype, options.qgemv ? *options.qgemv : BestQGemvKernel(),
                                    options.qgemm ? *options.qgemm : BestQGemmKernel());
 }
 
 double ToleranceFor(DType dtype, size_t tokens,
-                    const XnnpackBackendOptions& options = XnnpackBackendOptions()) {
+                    const CpuBackendOptions& options = CpuBackendOptions()) {
   return tokens >= GemmTokens(dtype, options) ? testing::kInt8ActRelTol : testing::kF32RelTol;
 }
 
@@ -139,10 +140,10 @@ TEST(QuantMoeTest, ExpertProductsSharedAmongThreads) {
   }
 }
 
-// Runs `spec` (written with `write`) through the xnnpack backend with `options` and through the
+// Runs `spec` (written with `write`) through the CPU backend with `options` and through the
 // reference, `tokens` tokens, and compares with `tol`.
 void CompareWithReference(const ModelSpec& spec, const WriteOptions& write, size_t tokens,
-                          int threads, const XnnpackBackendOptions& options, double tol,
+                          int threads, const CpuBackendOptions& options, double tol,
                           const std::string& what, std::vector<float>* out = nullptr) {
   auto built = testing::BuildModel(spec, write);
   ASSERT_TRUE(built.ok()) << built.status();
@@ -152,7 +153,7 @@ void CompareWithReference(const ModelSpec& spec, const WriteOptions& write, size
   BackendConfig config;
   config.num_threads = threads;
   config.max_tokens = tokens;
-  auto backend = CreateXnnpackBackendWithOptions(*built->model, config, options);
+  auto backend = CreateCpuBackendWithOptions(*built->model, config, options);
   ASSERT_TRUE(backend.ok()) << backend.status();
   std::vector<float> got(tokens * spec.d_model);
   ASSERT_TRUE((*backend)->Run(0, input.data(), tokens, got.data()).ok());
@@ -188,7 +189,7 @@ TEST(QuantKernelSetsTest, EveryKernelMatchesReference) {
     for (const QGemvKernel* gemv : AvailableQGemvKernels()) {
       for (const QGemmKernel* gemm : AvailableQGemmKernels()) {
         for (size_t tokens : {size_t{2}, size_t{33}}) {
-          XnnpackBackendOptions options;
+          CpuBackendOptions options;
           options.qgemv = gemv;
           options.qgemm = gemm;
           CompareWithReference(spec, Quantized(dtype, false), tokens, 1, options,
@@ -205,7 +206,7 @@ TEST(QuantKernelSetsTest, EveryKernelMatchesReference) {
 TEST(QuantKernelSetsTest, FloatActivationsForManyTokens) {
   Rng rng(4);
   const ModelSpec spec = OneLayer(64, 96, rng);
-  XnnpackBackendOptions options;
+  CpuBackendOptions options;
   options.quant_gemm_min_tokens = 0;
   CompareWithReference(spec, Quantized(DType::I4, true), 300, 3, options, testing::kF32RelTol,
                        "i4 rotated, float activations, 300 tokens");
@@ -220,9 +221,9 @@ TEST(QuantThreadsTest, SameBitsForOneAndThreeThreads) {
   for (const auto& [dtype, rotate] : {std::pair{DType::I8, false}, std::pair{DType::I4, true}}) {
     for (size_t tokens : {size_t{1}, size_t{64}}) {
       std::vector<float> one, three;
-      CompareWithReference(spec, Quantized(dtype, rotate), tokens, 1, XnnpackBackendOptions(),
+      CompareWithReference(spec, Quantized(dtype, rotate), tokens, 1, CpuBackendOptions(),
                            ToleranceFor(dtype, tokens), "1 thread", &one);
-      CompareWithReference(spec, Quantized(dtype, rotate), tokens, 3, XnnpackBackendOptions(),
+      CompareWithReference(spec, Quantized(dtype, rotate), tokens, 3, CpuBackendOptions(),
                            ToleranceFor(dtype, tokens), "3 threads", &three);
       EXPECT_EQ(one, three) << tokens << " tokens, rotated " << rotate;
     }
@@ -310,7 +311,7 @@ TEST(QuantPairTest, GateAndUpOfDifferentDtypes) {
       return up ? up_dtype : DType::I8;
     };
     for (size_t tokens : {size_t{2}, size_t{64}}) {
-      CompareWithReference(spec, write, tokens, 3, XnnpackBackendOptions(),
+      CompareWithReference(spec, write, tokens, 3, CpuBackendOptions(),
                            std::max(ToleranceFor(DType::I8, tokens),
                                     ToleranceFor(DType::I4, tokens)),
                            absl::StrFormat("gate i8, up %s, %d tokens", DTypeName(up_dtype),
@@ -331,7 +332,7 @@ TEST(QuantMixedTest, QuantisedAndFloatMatricesInOneFfn) {
       return down == down_kept ? DType::F16 : DType::I4;
     };
     for (size_t tokens : {size_t{1}, size_t{50}}) {
-      CompareWithReference(spec, write, tokens, 1, XnnpackBackendOptions(),
+      CompareWithReference(spec, write, tokens, 1, CpuBackendOptions(),
                            ToleranceFor(DType::I4, tokens),
                            absl::StrFormat("mixed, down kept %d, %d tokens", down_kept, tokens));
     }

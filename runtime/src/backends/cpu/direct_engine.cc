@@ -1,6 +1,6 @@
 // The direct engine: fflite's few-token kernel (kernels.gemv) on the file's row-major
 // f32/f16/bf16 weights, read in place; rows shared among the pool's threads in tiles.
-#include "backends/xnnpack/engines.h"
+#include "backends/cpu/engines.h"
 #include "base/tsan.h"
 
 namespace fflite {

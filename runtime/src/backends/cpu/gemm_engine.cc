@@ -17,7 +17,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
-#include "backends/xnnpack/engines.h"
+#include "backends/cpu/engines.h"
 #include "base/tsan.h"
 
 namespace fflite {

@@ -25,7 +25,7 @@
 #include <limits>
 
 #include "absl/strings/str_format.h"
-#include "backends/xnnpack/engines.h"
+#include "backends/cpu/engines.h"
 #include "base/status_macros.h"
 #include "base/tsan.h"
 #include "format/writer.h"

@@ -1,7 +1,8 @@
-// The xnnpack backend against the reference over shapes (odd, prime, padded or not, 1..300 tokens),
+// The CPU backend against the reference over shapes (odd, prime, padded or not, 1..300 tokens),
 // every activation, gated or not, biases, norms, residual, f32/f16/bf16, 1 and 3 threads, the
 // scalar and the SIMD kernels, sliced and chunked execution, MoE delegation and released pages.
-#include "backends/xnnpack/xnnpack_backend.h"
+#include "backends/cpu/cpu_backend.h"
+#include "testing/backends.h"
 
 #include <unistd.h>
 
@@ -36,7 +37,7 @@ constexpr Activation kActivations[] = {Activation::RELU, Activation::GELU_ERF,
 // backend_conformance_test.cc.
 
 // A handful of larger layers: several 2 MiB slices per matrix, several token chunks.
-TEST(XnnpackLargerTest, LlamaLikeSwiGlu) {
+TEST(CpuLargerTest, LlamaLikeSwiGlu) {
   FfnTester()
       .d_model(512)
       .d_ff(1376)
@@ -49,7 +50,7 @@ TEST(XnnpackLargerTest, LlamaLikeSwiGlu) {
       .Test("xnnpack");
 }
 
-TEST(XnnpackLargerTest, BertLikeGeluPostLayerNorm) {
+TEST(CpuLargerTest, BertLikeGeluPostLayerNorm) {
   FfnTester()
       .d_model(384)
       .d_ff(1536)
@@ -62,7 +63,7 @@ TEST(XnnpackLargerTest, BertLikeGeluPostLayerNorm) {
       .Test("xnnpack");
 }
 
-TEST(XnnpackLargerTest, Bf16GeGluDecode) {
+TEST(CpuLargerTest, Bf16GeGluDecode) {
   FfnTester()
       .d_model(1024)
       .d_ff(2816)
@@ -77,7 +78,7 @@ TEST(XnnpackLargerTest, Bf16GeGluDecode) {
 
 // Runs layer 0 of `spec` through the reference and through xnnpack with `options`; compares.
 void CompareWithReference(const ModelSpec& spec, const WriteOptions& write, size_t tokens,
-                          int threads, const XnnpackBackendOptions& options,
+                          int threads, const CpuBackendOptions& options,
                           const std::string& what, double tolerance = testing::kF32RelTol,
                           std::vector<float>* out = nullptr) {
   auto built = testing::BuildModel(spec, write);
@@ -89,7 +90,7 @@ void CompareWithReference(const ModelSpec& spec, const WriteOptions& write, size
   BackendConfig config;
   config.num_threads = threads;
   config.max_tokens = tokens;
-  auto backend = CreateXnnpackBackendWithOptions(*built->model, config, options);
+  auto backend = CreateCpuBackendWithOptions(*built->model, config, options);
   ASSERT_TRUE(backend.ok()) << backend.status();
   std::vector<float> got(tokens * spec.d_model);
   ASSERT_TRUE((*backend)->Run(0, input.data(), tokens, got.data()).ok());
@@ -110,7 +111,7 @@ ModelSpec OneLayer(const FfnParams& p, Rng& rng) {
 // on the file's rows and pack for larger calls, f32 ones pack on their first call. The path
 // depends only on a call's token count: a few-token call gives the same bits before and after
 // a larger call packed the layer, and every call matches the reference.
-TEST(XnnpackLazyDenseTest, SameBitsBeforeAndAfterPacking) {
+TEST(CpuLazyDenseTest, SameBitsBeforeAndAfterPacking) {
   for (DType dtype : {DType::BF16, DType::F16, DType::F32}) {
     Rng rng(21);
     FfnParams p;
@@ -126,9 +127,9 @@ TEST(XnnpackLazyDenseTest, SameBitsBeforeAndAfterPacking) {
     BackendConfig config;
     config.num_threads = 3;
     config.max_tokens = 64;
-    XnnpackBackendOptions options;
+    CpuBackendOptions options;
     options.direct_max_tokens = 8;
-    auto backend = CreateXnnpackBackendWithOptions(*built->model, config, options);
+    auto backend = CreateCpuBackendWithOptions(*built->model, config, options);
     ASSERT_TRUE(backend.ok()) << backend.status();
     const std::vector<float> few = rng.Vec(3 * 48, 2.0f), many = rng.Vec(64 * 48, 2.0f);
     std::vector<float> before(few.size()), after(few.size()), packed(many.size());
@@ -146,7 +147,7 @@ TEST(XnnpackLazyDenseTest, SameBitsBeforeAndAfterPacking) {
   }
 }
 
-TEST(XnnpackOptionsTest, ManySlicesAndSmallChunks) {
+TEST(CpuOptionsTest, ManySlicesAndSmallChunks) {
   for (Activation act : kActivations) {
     for (bool gated : {false, true}) {
       Rng rng(3);
@@ -159,8 +160,8 @@ TEST(XnnpackOptionsTest, ManySlicesAndSmallChunks) {
       ModelSpec spec = OneLayer(p, rng);
       spec.layers[0].norm = testing::RandomNorm(NormKind::LAYER_NORM, NormPlacement::PRE, 37, rng);
       spec.layers[0].residual = true;
-      XnnpackBackendOptions options;
-      options.packed_engine = XnnpackBackendOptions::PackedEngine::kXnnpack;
+      CpuBackendOptions options;
+      options.packed_engine = CpuBackendOptions::PackedEngine::kXnnpack;
       options.slice_bytes = 1;  // 16 output channels per operator: 10 slices of up, 3 of down
       options.token_chunk = 5;  // 23 tokens in chunks of 5, 5, 5, 5, 3
       WriteOptions write;
@@ -173,13 +174,13 @@ TEST(XnnpackOptionsTest, ManySlicesAndSmallChunks) {
   }
 }
 
-TEST(XnnpackOptionsTest, OneOperatorPerMatrix) {
+TEST(CpuOptionsTest, OneOperatorPerMatrix) {
   Rng rng(4);
   FfnParams p;
   p.d_model = 29;
   p.d_ff = 71;
-  XnnpackBackendOptions options;
-  options.packed_engine = XnnpackBackendOptions::PackedEngine::kXnnpack;
+  CpuBackendOptions options;
+  options.packed_engine = CpuBackendOptions::PackedEngine::kXnnpack;
   options.slice_bytes = 0;
   CompareWithReference(OneLayer(p, rng), WriteOptions(), 9, 1, options, "unsliced");
 }
@@ -189,8 +190,8 @@ TEST(XnnpackOptionsTest, OneOperatorPerMatrix) {
 // the f32 kernel has a twin for them, and for the best f32 kernel in f32 panels too), over
 // f32/f16/bf16 weights, a fused ReLU clamp and a gated layer, partial tiles and panels, chunks of
 // tokens and 1 and 3 threads.
-TEST(XnnpackOptionsTest, EveryPackedEngineMatchesReference) {
-  using Engine = XnnpackBackendOptions::PackedEngine;
+TEST(CpuOptionsTest, EveryPackedEngineMatchesReference) {
+  using Engine = CpuBackendOptions::PackedEngine;
   struct Setting {
     Engine engine;
     const GemmKernel* f32;
@@ -198,7 +199,7 @@ TEST(XnnpackOptionsTest, EveryPackedEngineMatchesReference) {
     bool bf16_arithmetic;
     std::string name;
     bool half_panels = true;
-    XnnpackBackendOptions::GemmAhead ahead = XnnpackBackendOptions::GemmAhead::kAuto;
+    CpuBackendOptions::GemmAhead ahead = CpuBackendOptions::GemmAhead::kAuto;
   };
   std::vector<Setting> settings = {{Engine::kXnnpack, nullptr, nullptr, false, "xnnpack"}};
   for (const GemmKernel* g : AvailableGemmKernels(DType::F32)) {
@@ -213,9 +214,9 @@ TEST(XnnpackOptionsTest, EveryPackedEngineMatchesReference) {
   // With and without the AVX-512 kernels' ahead prefetch, whatever this CPU's default (the best
   // kernels; f32 and 16-bit panels, bf16 arithmetic where it is faster).
   settings.push_back({Engine::kGemm, nullptr, nullptr, true, "gemm, ahead prefetch on", true,
-                      XnnpackBackendOptions::GemmAhead::kOn});
+                      CpuBackendOptions::GemmAhead::kOn});
   settings.push_back({Engine::kGemm, nullptr, nullptr, true, "gemm, ahead prefetch off", true,
-                      XnnpackBackendOptions::GemmAhead::kOff});
+                      CpuBackendOptions::GemmAhead::kOff});
   // The AMX kernel's layout and tile source on its software model (gemm.h).
   settings.push_back({Engine::kGemm, nullptr, &GemmAmxModelKernel(), true, "gemm amx-bf16-model"});
   for (const Setting& setting : settings) {
@@ -229,7 +230,7 @@ TEST(XnnpackOptionsTest, EveryPackedEngineMatchesReference) {
         p.gated = gated;
         p.bias = true;
         ModelSpec spec = OneLayer(p, rng);
-        XnnpackBackendOptions options;
+        CpuBackendOptions options;
         options.packed_engine = setting.engine;
         options.gemm_f32 = setting.f32;
         options.gemm_bf16 = setting.bf16;
@@ -257,14 +258,14 @@ TEST(XnnpackOptionsTest, EveryPackedEngineMatchesReference) {
 // gemm_ahead: the kernels keep their ahead forms where asked, or by default unless the CPU's L2
 // is smaller than those they were measured on (GemmAheadByDefault), and leave them out otherwise
 // (the engine's name says so).
-TEST(XnnpackOptionsTest, AheadPrefetchRunsWhereAskedOrByDefaultWhereTheL2HoldsIt) {
-  using GemmAhead = XnnpackBackendOptions::GemmAhead;
-  XnnpackBackendOptions options;
-  options.packed_engine = XnnpackBackendOptions::PackedEngine::kGemm;
+TEST(CpuOptionsTest, AheadPrefetchRunsWhereAskedOrByDefaultWhereTheL2HoldsIt) {
+  using GemmAhead = CpuBackendOptions::GemmAhead;
+  CpuBackendOptions options;
+  options.packed_engine = CpuBackendOptions::PackedEngine::kGemm;
   const bool has_ahead = BestGemmKernel(DType::F32).ahead != nullptr;
   auto without = [&](GemmAhead ahead) {
     options.gemm_ahead = ahead;
-    return absl::StrContains(XnnpackPackedEngineName(options), "without the ahead prefetch");
+    return absl::StrContains(CpuPackedEngineName(options), "without the ahead prefetch");
   };
   EXPECT_FALSE(without(GemmAhead::kOn));
   EXPECT_EQ(without(GemmAhead::kOff), has_ahead);
@@ -276,8 +277,8 @@ TEST(XnnpackOptionsTest, AheadPrefetchRunsWhereAskedOrByDefaultWhereTheL2HoldsIt
 // every kernel, gated (pre-norm) or not (post-norm), with biases and odd sizes (partial tiles and
 // panels in every range), matches the reference and gives the bits of one thread, which splits
 // nothing.
-TEST(XnnpackOptionsTest, GemmTokenSplitMatchesReferenceAndOneThread) {
-  using Engine = XnnpackBackendOptions::PackedEngine;
+TEST(CpuOptionsTest, GemmTokenSplitMatchesReferenceAndOneThread) {
+  using Engine = CpuBackendOptions::PackedEngine;
   std::vector<std::pair<const GemmKernel*, bool>> kernels;  // kernel, bf16 arithmetic
   for (const GemmKernel* g : AvailableGemmKernels(DType::F32)) kernels.push_back({g, false});
   for (const GemmKernel* g : AvailableGemmKernels(DType::BF16)) kernels.push_back({g, true});
@@ -300,7 +301,7 @@ TEST(XnnpackOptionsTest, GemmTokenSplitMatchesReferenceAndOneThread) {
       write.dtype = bf16 ? DType::BF16 : DType::F32;
       write.d_ff_alignment = 1;
       const size_t tokens = 150;  // 2 threads: 75 + 75; 3 threads: 50 + 50 + 50
-      XnnpackBackendOptions options;
+      CpuBackendOptions options;
       options.packed_engine = Engine::kGemm;
       (bf16 ? options.gemm_bf16 : options.gemm_f32) = kernel;
       options.bf16_arithmetic = bf16;
@@ -324,7 +325,7 @@ TEST(XnnpackOptionsTest, GemmTokenSplitMatchesReferenceAndOneThread) {
   }
 }
 
-TEST(XnnpackOptionsTest, ScalarKernelsMatchReference) {
+TEST(CpuOptionsTest, ScalarKernelsMatchReference) {
   for (Activation act : kActivations) {
     for (NormKind kind : {NormKind::LAYER_NORM, NormKind::RMS_NORM}) {
       Rng rng(5);
@@ -336,7 +337,7 @@ TEST(XnnpackOptionsTest, ScalarKernelsMatchReference) {
       ModelSpec spec = OneLayer(p, rng);
       spec.layers[0].norm = testing::RandomNorm(kind, NormPlacement::POST, 45, rng);
       spec.layers[0].residual = true;
-      XnnpackBackendOptions options;
+      CpuBackendOptions options;
       options.kernels = &ScalarKernels();
       CompareWithReference(spec, WriteOptions(), 6, 1, options,
                            absl::StrFormat("scalar kernels, %s", ActivationName(act)));
@@ -344,7 +345,7 @@ TEST(XnnpackOptionsTest, ScalarKernelsMatchReference) {
   }
 }
 
-TEST(XnnpackNormTest, UnitOffsetEpsAndLayerNormWithoutBias) {
+TEST(CpuNormTest, UnitOffsetEpsAndLayerNormWithoutBias) {
   for (NormPlacement placement : {NormPlacement::PRE, NormPlacement::POST}) {
     for (NormKind kind : {NormKind::LAYER_NORM, NormKind::RMS_NORM}) {
       Rng rng(6);
@@ -357,14 +358,14 @@ TEST(XnnpackNormTest, UnitOffsetEpsAndLayerNormWithoutBias) {
       norm.eps = 0.5f;          // large enough that a dropped eps shows
       norm.bias = TensorSource();
       spec.layers[0].norm = std::move(norm);
-      CompareWithReference(spec, WriteOptions(), 4, 1, XnnpackBackendOptions(), "unit offset");
+      CompareWithReference(spec, WriteOptions(), 4, 1, CpuBackendOptions(), "unit offset");
     }
   }
 }
 
 // --- Results do not depend on the thread count: XNNPACK splits rows and columns, never the
 // reduction, so 1 and 3 threads give the same bits. ---
-TEST(XnnpackThreadsTest, SameResultForOneAndThreeThreads) {
+TEST(CpuThreadsTest, SameResultForOneAndThreeThreads) {
   Rng rng(8);
   FfnParams p;
   p.d_model = 96;
@@ -382,7 +383,7 @@ TEST(XnnpackThreadsTest, SameResultForOneAndThreeThreads) {
 }
 
 // --- MoE layers run through the internal reference, next to dense layers. ---
-TEST(XnnpackMoeTest, MoeLayerMatchesReference) {
+TEST(CpuMoeTest, MoeLayerMatchesReference) {
   testing::MoeParams moe;
   moe.num_experts = 4;
   moe.top_k = 2;
@@ -390,7 +391,7 @@ TEST(XnnpackMoeTest, MoeLayerMatchesReference) {
   testing::MoeTester().d_model(19).d_ff(29).tokens(5).moe(moe).Test("xnnpack");
 }
 
-TEST(XnnpackMoeTest, MixedModelRunsEveryLayer) {
+TEST(CpuMoeTest, MixedModelRunsEveryLayer) {
   Rng rng(10);
   FfnParams p;
   p.d_model = 21;
@@ -419,7 +420,7 @@ TEST(XnnpackMoeTest, MixedModelRunsEveryLayer) {
 
 // --- A file-backed model: the backend releases the mapped weight pages after packing, and two
 // sessions on one model both work (the second re-reads the released pages). ---
-TEST(XnnpackFileTest, ReleasesPagesAndStillMatches) {
+TEST(CpuFileTest, ReleasesPagesAndStillMatches) {
   Rng rng(12);
   FfnParams p;
   p.d_model = 40;
@@ -442,9 +443,9 @@ TEST(XnnpackFileTest, ReleasesPagesAndStillMatches) {
 
 // auto takes xnnpack on a CPU (on a machine with a usable GPU, cuda comes first:
 // cuda_backend_test covers that).
-TEST(XnnpackRegistryTest, AutoPicksXnnpackWithoutAGpu) {
+TEST(CpuRegistryTest, AutoPicksXnnpackWithoutAGpu) {
   std::string why;
-  ASSERT_TRUE(XnnpackBackendAvailable(&why)) << why;
+  ASSERT_TRUE(CpuBackendAvailable(&why)) << why;
   for (const BackendEntry& e : Backends()) {
     if (e.auto_choice && std::string(e.name) != "xnnpack" && e.available(&why)) {
       GTEST_SKIP() << "auto takes " << e.name << " here, before xnnpack";

@@ -1,4 +1,4 @@
-// MoE on the xnnpack backend against the reference: every routing variant, 1 to 300 tokens, odd
+// MoE on the CPU backend against the reference: every routing variant, 1 to 300 tokens, odd
 // sizes, idle experts, all tokens on one expert, ties, 1 and 3 threads, with and without an expert
 // budget (down to a single expert and below), routing statistics (C++ and C API), converted
 // Mixtral / Qwen2-MoE / DeepSeek-V3 checkpoints end to end, and sessions on several threads.
@@ -23,7 +23,8 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "backends/xnnpack/xnnpack_backend.h"
+#include "backends/cpu/cpu_backend.h"
+#include "testing/backends.h"
 #include "kernels/gemm.h"
 #include "converter_test_util.h"
 #include "fflite/fflite.h"
@@ -51,7 +52,7 @@ uint64_t OneExpert(uint32_t d_model, uint32_t d_ff, bool gated, uint32_t alignme
   f.d_ff = d_ff;
   f.d_ff_padded = (d_ff + alignment - 1) / alignment * alignment;
   f.gated = gated;
-  return XnnpackPackedFfnBytes(f);
+  return CpuPackedFfnBytes(f);
 }
 
 using testing::ParamsFor;
@@ -87,7 +88,7 @@ ModelSpec BudgetModel(Rng& rng, uint32_t d, uint32_t ff) {
   return spec;
 }
 
-TEST(XnnpackMoeBudgetTest, SameBitsWhateverTheBudgetAndBudgetKept) {
+TEST(CpuMoeBudgetTest, SameBitsWhateverTheBudgetAndBudgetKept) {
   const uint32_t d = 24, ff = 40;
   Rng rng(31);
   auto built = testing::BuildModel(BudgetModel(rng, d, ff));
@@ -98,15 +99,15 @@ TEST(XnnpackMoeBudgetTest, SameBitsWhateverTheBudgetAndBudgetKept) {
     BackendConfig config;
     config.num_threads = threads;
     config.max_tokens = 64;
-    auto unlimited = CreateXnnpackBackend(*built->model, config);
+    auto unlimited = CreateCpuBackend(*built->model, config);
     ASSERT_TRUE(unlimited.ok()) << unlimited.status();
     // Experts are prepared on first use, budget or not: nothing is packed at creation.
-    EXPECT_EQ(XnnpackResidentExpertBytes(unlimited->get()), 0u);
+    EXPECT_EQ((*unlimited)->Stats().resident_expert_bytes, 0u);
     for (uint64_t budget : {uint64_t{1}, one, 3 * one, 5 * one}) {
       config.expert_budget_bytes = budget;
-      auto limited = CreateXnnpackBackend(*built->model, config);
+      auto limited = CreateCpuBackend(*built->model, config);
       ASSERT_TRUE(limited.ok()) << limited.status();
-      EXPECT_EQ(XnnpackResidentExpertBytes(limited->get()), 0u) << "packed on first use";
+      EXPECT_EQ((*limited)->Stats().resident_expert_bytes, 0u) << "packed on first use";
       Rng inputs(41);
       for (size_t call = 0; call < sizeof(sizes) / sizeof(sizes[0]); ++call) {
         const size_t n = sizes[call];
@@ -117,7 +118,7 @@ TEST(XnnpackMoeBudgetTest, SameBitsWhateverTheBudgetAndBudgetKept) {
           ASSERT_TRUE((*limited)->Run(layer, x.data(), n, got.data()).ok());
           ASSERT_EQ(want, got) << "budget " << budget << ", call " << call << ", layer " << layer
                                << ", threads " << threads;
-          const uint64_t resident = XnnpackResidentExpertBytes(limited->get());
+          const uint64_t resident = (*limited)->Stats().resident_expert_bytes;
           // A budget below one expert keeps just the expert last used.
           EXPECT_LE(resident, std::max(budget, one)) << "budget " << budget;
         }
@@ -136,21 +137,21 @@ TEST(XnnpackMoeBudgetTest, SameBitsWhateverTheBudgetAndBudgetKept) {
 
 // Small slices and chunks: experts split into several operators, an expert's batch into several
 // passes, a call into several routing chunks (token_chunk 5: routing chunks of 20).
-TEST(XnnpackMoeBudgetTest, SlicedAndChunkedExperts) {
+TEST(CpuMoeBudgetTest, SlicedAndChunkedExperts) {
   const uint32_t d = 37, ff = 150;
   Rng rng(51);
   auto built = testing::BuildModel(BudgetModel(rng, d, ff));
   ASSERT_TRUE(built.ok()) << built.status();
   const size_t tokens = 47;
   const std::vector<float> x = rng.Vec(tokens * d, 2.0f);
-  XnnpackBackendOptions options;
+  CpuBackendOptions options;
   options.slice_bytes = 1;
   options.token_chunk = 5;
   for (uint64_t budget : {uint64_t{0}, OneExpert(d, ff, true)}) {
     BackendConfig config;
     config.max_tokens = tokens;
     config.expert_budget_bytes = budget;
-    auto backend = CreateXnnpackBackendWithOptions(*built->model, config, options);
+    auto backend = CreateCpuBackendWithOptions(*built->model, config, options);
     ASSERT_TRUE(backend.ok()) << backend.status();
     for (size_t layer = 0; layer < 3; ++layer) {
       auto want = testing::RunLayer(*built->model, "reference", layer, x, tokens);
@@ -164,7 +165,7 @@ TEST(XnnpackMoeBudgetTest, SlicedAndChunkedExperts) {
 }
 
 // Results do not depend on the thread count (XNNPACK never splits the reduction).
-TEST(XnnpackMoeThreadsTest, SameBitsForOneAndThreeThreads) {
+TEST(CpuMoeThreadsTest, SameBitsForOneAndThreeThreads) {
   Rng rng(61);
   auto built = testing::BuildModel(BudgetModel(rng, 48, 100));
   ASSERT_TRUE(built.ok()) << built.status();
@@ -181,7 +182,7 @@ TEST(XnnpackMoeThreadsTest, SameBitsForOneAndThreeThreads) {
 
 // --- Routing statistics through the C API, against the reference's. ---
 
-TEST(XnnpackMoeStatsTest, CApiCountsMatchReferenceAndReset) {
+TEST(CpuMoeStatsTest, CApiCountsMatchReferenceAndReset) {
   Rng rng(71);
   const uint32_t d = 20;
   auto built = testing::BuildModel(BudgetModel(rng, d, 30));
@@ -262,7 +263,7 @@ TEST(XnnpackMoeStatsTest, CApiCountsMatchReferenceAndReset) {
 
 // --- Sessions on several threads share one model (file-backed, so page releases happen), each
 // with its own budget. The TSan suite runs this too. ---
-TEST(XnnpackMoeThreadsTest, SessionsOnSeveralThreadsShareOneModel) {
+TEST(CpuMoeThreadsTest, SessionsOnSeveralThreadsShareOneModel) {
   Rng rng(81);
   const uint32_t d = 32, ff = 48;
   const std::string path = absl::StrFormat("%s/xnnpack_moe_test_%d.fflite", ::testing::TempDir(),
@@ -311,7 +312,7 @@ TEST(XnnpackMoeThreadsTest, SessionsOnSeveralThreadsShareOneModel) {
 }
 
 // --- A larger layer (several 2 MiB slices per expert matrix, 130 tokens): natively only. ---
-TEST(XnnpackMoeLargerTest, MixtralLikePrefillAndDecode) {
+TEST(CpuMoeLargerTest, MixtralLikePrefillAndDecode) {
   if (UnderQemu()) GTEST_SKIP() << "too slow under qemu (the reference takes minutes there)";
   MoeParams p;
   for (size_t tokens : {size_t{1}, size_t{130}}) {
@@ -350,7 +351,7 @@ ModelSpec OneMoeLayer(const MoeParams& p, bool norm, Rng& rng) {
 // and bf16 weights (the direct kernel converts in registers; biases are converted at creation),
 // with biases and plain GELU experts, with a gated shared expert, 1 and 3 threads, with and without
 // a budget: every setting against the reference.
-TEST(XnnpackMoeDirectTest, DirectAndPackedPathsMatchReference) {
+TEST(CpuMoeDirectTest, DirectAndPackedPathsMatchReference) {
   const uint32_t d = 29, ff = 67;
   for (Variant variant : {Variant::kMixtral, Variant::kQwen2Moe, Variant::kRouterBias}) {
     for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
@@ -371,13 +372,13 @@ TEST(XnnpackMoeDirectTest, DirectAndPackedPathsMatchReference) {
         auto want = testing::RunLayer(*built->model, "reference", 0, x, tokens);
         ASSERT_TRUE(want.ok()) << want.status();
         for (size_t direct : {size_t{0}, size_t{3}, size_t{128}}) {
-          XnnpackBackendOptions options;
+          CpuBackendOptions options;
           options.direct_max_tokens = direct;
           BackendConfig config;
           config.max_tokens = 64;
           config.num_threads = tokens % 2 == 0 ? 3 : 1;
           config.expert_budget_bytes = tokens == 5 ? 1 : 0;
-          auto backend = CreateXnnpackBackendWithOptions(*built->model, config, options);
+          auto backend = CreateCpuBackendWithOptions(*built->model, config, options);
           ASSERT_TRUE(backend.ok()) << backend.status();
           std::vector<float> got(tokens * d);
           ASSERT_TRUE((*backend)->Run(0, x.data(), tokens, got.data()).ok());
@@ -391,14 +392,14 @@ TEST(XnnpackMoeDirectTest, DirectAndPackedPathsMatchReference) {
   }
 }
 
-// Experts alone (XnnpackBackendOptions::experts_alone): with many packed or quantised experts per
+// Experts alone (CpuBackendOptions::experts_alone): with many packed or quantised experts per
 // thread in a call, each runs whole on one thread. 16 experts, top-4 (with a gated shared expert),
 // f32, bf16, i8 and i4 weights, 2 and 3 threads: the same bits as every expert's products shared
 // among the threads and as one thread, with neuron edits on two experts and under a budget that
 // holds them all, and within the dtype's tolerance of the reference. token_chunk 20: experts
 // given more than 20 tokens in a call take the shared path in the same call. The counts show
 // which path ran, so the test cannot pass without it.
-TEST(XnnpackMoeThreadsTest, ExpertsAloneGiveTheSameBits) {
+TEST(CpuMoeThreadsTest, ExpertsAloneGiveTheSameBits) {
   const uint32_t d = 40, ff = 72;
   for (DType dtype : {DType::F32, DType::BF16, DType::I8, DType::I4}) {
     Rng rng(97 + static_cast<uint32_t>(dtype));
@@ -418,10 +419,10 @@ TEST(XnnpackMoeThreadsTest, ExpertsAloneGiveTheSameBits) {
     // Quantised: int8 activations from a few tokens on; bf16 weights on a CPU whose gemm engine
     // multiplies them in bf16 (AVX-512 BF16 on AMD, Arm's BF16): activations rounded to bf16
     // (tolerances.h).
-    XnnpackBackendOptions gemm_engine;
-    gemm_engine.packed_engine = XnnpackBackendOptions::PackedEngine::kGemm;
+    CpuBackendOptions gemm_engine;
+    gemm_engine.packed_engine = CpuBackendOptions::PackedEngine::kGemm;
     const double tol = quantised ? testing::kInt8ActRelTol
-                       : dtype == DType::BF16 && XnnpackBf16Arithmetic(gemm_engine)
+                       : dtype == DType::BF16 && CpuBf16Arithmetic(gemm_engine)
                            ? testing::kBf16ActRelTol
                            : testing::FloatRelTol(dtype);
     auto built = testing::BuildModel(OneMoeLayer(p, /*norm=*/true, rng), write);
@@ -463,14 +464,14 @@ TEST(XnnpackMoeThreadsTest, ExpertsAloneGiveTheSameBits) {
         SCOPED_TRACE(absl::StrFormat("%s, %d tokens, %d threads, alone %d, chunk %d, budget %d",
                                      DTypeName(dtype), tokens, c.threads, c.alone, c.chunk,
                                      c.budget));
-        XnnpackBackendOptions options;
-        options.packed_engine = XnnpackBackendOptions::PackedEngine::kGemm;
+        CpuBackendOptions options;
+        options.packed_engine = CpuBackendOptions::PackedEngine::kGemm;
         options.experts_alone = c.alone;
         options.token_chunk = c.chunk;
         BackendConfig xc = config;
         xc.num_threads = c.threads;
         xc.expert_budget_bytes = c.budget;
-        auto backend = CreateXnnpackBackendWithOptions(model, xc, options);
+        auto backend = CreateCpuBackendWithOptions(model, xc, options);
         ASSERT_TRUE(backend.ok()) << backend.status();
         edit(**backend);
         std::vector<float> got(tokens * d);
@@ -481,19 +482,19 @@ TEST(XnnpackMoeThreadsTest, ExpertsAloneGiveTheSameBits) {
         } else {
           EXPECT_EQ(first[c.chunk], got) << "not the same bits as one thread";
         }
-        const ExpertsAloneCount count = XnnpackExpertsAlone(backend->get());
-        EXPECT_GT(count.batches, 0u);
+        const BackendStats count = (*backend)->Stats();
+        EXPECT_GT(count.routed_batches, 0u);
         // 2 threads need 8 experts of 5-20 tokens (or 5-128; quantised: 1-20 or 1-128): 24
         // tokens give 96 routed pairs over 16 experts, 64 give 256; 3 threads need 12, which 24
         // tokens need not give.
         const bool enough = c.threads == 2 || tokens == 64;
         if (c.threads > 1 && c.alone && enough) {
-          EXPECT_GT(count.alone, 0u);
+          EXPECT_GT(count.routed_batches_together, 0u);
           if (c.chunk == 20 && tokens == 64) {
-            EXPECT_LT(count.alone, count.batches);
+            EXPECT_LT(count.routed_batches_together, count.routed_batches);
           }
         } else if (c.threads == 1 || !c.alone) {
-          EXPECT_EQ(count.alone, 0u);
+          EXPECT_EQ(count.routed_batches_together, 0u);
         }
       }
     }
@@ -504,7 +505,7 @@ TEST(XnnpackMoeThreadsTest, ExpertsAloneGiveTheSameBits) {
 // the form it ran on. One token: its top_k experts on the direct path, the file bytes of each;
 // 20 tokens with every expert packed (direct_max_tokens 0; one batch each): the packed bytes of
 // each expert that got a token. bf16 weights, whose two forms differ in size.
-TEST(XnnpackMoeDirectTest, RoutedBytesCountTheFormEachBatchRanOn) {
+TEST(CpuMoeDirectTest, RoutedBytesCountTheFormEachBatchRanOn) {
   const uint32_t d = 29, ff = 67;
   Rng rng(5);
   MoeParams p = ParamsFor(Variant::kMixtral);
@@ -522,13 +523,13 @@ TEST(XnnpackMoeDirectTest, RoutedBytesCountTheFormEachBatchRanOn) {
   }
   ASSERT_GT(file, 0u);
   for (size_t tokens : {size_t{1}, size_t{20}}) {
-    XnnpackBackendOptions options;
+    CpuBackendOptions options;
     if (tokens > 1) options.direct_max_tokens = 0;
     BackendConfig config;
     config.max_tokens = 64;
-    auto backend = CreateXnnpackBackendWithOptions(*built->model, config, options);
+    auto backend = CreateCpuBackendWithOptions(*built->model, config, options);
     ASSERT_TRUE(backend.ok()) << backend.status();
-    EXPECT_EQ(XnnpackRoutedExpertBytes(backend->get()), 0u);
+    EXPECT_EQ((*backend)->Stats().routed_expert_bytes, 0u);
     const std::vector<float> x = rng.Vec(tokens * d, 2.0f);
     std::vector<float> y(tokens * d);
     ASSERT_TRUE((*backend)->Run(0, x.data(), tokens, y.data()).ok());
@@ -537,10 +538,10 @@ TEST(XnnpackMoeDirectTest, RoutedBytesCountTheFormEachBatchRanOn) {
         std::count_if(counts.begin(), counts.end(), [](uint64_t c) { return c != 0; }));
     if (tokens == 1) {
       EXPECT_EQ(active, p.top_k);
-      EXPECT_EQ(XnnpackRoutedExpertBytes(backend->get()), p.top_k * file);
+      EXPECT_EQ((*backend)->Stats().routed_expert_bytes, p.top_k * file);
     } else {
       EXPECT_GT(active, p.top_k);
-      EXPECT_EQ(XnnpackRoutedExpertBytes(backend->get()), active * XnnpackPackedFfnBytes(expert));
+      EXPECT_EQ((*backend)->Stats().routed_expert_bytes, active * CpuPackedFfnBytes(expert));
     }
   }
 }
@@ -549,7 +550,7 @@ TEST(XnnpackMoeDirectTest, RoutedBytesCountTheFormEachBatchRanOn) {
 // kernel's software model (32-token tiles: an expert's batch is a partial tile, of up to 16 tokens
 // or more): routed and shared experts, 1 and 3 threads, against the reference with bf16
 // activations' tolerance (tolerances.h).
-TEST(XnnpackMoeGemmTest, EveryBf16KernelOnPackedExperts) {
+TEST(CpuMoeGemmTest, EveryBf16KernelOnPackedExperts) {
   std::vector<const GemmKernel*> kernels = AvailableGemmKernels(DType::BF16);
   kernels.push_back(&GemmAmxModelKernel());
   Rng rng(91);
@@ -566,15 +567,15 @@ TEST(XnnpackMoeGemmTest, EveryBf16KernelOnPackedExperts) {
     ASSERT_TRUE(want.ok()) << want.status();
     for (const GemmKernel* kernel : kernels) {
       for (int threads : {1, 3}) {
-        XnnpackBackendOptions options;
-        options.packed_engine = XnnpackBackendOptions::PackedEngine::kGemm;
+        CpuBackendOptions options;
+        options.packed_engine = CpuBackendOptions::PackedEngine::kGemm;
         options.gemm_bf16 = kernel;
         options.bf16_arithmetic = true;
         options.direct_max_tokens = 0;
         BackendConfig config;
         config.max_tokens = 64;
         config.num_threads = threads;
-        auto backend = CreateXnnpackBackendWithOptions(*built->model, config, options);
+        auto backend = CreateCpuBackendWithOptions(*built->model, config, options);
         ASSERT_TRUE(backend.ok()) << backend.status();
         std::vector<float> got(tokens * p.expert.d_model);
         ASSERT_TRUE((*backend)->Run(0, x.data(), tokens, got.data()).ok());
@@ -588,7 +589,7 @@ TEST(XnnpackMoeGemmTest, EveryBf16KernelOnPackedExperts) {
 
 // The direct kernel shares an expert's rows among threads (matrices of at least 1M multiply-adds):
 // results are bit-identical for 1 and 3 threads, and match the reference.
-TEST(XnnpackMoeDirectTest, RowsSharedAmongThreadsGiveTheSameBits) {
+TEST(CpuMoeDirectTest, RowsSharedAmongThreadsGiveTheSameBits) {
   const uint32_t d = 256, ff = 1024;
   Rng rng(81);
   MoeParams p;
@@ -601,14 +602,14 @@ TEST(XnnpackMoeDirectTest, RowsSharedAmongThreadsGiveTheSameBits) {
   ASSERT_TRUE(built.ok()) << built.status();
   const size_t tokens = 16;  // ~8 per expert: 8 x 1024 x 256 = 2M multiply-adds per matrix
   const std::vector<float> x = rng.Vec(tokens * d, 2.0f);
-  XnnpackBackendOptions options;
+  CpuBackendOptions options;
   options.direct_max_tokens = tokens;
   std::vector<std::vector<float>> outs;
   for (int threads : {1, 3}) {
     BackendConfig config;
     config.max_tokens = tokens;
     config.num_threads = threads;
-    auto backend = CreateXnnpackBackendWithOptions(*built->model, config, options);
+    auto backend = CreateCpuBackendWithOptions(*built->model, config, options);
     ASSERT_TRUE(backend.ok()) << backend.status();
     outs.emplace_back(tokens * d);
     ASSERT_TRUE((*backend)->Run(0, x.data(), tokens, outs.back().data()).ok());
@@ -647,7 +648,7 @@ int64_t MappingRssBytes(const void* p) {
 // pages, and the LRU drops them again, so the mapping's resident pages stay within the budget (plus
 // the file's metadata and page rounding), and no expert is packed; without a budget the pages read
 // stay. Results are identical either way.
-TEST(XnnpackMoeDirectTest, BudgetBoundsTheMappedPagesOfAFileModel) {
+TEST(CpuMoeDirectTest, BudgetBoundsTheMappedPagesOfAFileModel) {
   const uint32_t d = 64, ff = 1024;
   Rng rng(91);
   MoeParams p;
@@ -665,9 +666,9 @@ TEST(XnnpackMoeDirectTest, BudgetBoundsTheMappedPagesOfAFileModel) {
   BackendConfig config;
   config.max_tokens = 4;
   config.expert_budget_bytes = 2 * mapped_one;
-  auto limited = CreateXnnpackBackend(**limited_model, config);
+  auto limited = CreateCpuBackend(**limited_model, config);
   config.expert_budget_bytes = 0;
-  auto unlimited = CreateXnnpackBackend(**free_model, config);
+  auto unlimited = CreateCpuBackend(**free_model, config);
   ASSERT_TRUE(limited.ok() && unlimited.ok());
   const void* limited_map = (*limited_model)->layers()[0].moe.router.data;
   const void* free_map = (*free_model)->layers()[0].moe.router.data;
@@ -683,7 +684,7 @@ TEST(XnnpackMoeDirectTest, BudgetBoundsTheMappedPagesOfAFileModel) {
     ASSERT_TRUE((*unlimited)->Run(0, x.data(), 1, want.data()).ok());
     ASSERT_TRUE((*limited)->Run(0, x.data(), 1, got.data()).ok());
     ASSERT_EQ(want, got) << "call " << call;
-    EXPECT_LE(XnnpackResidentExpertBytes(limited->get()), 2 * mapped_one) << "call " << call;
+    EXPECT_LE((*limited)->Stats().resident_expert_bytes, 2 * mapped_one) << "call " << call;
     // qemu-user does not pass madvise through, nor show the guest's mappings in smaps.
     if (!UnderQemu()) {
       const int64_t rss = MappingRssBytes(limited_map);
@@ -708,7 +709,7 @@ using testing::AddGatedMlp;
 using testing::CheckpointWriter;
 using json = nlohmann::json;
 
-class XnnpackMoeCheckpointTest : public testing::ConverterTest {
+class CpuMoeCheckpointTest : public testing::ConverterTest {
  protected:
   // Every layer, 1 and 9 tokens, without and with a budget of a single expert.
   void ExpectMatches(const Model& model, uint64_t one_expert) {
@@ -729,13 +730,13 @@ class XnnpackMoeCheckpointTest : public testing::ConverterTest {
     }
   }
   uint64_t OneExpertOf(const Model& model, size_t layer) {
-    return XnnpackPackedFfnBytes(model.layers()[layer].moe.experts[0]);
+    return CpuPackedFfnBytes(model.layers()[layer].moe.experts[0]);
   }
 };
 
 constexpr uint64_t kD = 24;
 
-TEST_F(XnnpackMoeCheckpointTest, Mixtral) {
+TEST_F(CpuMoeCheckpointTest, Mixtral) {
   Rng rng(91);
   CheckpointWriter w;
   for (int l = 0; l < 2; ++l) {
@@ -755,7 +756,7 @@ TEST_F(XnnpackMoeCheckpointTest, Mixtral) {
   ExpectMatches(*model, OneExpertOf(*model, 0));
 }
 
-TEST_F(XnnpackMoeCheckpointTest, Qwen2Moe) {
+TEST_F(CpuMoeCheckpointTest, Qwen2Moe) {
   Rng rng(92);
   CheckpointWriter w;
   for (int l = 0; l < 2; ++l) {
@@ -776,7 +777,7 @@ TEST_F(XnnpackMoeCheckpointTest, Qwen2Moe) {
   ExpectMatches(*model, OneExpertOf(*model, 0));
 }
 
-TEST_F(XnnpackMoeCheckpointTest, DeepseekV3) {
+TEST_F(CpuMoeCheckpointTest, DeepseekV3) {
   Rng rng(93);
   CheckpointWriter w;
   w.AddRandom("model.layers.0.post_attention_layernorm.weight", {kD}, rng, 0.2f, "", 1.0f);

@@ -1,7 +1,7 @@
 // The quantised matrix engine: optional block rotation of the activations and their int8 form
 // (tokens shared among the pool's threads), then the float- or int8-activation kernel over panels
 // of rows shared among them, each thread applying the epilogue to its rows.
-#include "backends/xnnpack/quant_engine.h"
+#include "backends/cpu/quant_engine.h"
 
 #include <algorithm>
 #include <atomic>

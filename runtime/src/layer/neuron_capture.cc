@@ -1,5 +1,5 @@
 // Neuron capture (see neuron_capture.h).
-#include "backends/neuron_capture.h"
+#include "layer/neuron_capture.h"
 
 #include <cstring>
 

@@ -3,8 +3,8 @@
 // product) before the down projection; 0 switches a neuron off. Set and cleared at run time by the
 // session (fflite_session_set_neuron_scales), never in the model file. Every backend reads them
 // here, so the edit means the same everywhere.
-#ifndef FFLITE_RUNTIME_SRC_BACKENDS_NEURON_SCALES_H_
-#define FFLITE_RUNTIME_SRC_BACKENDS_NEURON_SCALES_H_
+#ifndef FFLITE_RUNTIME_SRC_LAYER_NEURON_SCALES_H_
+#define FFLITE_RUNTIME_SRC_LAYER_NEURON_SCALES_H_
 
 #include <cstddef>
 #include <vector>
@@ -35,4 +35,4 @@ class NeuronScales {
 
 }  // namespace fflite
 
-#endif  // FFLITE_RUNTIME_SRC_BACKENDS_NEURON_SCALES_H_
+#endif  // FFLITE_RUNTIME_SRC_LAYER_NEURON_SCALES_H_

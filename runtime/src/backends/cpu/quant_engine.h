@@ -1,11 +1,11 @@
-// The quantised matrix engine of the xnnpack backend: I8/I4 weights multiplied straight from the
+// The quantised matrix engine of the CPU backend: I8/I4 weights multiplied straight from the
 // model's mapping (no packing, no copy), float activations for few tokens, int8 for many.
-#ifndef FFLITE_RUNTIME_SRC_BACKENDS_XNNPACK_QUANT_ENGINE_H_
-#define FFLITE_RUNTIME_SRC_BACKENDS_XNNPACK_QUANT_ENGINE_H_
+#ifndef FFLITE_RUNTIME_SRC_BACKENDS_CPU_QUANT_ENGINE_H_
+#define FFLITE_RUNTIME_SRC_BACKENDS_CPU_QUANT_ENGINE_H_
 
 #include <cstddef>
 
-#include "backends/xnnpack/engines.h"
+#include "backends/cpu/engines.h"
 #include "base/aligned_buffer.h"
 #include "format/model.h"
 #include "kernels/quant_kernels.h"
@@ -80,4 +80,4 @@ class QuantEngine {
 
 }  // namespace fflite
 
-#endif  // FFLITE_RUNTIME_SRC_BACKENDS_XNNPACK_QUANT_ENGINE_H_
+#endif  // FFLITE_RUNTIME_SRC_BACKENDS_CPU_QUANT_ENGINE_H_

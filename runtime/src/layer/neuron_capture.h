@@ -4,8 +4,8 @@
 // their weights) with the routed experts' h in the same order. Set by the session
 // (fflite_session_set_capture), which has checked the buffers' sizes against max_tokens; every
 // backend copies into them through the helpers below, so the layout means the same everywhere.
-#ifndef FFLITE_RUNTIME_SRC_BACKENDS_NEURON_CAPTURE_H_
-#define FFLITE_RUNTIME_SRC_BACKENDS_NEURON_CAPTURE_H_
+#ifndef FFLITE_RUNTIME_SRC_LAYER_NEURON_CAPTURE_H_
+#define FFLITE_RUNTIME_SRC_LAYER_NEURON_CAPTURE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -62,4 +62,4 @@ class NeuronCapture {
 
 }  // namespace fflite
 
-#endif  // FFLITE_RUNTIME_SRC_BACKENDS_NEURON_CAPTURE_H_
+#endif  // FFLITE_RUNTIME_SRC_LAYER_NEURON_CAPTURE_H_

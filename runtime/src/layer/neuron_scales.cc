@@ -1,5 +1,5 @@
 // Neuron edits (see neuron_scales.h).
-#include "backends/neuron_scales.h"
+#include "layer/neuron_scales.h"
 
 #include <utility>
 

@@ -1,0 +1,104 @@
+// The cuda backend's weights on the device: every layer's tensors placed in one allocation at
+// session creation (f32/f16/bf16 as stored, quantised matrices dequantised to f32, norms' weights
+// with their unit offset), and the tables of the fused MoE decode. Needs the CUDA headers.
+#ifndef FFLITE_RUNTIME_SRC_BACKENDS_CUDA_CUDA_WEIGHTS_H_
+#define FFLITE_RUNTIME_SRC_BACKENDS_CUDA_CUDA_WEIGHTS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "backends/cuda/cuda_kernels.h"
+#include "format/model.h"
+
+namespace fflite {
+
+using cuda::WType;
+
+struct DevMatrix {
+  const void* data = nullptr;
+  WType type = WType::kF32;
+  uint32_t rows = 0, cols = 0;
+};
+
+struct DevFfn {
+  DevMatrix up, gate, down;
+  const float* up_bias = nullptr;  // null when absent
+  const float* gate_bias = nullptr;
+  const float* down_bias = nullptr;
+  uint8_t activation = 0;
+  bool gated = false;
+  uint32_t ff = 0;  // d_ff_padded
+  float* scale = nullptr;  // neuron edits [ff] in device memory (owned by the backend) or null
+};
+
+struct DevNorm {
+  bool present = false, layer_norm = false, pre = false;
+  float eps = 0.0f;
+  const float* weight = nullptr;  // unit offset applied
+  const float* bias = nullptr;
+};
+
+struct DevLayer {
+  bool moe = false;
+  bool residual = false;
+  DevNorm norm;
+  DevFfn ffn;  // dense
+  // MoE
+  DevMatrix router;
+  const float* router_bias = nullptr;
+  route::Params route{};  // score_correction_bias in device memory
+  std::vector<DevFfn> experts, shared;
+  DevMatrix shared_gate;  // rows 0 when absent
+  // A few tokens run every chosen expert in one launch per step (cuda::ExpertsHidden) where the
+  // experts allow it (FusedDecodeType): their table, routed experts then shared ones.
+  bool fused = false;
+  WType fused_type = WType::kF32;
+  cuda::ExpertPtrs* table = nullptr;  // device memory
+  uint32_t max_ff = 0;                // of the experts in the table
+  size_t counts_at = 0;               // where fused: its first counter in the device counters
+};
+
+// The offset of `bytes` placed after *total (256-byte aligned, as cuBLAS and 16-byte loads like),
+// and *total advanced past them: the layout of one allocation holding several buffers.
+uint64_t PlaceAfter(uint64_t* total, uint64_t bytes);
+
+// Bytes of one element of a matrix type.
+size_t TypeBytes(WType t);
+
+// Whether the fused decode kernels can run a MoE layer's experts, and their weight type: one type
+// and one activation for every routed and shared expert, rows of 16-byte multiples at 16-byte
+// aligned addresses (the kernels' loads), and top_k within CombineExperts' limit.
+bool FusedDecodeType(const DevLayer& l, uint32_t d, WType* type);
+
+// An expert's entry in a fused layer's table.
+cuda::ExpertPtrs ExpertEntry(const DevFfn& f);
+
+// Places tensors in one device allocation. Run twice: first with no base to size it, then with the
+// allocation to copy (conversions happen only then).
+class Arena {
+ public:
+  explicit Arena(uint8_t* base) : base_(base) {}
+  uint64_t size() const { return size_; }
+  const absl::Status& status() const { return status_; }
+
+  const void* PlaceRaw(const void* src, uint64_t bytes);
+  // `count` floats produced by fill(out) on the host.
+  const float* PlaceFloats(uint64_t count, const std::function<void(float*)>& fill);
+
+ private:
+  uint8_t* Reserve(uint64_t bytes);
+  uint8_t* base_;
+  uint64_t size_ = 0;
+  absl::Status status_;
+  std::vector<float> staging_;
+};
+
+// Every layer of `model` placed by `arena` (the sizing pass or the copying one).
+std::vector<DevLayer> PlaceModel(Arena* a, const Model& model);
+
+}  // namespace fflite
+
+#endif  // FFLITE_RUNTIME_SRC_BACKENDS_CUDA_CUDA_WEIGHTS_H_
