@@ -526,7 +526,7 @@ TEST_P(NeuronEditTest, QuantisedEditMatchesEditedReference) {
         ASSERT_TRUE((*session)->Run(0, input.data(), tokens, out.back().data()).ok());
       }
       const bool int8 = backend == "xnnpack" &&
-                        tokens >= DefaultQuantGemmMinTokens(dtype, BestQGemvKernel(),
+                        tokens >= DefaultQuantGemmMinTokens(QuantTypeOf(dtype), BestQGemvKernel(),
                                                             BestQGemmKernel());
       const double tol = int8 ? testing::kInt8ActRelTol : testing::kF32RelTol;
       testing::ExpectOutputsNear(out[0], out[1], tokens, d, tol,

@@ -202,13 +202,13 @@ TEST(CpuOptionsTest, EveryPackedEngineMatchesReference) {
     CpuBackendOptions::GemmAhead ahead = CpuBackendOptions::GemmAhead::kAuto;
   };
   std::vector<Setting> settings = {{Engine::kXnnpack, nullptr, nullptr, false, "xnnpack"}};
-  for (const GemmKernel* g : AvailableGemmKernels(DType::F32)) {
+  for (const GemmKernel* g : AvailableGemmKernels(FloatType::kF32)) {
     settings.push_back({Engine::kGemm, g, nullptr, false, std::string("gemm ") + g->isa});
   }
-  settings.push_back({Engine::kGemm, &BestGemmKernel(DType::F32), nullptr, false,
-                      std::string("gemm ") + BestGemmKernel(DType::F32).isa + ", f32 panels",
+  settings.push_back({Engine::kGemm, &BestGemmKernel(FloatType::kF32), nullptr, false,
+                      std::string("gemm ") + BestGemmKernel(FloatType::kF32).isa + ", f32 panels",
                       false});
-  for (const GemmKernel* g : AvailableGemmKernels(DType::BF16)) {
+  for (const GemmKernel* g : AvailableGemmKernels(FloatType::kBF16)) {
     settings.push_back({Engine::kGemm, nullptr, g, true, std::string("gemm ") + g->isa});
   }
   // With and without the AVX-512 kernels' ahead prefetch, whatever this CPU's default (the best
@@ -255,21 +255,19 @@ TEST(CpuOptionsTest, EveryPackedEngineMatchesReference) {
   }
 }
 
-// gemm_ahead: the kernels keep their ahead forms where asked, or by default unless the CPU's L2
-// is smaller than those they were measured on (GemmAheadByDefault), and leave them out otherwise
-// (the engine's name says so).
-TEST(CpuOptionsTest, AheadPrefetchRunsWhereAskedOrByDefaultWhereTheL2HoldsIt) {
+// gemm_ahead: the kernels keep their ahead forms where asked and leave them out where asked not
+// to (the engine's name says so); by default they follow GemmAheadByDefault (registry_test.cc).
+TEST(CpuOptionsTest, AheadPrefetchRunsWhereAskedAndNotWhereNot) {
   using GemmAhead = CpuBackendOptions::GemmAhead;
   CpuBackendOptions options;
   options.packed_engine = CpuBackendOptions::PackedEngine::kGemm;
-  const bool has_ahead = BestGemmKernel(DType::F32).ahead != nullptr;
+  const bool has_ahead = BestGemmKernel(FloatType::kF32).ahead != nullptr;
   auto without = [&](GemmAhead ahead) {
     options.gemm_ahead = ahead;
     return absl::StrContains(CpuPackedEngineName(options), "without the ahead prefetch");
   };
   EXPECT_FALSE(without(GemmAhead::kOn));
   EXPECT_EQ(without(GemmAhead::kOff), has_ahead);
-  EXPECT_EQ(without(GemmAhead::kAuto), has_ahead && !GemmAheadByDefault());
 }
 
 // With many tokens per thread (kGemmFfnTokensPerThread) the gemm engine splits a dense layer's
@@ -280,8 +278,8 @@ TEST(CpuOptionsTest, AheadPrefetchRunsWhereAskedOrByDefaultWhereTheL2HoldsIt) {
 TEST(CpuOptionsTest, GemmTokenSplitMatchesReferenceAndOneThread) {
   using Engine = CpuBackendOptions::PackedEngine;
   std::vector<std::pair<const GemmKernel*, bool>> kernels;  // kernel, bf16 arithmetic
-  for (const GemmKernel* g : AvailableGemmKernels(DType::F32)) kernels.push_back({g, false});
-  for (const GemmKernel* g : AvailableGemmKernels(DType::BF16)) kernels.push_back({g, true});
+  for (const GemmKernel* g : AvailableGemmKernels(FloatType::kF32)) kernels.push_back({g, false});
+  for (const GemmKernel* g : AvailableGemmKernels(FloatType::kBF16)) kernels.push_back({g, true});
   kernels.push_back({&GemmAmxModelKernel(), true});
   for (const auto& [kernel, bf16] : kernels) {
     for (bool gated : {false, true}) {

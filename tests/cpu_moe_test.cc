@@ -551,7 +551,7 @@ TEST(CpuMoeDirectTest, RoutedBytesCountTheFormEachBatchRanOn) {
 // or more): routed and shared experts, 1 and 3 threads, against the reference with bf16
 // activations' tolerance (tolerances.h).
 TEST(CpuMoeGemmTest, EveryBf16KernelOnPackedExperts) {
-  std::vector<const GemmKernel*> kernels = AvailableGemmKernels(DType::BF16);
+  std::vector<const GemmKernel*> kernels = AvailableGemmKernels(FloatType::kBF16);
   kernels.push_back(&GemmAmxModelKernel());
   Rng rng(91);
   MoeParams p = ParamsFor(Variant::kQwen2Moe);

@@ -31,7 +31,8 @@ using testing::Rng;
 // The backend's default: products of `dtype` weights of at least this many tokens take the int8
 // kernels (of the pair given, or of the best pair).
 size_t GemmTokens(DType dtype, const CpuBackendOptions& options = CpuBackendOptions()) {
-  return DefaultQuantGemmMinTokens(dtype, options.qgemv ? *options.qgemv : BestQGemvKernel(),
+  return DefaultQuantGemmMinTokens(QuantTypeOf(dtype),
+                                   options.qgemv ? *options.qgemv : BestQGemvKernel(),
                                    options.qgemm ? *options.qgemm : BestQGemmKernel());
 }
 

@@ -55,11 +55,11 @@ struct Product {
     EXPECT_TRUE(xp.Allocate(g.ActivationBytes(s.n, s.k) / 4));
     // f32 kernels take the same values widened (exact), so one reference serves both; f16
     // panels take them as f16 (rounded where bf16's range is wider: the reference uses those).
-    if (g.panel == DType::F16) {
+    if (g.panel == FloatType::kF16) {
       for (uint16_t v : w_bf16) w_f16.push_back(F32ToF16(Bf16ToF32(v)));
-      GemmPackWeights(g, s.rows, s.k, w_f16.data(), DType::F16, 0, g.Panels(s.rows), w.data());
+      GemmPackWeights(g, s.rows, s.k, w_f16.data(), FloatType::kF16, 0, g.Panels(s.rows), w.data());
     } else {
-      GemmPackWeights(g, s.rows, s.k, w_bf16.data(), DType::BF16, 0, g.Panels(s.rows),
+      GemmPackWeights(g, s.rows, s.k, w_bf16.data(), FloatType::kBF16, 0, g.Panels(s.rows),
                       w.data());
     }
     GemmPackActivations(g, s.n, s.k, x.data(), s.k, 0, g.Tiles(s.n), xp.data());
@@ -78,7 +78,7 @@ struct Product {
     double sum = with_bias ? bias[o] : 0.0, mag = with_bias ? std::fabs(bias[o]) : 0.0;
     for (size_t j = 0; j < s.k; ++j) {
       float xv = x[t * s.k + j];
-      if (kernel->dtype == DType::BF16) xv = Bf16ToF32(F32ToBf16(xv));
+      if (kernel->dtype == FloatType::kBF16) xv = Bf16ToF32(F32ToBf16(xv));
       const size_t i = o * s.k + j;
       const float wv = w_f16.empty() ? Bf16ToF32(w_bf16[i]) : F16ToF32(w_f16[i]);
       const double term = static_cast<double>(wv) * xv;
@@ -93,8 +93,8 @@ struct Product {
 // The 16-bit-panel twins of the f32 kernels this CPU runs (the scalar twin's everywhere).
 std::vector<const GemmKernel*> HalfPanelKernels() {
   std::vector<const GemmKernel*> kernels;
-  for (const GemmKernel* g : AvailableGemmKernels(DType::F32)) {
-    for (DType half : {DType::F16, DType::BF16}) {
+  for (const GemmKernel* g : AvailableGemmKernels(FloatType::kF32)) {
+    for (FloatType half : {FloatType::kF16, FloatType::kBF16}) {
       if (const GemmKernel* h = HalfPanelKernel(*g, half)) kernels.push_back(h);
     }
   }
@@ -104,16 +104,16 @@ std::vector<const GemmKernel*> HalfPanelKernels() {
 // The kernels this CPU runs, for f32 their 16-bit-panel twins too, and for bf16 the AMX kernel's
 // software model too (its layout, tile source and driver, checked here where the CPU has no
 // AMX), with its AVX-512 packing where the CPU has that.
-std::vector<GemmKernel> KernelsUnderTest(DType dtype) {
+std::vector<GemmKernel> KernelsUnderTest(FloatType dtype) {
   std::vector<GemmKernel> kernels;
   for (const GemmKernel* g : AvailableGemmKernels(dtype)) kernels.push_back(*g);
-  if (dtype == DType::F32) {
+  if (dtype == FloatType::kF32) {
     for (const GemmKernel* h : HalfPanelKernels()) kernels.push_back(*h);
   }
-  if (dtype == DType::BF16) {
+  if (dtype == FloatType::kBF16) {
     kernels.push_back(GemmAmxModelKernel());
 #if defined(FFLITE_GEMM_X86)
-    for (const GemmKernel* g : AvailableGemmKernels(DType::F32)) {
+    for (const GemmKernel* g : AvailableGemmKernels(FloatType::kF32)) {
       if (std::string(g->isa) != "avx512") continue;
       GemmKernel packed = GemmAmxModelKernel();
       packed.pack_tile = GemmPackTileAmxBf16;
@@ -125,27 +125,12 @@ std::vector<GemmKernel> KernelsUnderTest(DType dtype) {
   return kernels;
 }
 
-TEST(GemmTest, ScalarIsFirstAndBestIsLast) {
-  for (DType dtype : {DType::F32, DType::BF16}) {
-    const std::vector<const GemmKernel*> kernels = AvailableGemmKernels(dtype);
-    ASSERT_FALSE(kernels.empty());
-    EXPECT_EQ(kernels.front()->microkernel,
-              dtype == DType::F32 ? &GemmMicrokernelScalar : &GemmMicrokernelScalarBf16);
-    EXPECT_EQ(&BestGemmKernel(dtype), kernels.back());
-    for (const GemmKernel* g : kernels) {
-      EXPECT_EQ(g->dtype, dtype) << g->isa;
-      EXPECT_GE(g->mr, 1u);
-      EXPECT_GE(g->nr, 1u);
-    }
-  }
-}
-
 // bf16 arithmetic is chosen only with a kernel faster than f32 arithmetic: never the scalar twin,
 // and vdpbf16ps ("avx512bf16") on AMD CPUs but not on Intel ones, where it runs at half the FMA
 // rate (checked where the OS names the CPU's maker).
 TEST(GemmTest, Bf16ArithmeticOnlyWhereFasterThanF32) {
   const std::string cpu = GetPlatformInfo().cpu_name;
-  for (const GemmKernel* g : AvailableGemmKernels(DType::BF16)) {
+  for (const GemmKernel* g : AvailableGemmKernels(FloatType::kBF16)) {
     const std::string isa = g->isa;
     if (isa == "scalar-bf16") {
       EXPECT_FALSE(GemmBf16ArithmeticFaster(*g));
@@ -166,7 +151,7 @@ TEST(GemmTest, Bf16ArithmeticOnlyWhereFasterThanF32) {
 // one) for the FMA kernels, whose short tiles leave the FMA units idle, and full tiles first for
 // AMX, whose tiles take 16 tokens. Where each token lands is checked by the products below.
 TEST(GemmTest, TilesSplitTheTokens) {
-  for (DType dtype : {DType::F32, DType::BF16}) {
+  for (FloatType dtype : {FloatType::kF32, FloatType::kBF16}) {
     for (const GemmKernel& g : KernelsUnderTest(dtype)) {
       EXPECT_EQ(g.even_tiles, !g.x_rows) << g.isa;  // every kernel but AMX's
       for (size_t n = 0; n <= 200; ++n) {
@@ -200,7 +185,7 @@ TEST(GemmTest, TilesSplitTheTokens) {
 // here too on CPUs with a vector twin; the scalar twins' bits are those of the scalar f32 kernel
 // (HalfPanelsGiveTheBitsOfF32Panels), which saves seconds under emulation.
 TEST(GemmTest, EveryKernelMatchesTheDoubleProduct) {
-  for (DType dtype : {DType::F32, DType::BF16}) {
+  for (FloatType dtype : {FloatType::kF32, FloatType::kBF16}) {
     for (const GemmKernel& kernel : KernelsUnderTest(dtype)) {
       if (kernel.microkernel == &GemmMicrokernelScalarF16w ||
           kernel.microkernel == &GemmMicrokernelScalarBf16w) {
@@ -245,7 +230,7 @@ TEST(GemmTest, EveryKernelMatchesTheDoubleProduct) {
 // The driver's pieces (any tiles × panels split, as the engine's threads take them) give the
 // bits of one call: each output's order of summation depends only on k.
 TEST(GemmTest, SplitsGiveTheSameBits) {
-  for (DType dtype : {DType::F32, DType::BF16}) {
+  for (FloatType dtype : {FloatType::kF32, FloatType::kBF16}) {
     for (const GemmKernel& kernel : KernelsUnderTest(dtype)) {
       const GemmKernel* g = &kernel;
       std::mt19937 gen(11);
@@ -274,12 +259,12 @@ TEST(GemmTest, SplitsGiveTheSameBits) {
 // holds exactly as many nonzero slots as the weights have nonzero values.
 TEST(GemmTest, HalfPanelsGiveTheBitsOfF32Panels) {
   size_t checked = 0;
-  for (const GemmKernel* f32 : AvailableGemmKernels(DType::F32)) {
-    for (DType half : {DType::F16, DType::BF16}) {
+  for (const GemmKernel* f32 : AvailableGemmKernels(FloatType::kF32)) {
+    for (FloatType half : {FloatType::kF16, FloatType::kBF16}) {
       const GemmKernel* h = HalfPanelKernel(*f32, half);
       if (h == nullptr) continue;
       ++checked;
-      ASSERT_EQ(h->dtype, DType::F32) << h->isa;
+      ASSERT_EQ(h->dtype, FloatType::kF32) << h->isa;
       ASSERT_EQ(h->panel, half) << h->isa;
       ASSERT_EQ(h->mr, f32->mr) << h->isa;
       ASSERT_EQ(h->nr, f32->nr) << h->isa;
@@ -287,8 +272,8 @@ TEST(GemmTest, HalfPanelsGiveTheBitsOfF32Panels) {
       std::mt19937 gen(5);
       std::uniform_int_distribution<uint32_t> bits(0, 0xffff);
       std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-      auto value = [&](float f) { return half == DType::F16 ? F32ToF16(f) : F32ToBf16(f); };
-      auto widen = [&](uint16_t v) { return half == DType::F16 ? F16ToF32(v) : Bf16ToF32(v); };
+      auto value = [&](float f) { return half == FloatType::kF16 ? F32ToF16(f) : F32ToBf16(f); };
+      auto widen = [&](uint16_t v) { return half == FloatType::kF16 ? F16ToF32(v) : Bf16ToF32(v); };
       for (const Shape& s : kShapes) {
         // One value in 8 any finite bit pattern (subnormals, -0, the largest), the others in
         // [-1, 1] (sums whose order shows in the last bits).
@@ -343,7 +328,7 @@ TEST(GemmTest, HalfPanelsGiveTheBitsOfF32Panels) {
 // its first tile) gives the bits of its microkernel, over every shape and every tile of it.
 TEST(GemmTest, StreamingFormsGiveTheBitsOfTheMicrokernel) {
   size_t checked = 0;
-  for (DType dtype : {DType::F32, DType::BF16}) {
+  for (FloatType dtype : {FloatType::kF32, FloatType::kBF16}) {
     for (const GemmKernel& kernel : KernelsUnderTest(dtype)) {
       if (kernel.stream == nullptr) continue;
       ++checked;
@@ -379,7 +364,7 @@ Shape FiveTilesThreeBlocks(const GemmKernel& kernel, size_t rows) {
 // on. Every kernel under test but the AMX software model, whose speed would make this shape
 // slow; the loops are the driver's, the same for every kernel.
 TEST(GemmTest, BothOrdersGiveTheSameBits) {
-  for (DType dtype : {DType::F32, DType::BF16}) {
+  for (FloatType dtype : {FloatType::kF32, FloatType::kBF16}) {
     for (const GemmKernel& kernel : KernelsUnderTest(dtype)) {
       if (std::string(kernel.isa) == "amx-bf16-model") continue;
       const size_t block = kernel.BlockUnits();
@@ -413,7 +398,7 @@ TEST(GemmTest, BothOrdersGiveTheSameBits) {
 // over 2 groups of panels, so that the first pass prefetches the second's.
 TEST(GemmTest, AheadFormsGiveTheBitsOfTheMicrokernel) {
   size_t checked = 0;
-  for (DType dtype : {DType::F32, DType::BF16}) {
+  for (FloatType dtype : {FloatType::kF32, FloatType::kBF16}) {
     for (const GemmKernel& kernel : KernelsUnderTest(dtype)) {
       if (kernel.ahead == nullptr) continue;
       ++checked;
@@ -455,7 +440,7 @@ TEST(GemmTest, AheadFormsGiveTheBitsOfTheMicrokernel) {
 TEST(GemmTest, WithoutAheadKeepsEverythingButTheAheadForm) {
   EXPECT_EQ(GemmKernelWithoutAhead(nullptr), nullptr);
   std::vector<const GemmKernel*> kernels = HalfPanelKernels();
-  for (DType dtype : {DType::F32, DType::BF16}) {
+  for (FloatType dtype : {FloatType::kF32, FloatType::kBF16}) {
     for (const GemmKernel* g : AvailableGemmKernels(dtype)) kernels.push_back(g);
   }
   for (const GemmKernel* g : kernels) {
@@ -504,7 +489,7 @@ void RecordingAhead(size_t m, size_t n, size_t units, const uint32_t* x, const u
 // streams): a product of 5 tiles blocked in k (3 blocks, the last partial) and one of 2 tiles
 // whose panels are whole in k, in both orders; and none with one tile.
 TEST(GemmTest, AheadPrefetchesEveryLaterPieceOnceWithinTheCallsPanels) {
-  for (DType dtype : {DType::F32, DType::BF16}) {
+  for (FloatType dtype : {FloatType::kF32, FloatType::kBF16}) {
     for (const GemmKernel& kernel : KernelsUnderTest(dtype)) {
       if (std::string(kernel.isa) == "amx-bf16-model") continue;  // slow; the same driver
       g_recorded_kernel = &kernel;
@@ -587,7 +572,7 @@ TEST(GemmTest, AheadPrefetchesEveryLaterPieceOnceWithinTheCallsPanels) {
 // outputs); never an expert's 20 tokens (k = 1408, about 0.1 MB); the count does not wrap where
 // size_t has 32 bits.
 TEST(GemmTest, BlocksGoOutermostPastTwoMebibytesOfActivations) {
-  for (DType dtype : {DType::F32, DType::BF16}) {
+  for (FloatType dtype : {FloatType::kF32, FloatType::kBF16}) {
     for (const GemmKernel* kernel : AvailableGemmKernels(dtype)) {
       const std::string isa = kernel->isa;
       EXPECT_TRUE(GemmBlocksOuter(*kernel, kernel->Tiles(128), 11008, 128, 4096)) << isa;
@@ -604,15 +589,15 @@ TEST(GemmTest, BlocksGoOutermostPastTwoMebibytesOfActivations) {
     }
   }
   // The AVX-512 kernels of f32 arithmetic keep them, those of bf16 pairs do not.
-  for (const GemmKernel* kernel : AvailableGemmKernels(DType::F32)) {
+  for (const GemmKernel* kernel : AvailableGemmKernels(FloatType::kF32)) {
     const std::string isa = kernel->isa;
     EXPECT_EQ(kernel->groups_outer_below_outputs, isa == "avx512") << isa;
-    const GemmKernel* f16w = HalfPanelKernel(*kernel, DType::F16);
+    const GemmKernel* f16w = HalfPanelKernel(*kernel, FloatType::kF16);
     if (f16w != nullptr) {
       EXPECT_EQ(f16w->groups_outer_below_outputs, isa == "avx512") << f16w->isa;
     }
   }
-  for (const GemmKernel* kernel : AvailableGemmKernels(DType::BF16)) {
+  for (const GemmKernel* kernel : AvailableGemmKernels(FloatType::kBF16)) {
     EXPECT_FALSE(kernel->groups_outer_below_outputs) << kernel->isa;
   }
 }
@@ -620,7 +605,7 @@ TEST(GemmTest, BlocksGoOutermostPastTwoMebibytesOfActivations) {
 // Weights stored as f32 or f16 pack to the same panels as their values widened from bf16
 // (f32 kernels convert while packing), and padding channels and units are zero.
 TEST(GemmTest, PackingConvertsAndPads) {
-  for (const GemmKernel* g : AvailableGemmKernels(DType::F32)) {
+  for (const GemmKernel* g : AvailableGemmKernels(FloatType::kF32)) {
     const size_t rows = 2 * g->nr + 1, k = 5;
     std::vector<float> f32(rows * k);
     std::vector<uint16_t> f16(rows * k), bf16(rows * k);
@@ -632,9 +617,9 @@ TEST(GemmTest, PackingConvertsAndPads) {
     AlignedBuffer<uint32_t> a, b, c;
     const size_t units = g->WeightBytes(rows, k) / 4;
     ASSERT_TRUE(a.Allocate(units) && b.Allocate(units) && c.Allocate(units));
-    GemmPackWeights(*g, rows, k, f32.data(), DType::F32, 0, g->Panels(rows), a.data());
-    GemmPackWeights(*g, rows, k, f16.data(), DType::F16, 0, g->Panels(rows), b.data());
-    GemmPackWeights(*g, rows, k, bf16.data(), DType::BF16, 0, g->Panels(rows), c.data());
+    GemmPackWeights(*g, rows, k, f32.data(), FloatType::kF32, 0, g->Panels(rows), a.data());
+    GemmPackWeights(*g, rows, k, f16.data(), FloatType::kF16, 0, g->Panels(rows), b.data());
+    GemmPackWeights(*g, rows, k, bf16.data(), FloatType::kBF16, 0, g->Panels(rows), c.data());
     for (size_t i = 0; i < units; ++i) {
       ASSERT_EQ(a.data()[i], b.data()[i]) << g->isa << " unit " << i;
       ASSERT_EQ(a.data()[i], c.data()[i]) << g->isa << " unit " << i;
@@ -659,7 +644,7 @@ TEST(GemmTest, VectorPackingMatchesThePortableLoop) {
   std::mt19937 gen(11);
   std::uniform_real_distribution<float> dist(-4.0f, 4.0f);
   size_t vector_kernels = 0;
-  for (DType dtype : {DType::F32, DType::BF16}) {
+  for (FloatType dtype : {FloatType::kF32, FloatType::kBF16}) {
     for (const GemmKernel& kernel : KernelsUnderTest(dtype)) {
       const GemmKernel* g = &kernel;
       if (g->pack_tile == nullptr) continue;
@@ -700,26 +685,27 @@ TEST(GemmTest, VectorPackingMatchesThePortableLoop) {
 TEST(GemmTest, VectorWeightPackingMatchesThePortableLoop) {
   std::mt19937 gen(12);
   size_t vector_kernels = 0;
-  for (DType dtype : {DType::F32, DType::BF16}) {
+  for (FloatType dtype : {FloatType::kF32, FloatType::kBF16}) {
     for (const GemmKernel& kernel : KernelsUnderTest(dtype)) {
       const GemmKernel* g = &kernel;
       if (g->pack_panels == nullptr) continue;
       ++vector_kernels;
       GemmKernel portable = *g;
       portable.pack_panels = nullptr;
-      std::vector<DType> w_dtypes = {g->dtype == DType::BF16 ? DType::BF16 : g->panel};
-      if (g->dtype == DType::F32 && g->panel == DType::F32) {
-        w_dtypes.push_back(DType::F16);
-        w_dtypes.push_back(DType::BF16);
+      std::vector<FloatType> w_dtypes = {g->dtype == FloatType::kBF16 ? FloatType::kBF16
+                                                                      : g->panel};
+      if (g->dtype == FloatType::kF32 && g->panel == FloatType::kF32) {
+        w_dtypes.push_back(FloatType::kF16);
+        w_dtypes.push_back(FloatType::kBF16);
       }
-      for (DType w_dtype : w_dtypes) {
-        const size_t bytes = w_dtype == DType::F32 ? 4 : 2;
+      for (FloatType w_dtype : w_dtypes) {
+        const size_t bytes = w_dtype == FloatType::kF32 ? 4 : 2;
         for (size_t rows : {1, 15, 16, 17, 32, 33, 70}) {
           for (size_t k : {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 48, 100}) {
             GuardedBuffer wb(rows * k * bytes);
             uint8_t* w = wb.As<uint8_t>();
             for (size_t i = 0; i < rows * k * bytes; ++i) w[i] = static_cast<uint8_t>(gen());
-            if (w_dtype != DType::F32) {
+            if (w_dtype != FloatType::kF32) {
               // Finite halves, so that widening is exact and the bits compare.
               uint16_t* h = wb.As<uint16_t>();
               for (size_t i = 0; i < rows * k; ++i) h[i] &= 0xbfff;
@@ -737,9 +723,9 @@ TEST(GemmTest, VectorWeightPackingMatchesThePortableLoop) {
                 GemmPackWeights(*g, rows, k, w, w_dtype, p, p + 1, got);
               }
               for (size_t i = 0; i < units; ++i) {
-                ASSERT_EQ(got[i], want[i]) << g->isa << " w " << DTypeName(w_dtype) << " rows "
-                                           << rows << " k " << k << " offset " << offset
-                                           << " unit " << i;
+                ASSERT_EQ(got[i], want[i])
+                    << g->isa << " w " << static_cast<int>(w_dtype) << " rows " << rows << " k "
+                    << k << " offset " << offset << " unit " << i;
               }
             }
           }
@@ -782,7 +768,7 @@ TEST(GemmTest, AmxIsListedWhereTheCpuRunsIt) {
   const std::string status = GemmAmxStatus();
   EXPECT_EQ(status.rfind("self-check failed", 0), std::string::npos) << status;
   if (status != "listed") GTEST_SKIP() << "amx-bf16: " << status;
-  EXPECT_EQ(std::string(BestGemmKernel(DType::BF16).isa), "amx-bf16");
+  EXPECT_EQ(std::string(BestGemmKernel(FloatType::kBF16).isa), "amx-bf16");
 }
 
 }  // namespace

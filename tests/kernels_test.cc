@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/half.h"
+#include "backends/cpu/ffn_forms.h"
 #include "backends/reference/reference_backend.h"
 #include "gtest/gtest.h"
 #include "testing/guarded_buffer.h"
@@ -64,7 +65,7 @@ void CheckActivation(const Kernels& k, Activation act) {
     const std::vector<float> u = testing::Rng(99 + n).Vec(std::max<size_t>(n, 1), 3.0f);
     for (bool glu : {false, true}) {
       std::vector<float> y(n + 8, 12345.0f);
-      k.Activation(act)(n, x.data(), glu ? u.data() : nullptr, y.data());
+      k.Activation(ActKindOf(act))(n, x.data(), glu ? u.data() : nullptr, y.data());
       for (size_t i = 0; i < n; ++i) {
         const double want = ReferenceActivation(act, x[i]) * (glu ? u[i] : 1.0);
         ASSERT_TRUE(Near(y[i], want, kActivationRelTol, kActivationAbsTol * (glu ? 3.0 : 1.0)))
@@ -74,16 +75,11 @@ void CheckActivation(const Kernels& k, Activation act) {
       for (size_t i = n; i < n + 8; ++i) ASSERT_EQ(y[i], 12345.0f) << "wrote past n at " << i;
       // In place (y aliases u for the GLU product, x otherwise), as the backend calls it.
       std::vector<float> z = glu ? u : x;
-      k.Activation(act)(n, glu ? x.data() : z.data(), glu ? z.data() : nullptr, z.data());
+      k.Activation(ActKindOf(act))(n, glu ? x.data() : z.data(), glu ? z.data() : nullptr,
+                                   z.data());
       for (size_t i = 0; i < n; ++i) ASSERT_EQ(z[i], y[i]) << "in place differs at " << i;
     }
   }
-}
-
-TEST(KernelsTest, ScalarIsAlwaysAvailableAndFirst) {
-  ASSERT_FALSE(AvailableKernels().empty());
-  EXPECT_EQ(AvailableKernels().front(), &ScalarKernels());
-  EXPECT_EQ(&BestKernels(), AvailableKernels().back());
 }
 
 TEST(KernelsTest, ScalarActivationsMatchDoubleFormula) {
@@ -118,8 +114,8 @@ TEST(KernelsTest, Avx512ActivationsEqualAvx2Bits) {
     for (const float* gate_up : {static_cast<const float*>(nullptr), u.data()}) {
       for (size_t len : {n, size_t{23}}) {
         std::vector<float> want(len), got(len);
-        avx2->Activation(act)(len, x.data(), gate_up, want.data());
-        avx512->Activation(act)(len, x.data(), gate_up, got.data());
+        avx2->Activation(ActKindOf(act))(len, x.data(), gate_up, want.data());
+        avx512->Activation(ActKindOf(act))(len, x.data(), gate_up, got.data());
         for (size_t i = 0; i < len; ++i) {
           ASSERT_EQ(FloatBits(got[i]), FloatBits(want[i]))
               << "activation " << static_cast<int>(act) << " x " << x[i] << " i " << i;
@@ -136,8 +132,8 @@ TEST(KernelsTest, SimdActivationsMatchScalar) {
   for (const Kernels* k : SimdKernels()) {
     for (Activation act : kActivations) {
       std::vector<float> want(n), got(n);
-      ScalarKernels().Activation(act)(n, x.data(), nullptr, want.data());
-      k->Activation(act)(n, x.data(), nullptr, got.data());
+      ScalarKernels().Activation(ActKindOf(act))(n, x.data(), nullptr, want.data());
+      k->Activation(ActKindOf(act))(n, x.data(), nullptr, got.data());
       for (size_t i = 0; i < n; ++i) {
         // Both are within the tolerance of the exact value, so within twice of each other.
         ASSERT_TRUE(Near(got[i], want[i], 2 * kActivationRelTol, 2 * kActivationAbsTol))
@@ -304,8 +300,9 @@ void CheckGemv(DType dtype, size_t c, size_t k, size_t rows, size_t x_pad, size_
       GuardedBuffer y_buf(y_size * sizeof(float));
       float* y = y_buf.As<float>();
       for (size_t i = 0; i < y_size; ++i) y[i] = kSentinel;
-      ks->gemv(c, k, rows, w_buf.As<void>(), dtype, with_bias ? bias_buf.As<float>() : nullptr,
-               x_buf.As<float>(), x_stride, y, y_stride);
+      ks->gemv(c, k, rows, w_buf.As<void>(), FloatTypeOf(dtype),
+               with_bias ? bias_buf.As<float>() : nullptr, x_buf.As<float>(), x_stride, y,
+               y_stride);
       for (size_t t = 0; t < c; ++t) {
         for (size_t o = 0; o < rows; ++o) {
           const double b = with_bias ? bias_values[o] : 0.0;
@@ -363,7 +360,7 @@ TEST(KernelsTest, GemvIsIndependentOfRowAndTokenSplits) {
       const std::vector<float> x = testing::Rng(7).Vec(c * x_stride, 2.0f);
       for (const Kernels* ks : AvailableKernels()) {
         std::vector<float> whole(c * rows), split(c * rows, kSentinel);
-        ks->gemv(c, k, rows, w_bytes.data(), dtype, bias.data(), x.data(), x_stride,
+        ks->gemv(c, k, rows, w_bytes.data(), FloatTypeOf(dtype), bias.data(), x.data(), x_stride,
                  whole.data(), rows);
         // Row ranges [0, 1), [1, 4), [4, 10), [10, 23) (offsets off the 4-row blocks), each for
         // tokens one at a time, then 3, then 4, then 22 (past one batch of every kernel).
@@ -373,7 +370,7 @@ TEST(KernelsTest, GemvIsIndependentOfRowAndTokenSplits) {
           const size_t o = bounds[r], n = bounds[r + 1] - bounds[r];
           for (size_t g = 0; g + 1 < sizeof(token_bounds) / sizeof(token_bounds[0]); ++g) {
             const size_t t = token_bounds[g], m = token_bounds[g + 1] - token_bounds[g];
-            ks->gemv(m, k, n, w_bytes.data() + o * k * GemvDTypeSize(dtype), dtype,
+            ks->gemv(m, k, n, w_bytes.data() + o * k * GemvDTypeSize(dtype), FloatTypeOf(dtype),
                      bias.data() + o, x.data() + t * x_stride, x_stride,
                      split.data() + t * rows + o, rows);
           }
@@ -404,9 +401,10 @@ TEST(KernelsTest, GemvNanInOneTokenStaysInThatToken) {
           x_nan[nan_token * k + nan_at] = std::numeric_limits<float>::quiet_NaN();
           for (const Kernels* ks : AvailableKernels()) {
             std::vector<float> clean(c * rows), got(c * rows);
-            ks->gemv(c, k, rows, w_bytes.data(), dtype, nullptr, x.data(), k, clean.data(), rows);
-            ks->gemv(c, k, rows, w_bytes.data(), dtype, nullptr, x_nan.data(), k, got.data(),
-                     rows);
+            ks->gemv(c, k, rows, w_bytes.data(), FloatTypeOf(dtype), nullptr, x.data(), k,
+                     clean.data(), rows);
+            ks->gemv(c, k, rows, w_bytes.data(), FloatTypeOf(dtype), nullptr, x_nan.data(), k,
+                     got.data(), rows);
             for (size_t t = 0; t < c; ++t) {
               for (size_t o = 0; o < rows; ++o) {
                 const float v = got[t * rows + o];
@@ -466,8 +464,8 @@ void CheckValueRows(DType dtype, size_t c, size_t k, size_t cols, double silent,
       float* y = y_buf.As<float>();
       for (size_t i = 0; i < y_size; ++i) y[i] = kSentinel;
       ks->value_rows(c, cols, listed ? active.size() : k, listed ? active.data() : nullptr,
-                     v_buf.As<void>(), dtype, cols, bias.data(), h_buf.As<float>(), h_stride, y,
-                     y_stride);
+                     v_buf.As<void>(), FloatTypeOf(dtype), cols, bias.data(), h_buf.As<float>(),
+                     h_stride, y, y_stride);
       for (size_t t = 0; t < c; ++t) {
         for (size_t o = 0; o < cols; ++o) {
           double want = bias[o], sum_abs = 0.0;

@@ -38,19 +38,6 @@ size_t FirstDifference(const float* a, const float* b, size_t n) {
   return n;
 }
 
-TEST(QuantGemmTest, ScalarIsFirstAndBestIsLast) {
-  const std::vector<const QGemmKernel*> kernels = AvailableQGemmKernels();
-  ASSERT_FALSE(kernels.empty());
-  EXPECT_EQ(kernels.front()->qgemm, &QGemmScalar);
-  EXPECT_EQ(kernels.front()->quantize_activations, &QuantizeActivationsScalar);
-  EXPECT_EQ(&BestQGemmKernel(), kernels.back());
-  for (const QGemmKernel* kernel : kernels) {
-    ASSERT_NE(kernel->quantize_activations, nullptr) << kernel->isa;
-    ASSERT_NE(kernel->qgemm, nullptr) << kernel->isa;
-    ASSERT_NE(kernel->rotate_blocks, nullptr) << kernel->isa;
-  }
-}
-
 // Every kernel's rotation gives Rotate32's bits (the portable code, itself checked against the
 // double rotation in quantize_test.cc), out of place and in place, over blocks of random values
 // across 60 binary orders of magnitude with signed zeros, subnormals, infinities and a NaN: the
@@ -236,7 +223,7 @@ void CheckQGemm(const QGemmKernel& kernel, const QuantMatrix& m, size_t c,
   GuardedBuffer y_buf(y_size * sizeof(float));
   float* y = y_buf.As<float>();
   std::fill(y, y + y_size, kSentinel);
-  kernel.qgemm(c, m.k, rows, w_buf.As<uint8_t>(), m.dtype,
+  kernel.qgemm(c, m.k, rows, w_buf.As<uint8_t>(), QuantTypeOf(m.dtype),
                with_bias ? bias_buf.As<float>() : nullptr, x_buf.As<QActBlock>(), y, y_stride);
   for (size_t t = 0; t < c; ++t) {
     for (size_t o = 0; o < rows; ++o) {
@@ -299,13 +286,14 @@ TEST_P(QGemmDTypeTest, RowSplitAtPanelsIsBitIdentical) {
   const std::vector<QActBlock> xq = RandomActivations(c, k, gen);
   for (const QGemmKernel* kernel : AvailableQGemmKernels()) {
     std::vector<float> whole(c * rows), split(c * rows, kSentinel);
-    kernel->qgemm(c, k, rows, m.packed.data(), dtype, bias.data(), xq.data(), whole.data(), rows);
+    kernel->qgemm(c, k, rows, m.packed.data(), QuantTypeOf(dtype), bias.data(), xq.data(),
+                  whole.data(), rows);
     // Panels [0, 1), [1, 4), [4, 5), [5, 7) (the last one partial).
     const size_t cuts[] = {0, 1, 4, 5, 7};
     for (size_t i = 0; i + 1 < sizeof(cuts) / sizeof(cuts[0]); ++i) {
       const size_t r0 = cuts[i] * kQuantPanelRows;
       const size_t r1 = std::min(rows, cuts[i + 1] * kQuantPanelRows);
-      kernel->qgemm(c, k, r1 - r0, m.packed.data() + cuts[i] * m.g.panel_bytes, dtype,
+      kernel->qgemm(c, k, r1 - r0, m.packed.data() + cuts[i] * m.g.panel_bytes, QuantTypeOf(dtype),
                     bias.data() + r0, xq.data(), split.data() + r0, rows);
     }
     ASSERT_EQ(0, std::memcmp(whole.data(), split.data(), whole.size() * sizeof(float)))

@@ -165,9 +165,9 @@ absl::StatusOr<CpuBackendOptions> BenchCpuOptions() {
   }
   const std::string isa = absl::GetFlag(FLAGS_gemm_isa);
   if (!isa.empty()) {
-    for (DType dtype : {DType::F32, DType::BF16}) {
-      for (const GemmKernel* g : AvailableGemmKernels(dtype)) {
-        if (isa == g->isa) (dtype == DType::F32 ? options.gemm_f32 : options.gemm_bf16) = g;
+    for (FloatType type : {FloatType::kF32, FloatType::kBF16}) {
+      for (const GemmKernel* g : AvailableGemmKernels(type)) {
+        if (isa == g->isa) (type == FloatType::kF32 ? options.gemm_f32 : options.gemm_bf16) = g;
       }
     }
     if (options.gemm_f32 == nullptr && options.gemm_bf16 == nullptr) {

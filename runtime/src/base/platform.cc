@@ -1,7 +1,10 @@
-// Platform facts through cpuinfo (the library XNNPACK itself selects its kernels with), so that
-// what fflite reports is what its kernels see; the count of cores from Linux's sysfs where it has
-// one.
+// Platform facts: the features from the one CPU probe (base/cpu_features.h: cpuinfo, the library
+// XNNPACK itself selects its kernels with, and CPUID/HWCAP), so that what fflite reports is what
+// its kernels see; the name and core types through cpuinfo; the count of cores from Linux's sysfs
+// where it has one.
 #include "base/platform.h"
+
+#include "base/cpu_features.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -69,41 +72,25 @@ const char* UarchName(cpuinfo_uarch uarch) {
   }
 }
 
-std::vector<std::string> Features() {
-  std::vector<std::string> f;
-  auto add = [&f](bool present, const char* name) {
-    if (present) f.emplace_back(name);
-  };
+// The probe's features in the report's fixed order per target (fflite_platform_info.features).
+std::vector<std::string> Features(const CpuFeatures& probe) {
+  using F = CpuFeature;
 #if defined(__x86_64__) || defined(__i386__)
-  add(cpuinfo_has_x86_sse2(), "sse2");
-  add(cpuinfo_has_x86_sse4_1(), "sse4.1");
-  add(cpuinfo_has_x86_avx(), "avx");
-  add(cpuinfo_has_x86_fma3(), "fma3");
-  add(cpuinfo_has_x86_f16c(), "f16c");
-  add(cpuinfo_has_x86_avx2(), "avx2");
-  add(cpuinfo_has_x86_avx512f(), "avx512f");
-  add(cpuinfo_has_x86_avx512bw(), "avx512bw");
-  add(cpuinfo_has_x86_avx512dq(), "avx512dq");
-  add(cpuinfo_has_x86_avx512vl(), "avx512vl");
-  add(cpuinfo_has_x86_avx512vnni(), "avx512vnni");
-  add(cpuinfo_has_x86_avx512bf16(), "avx512bf16");
+  const F order[] = {F::kSse2,     F::kSse41,    F::kAvx,      F::kFma3,
+                     F::kF16c,     F::kAvx2,     F::kAvx512f,  F::kAvx512bw,
+                     F::kAvx512dq, F::kAvx512vl, F::kAvx512vnni, F::kAvx512bf16};
 #elif defined(__aarch64__)
-  add(cpuinfo_has_arm_neon(), "neon");
-  add(cpuinfo_has_arm_neon_fp16_arith(), "fp16arith");
-  add(cpuinfo_has_arm_neon_dot(), "dotprod");
-  add(cpuinfo_has_arm_bf16(), "bf16");
-  add(cpuinfo_has_arm_sve(), "sve");
-  add(cpuinfo_has_arm_sve2(), "sve2");
+  const F order[] = {F::kNeon, F::kFp16Arith, F::kDotProd, F::kArmBf16, F::kSve, F::kSve2};
 #elif defined(__arm__)
-  add(cpuinfo_has_arm_vfpv3(), "vfpv3");
-  add(cpuinfo_has_arm_neon(), "neon");
-  add(cpuinfo_has_arm_neon_fp16(), "neon-fp16");
-  add(cpuinfo_has_arm_neon_fma(), "neon-fma");
-  add(cpuinfo_has_arm_neon_v8(), "neon-v8");
-  add(cpuinfo_has_arm_neon_fp16_arith(), "fp16arith");
-  add(cpuinfo_has_arm_neon_dot(), "dotprod");
+  const F order[] = {F::kVfpv3,   F::kNeon,      F::kNeonFp16, F::kNeonFma,
+                     F::kNeonV8,  F::kFp16Arith, F::kDotProd};
+#else
+  const F order[] = {F::kCount};
 #endif
-  (void)add;
+  std::vector<std::string> f;
+  for (F feature : order) {
+    if (feature != F::kCount && probe.Has(feature)) f.emplace_back(CpuFeatureName(feature));
+  }
   return f;
 }
 
@@ -152,9 +139,10 @@ std::vector<int> ParseCpuList(const std::string& list) {
 PlatformInfo Detect() {
   PlatformInfo info;
   info.isa = CompiledIsa();
-  info.probed = cpuinfo_initialize();
+  const CpuFeatures& probe = GetCpuFeatures();
+  info.probed = probe.probed;
   if (info.probed) {
-    info.features = Features();
+    info.features = Features(probe);
     info.num_cores = static_cast<int>(cpuinfo_get_cores_count());
     info.num_logical_cpus = static_cast<int>(cpuinfo_get_processors_count());
     if (cpuinfo_get_packages_count() > 0) {

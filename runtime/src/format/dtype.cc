@@ -31,17 +31,57 @@ void Bf16Rows(const uint8_t* data, uint64_t first, uint64_t n, float* out) {
 }
 
 // One row per dtype; the index is the enum value.
+// A quantised row: a block of kQuantBlock values of the traits' bits and its f16 scale.
+template <typename Q>
+constexpr DTypeInfo QuantRow(DType dtype, const char* name) {
+  return {dtype,
+          name,
+          kQuantBlock,
+          kQuantBlock * Q::kBits / 8 + 2,
+          true,
+          Layout::PANEL16_K4,
+          nullptr,
+          FloatType::kF32,
+          Q::kType};
+}
+
 const DTypeInfo kTable[] = {
-    {DType::INVALID, "invalid", 0, 0, false, Layout::INVALID, nullptr},
-    {DType::F32, "f32", 1, 4, false, Layout::ROW_MAJOR, F32ToF32},
-    {DType::F16, "f16", 1, 2, false, Layout::ROW_MAJOR, F16Rows},
-    {DType::BF16, "bf16", 1, 2, false, Layout::ROW_MAJOR, Bf16Rows},
-    {DType::I8, "i8", kQuantBlock, kQuantBlock + 2, true, Layout::PANEL16_K4, nullptr},
-    {DType::I4, "i4", kQuantBlock, kQuantBlock / 2 + 2, true, Layout::PANEL16_K4, nullptr},
+    {DType::INVALID, "invalid", 0, 0, false, Layout::INVALID, nullptr, FloatType::kF32,
+     QuantType::kQ8},
+    {DType::F32, "f32", 1, 4, false, Layout::ROW_MAJOR, F32ToF32, FloatType::kF32,
+     QuantType::kQ8},
+    {DType::F16, "f16", 1, 2, false, Layout::ROW_MAJOR, F16Rows, FloatType::kF16,
+     QuantType::kQ8},
+    {DType::BF16, "bf16", 1, 2, false, Layout::ROW_MAJOR, Bf16Rows, FloatType::kBF16,
+     QuantType::kQ8},
+    QuantRow<Q8>(DType::I8, "i8"),
+    QuantRow<Q4>(DType::I4, "i4"),
 };
 constexpr size_t kTableSize = sizeof(kTable) / sizeof(kTable[0]);
 static_assert(kTableSize == static_cast<size_t>(DType::MAX) + 1,
               "every DType of the schema has a row in the dtype table");
+
+// Rows of a quantised matrix of type Q as f32: q · scale, rotated back in double where `rotated`.
+template <typename Q>
+void DequantizeQuantRows(bool rotated, uint64_t rows, uint64_t k, const uint8_t* data,
+                         uint64_t first_row, uint64_t n, float* out) {
+  const QuantGeometry g = GeometryOf<Q>(rows, k);
+  double block[kQuantBlock];
+  for (uint64_t r = first_row; r < first_row + n; ++r) {
+    float* row = out + (r - first_row) * k;
+    const uint8_t* panel = data + r / kQuantPanelRows * g.panel_bytes;
+    const size_t pr = r % kQuantPanelRows;
+    for (uint64_t b = 0; b < g.k_blocks; ++b) {
+      const double s = F16ToF32(PanelScale(panel, pr, b));
+      const uint8_t* blk = panel + g.scale_bytes + b * g.block_panel_bytes;
+      for (uint64_t j = 0; j < kQuantBlock; ++j) block[j] = s * Q::Value(blk, pr, j);
+      if (rotated) Unrotate32(block);
+      for (uint64_t j = 0; j < kQuantBlock && b * kQuantBlock + j < k; ++j) {
+        row[b * kQuantBlock + j] = static_cast<float>(block[j]);
+      }
+    }
+  }
+}
 
 }  // namespace
 
@@ -123,22 +163,10 @@ void DequantizeRows(DType dtype, Layout layout, uint64_t rows, uint64_t k, const
     info->to_f32(data, first_row * k, n * k, out);
     return;
   }
-  const QuantGeometry g = QuantMatrixGeometry(dtype, rows, k);
-  const bool rotated = layout == Layout::PANEL16_K4_HADAMARD32;
-  double block[kQuantBlock];
-  for (uint64_t r = first_row; r < first_row + n; ++r) {
-    float* row = out + (r - first_row) * k;
-    for (uint64_t b = 0; b < g.k_blocks; ++b) {
-      const double s = F16ToF32(QuantScaleAt(g, data, r, b));
-      for (uint64_t j = 0; j < kQuantBlock; ++j) {
-        block[j] = s * QuantValueAt(dtype, g, data, r, b * kQuantBlock + j);
-      }
-      if (rotated) Unrotate32(block);
-      for (uint64_t j = 0; j < kQuantBlock && b * kQuantBlock + j < k; ++j) {
-        row[b * kQuantBlock + j] = static_cast<float>(block[j]);
-      }
-    }
-  }
+  WithQuantTraits(info->quant_type, [&](auto traits) {
+    DequantizeQuantRows<decltype(traits)>(layout == Layout::PANEL16_K4_HADAMARD32, rows, k, data,
+                                          first_row, n, out);
+  });
 }
 
 }  // namespace fflite

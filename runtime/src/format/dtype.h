@@ -1,5 +1,6 @@
-// The dtype table: one row per weight dtype (name, block, bytes per block, layout, dequantisation),
-// consulted by the loader, writer, backends, C API and tools instead of switches of their own.
+// The dtype table: one row per weight dtype (name, block, bytes per block, layout, dequantisation,
+// the kernels' id of it), consulted by the loader, writer, backends, C API and tools instead of
+// switches of their own. A quantised dtype's layout is its traits' (kernels/quant_types.h).
 #ifndef FFLITE_RUNTIME_SRC_FORMAT_DTYPE_H_
 #define FFLITE_RUNTIME_SRC_FORMAT_DTYPE_H_
 
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "fflite/schema/fflite_generated.h"
+#include "kernels/types.h"
 
 namespace fflite {
 
@@ -27,7 +29,11 @@ struct DTypeInfo {
   // Converts `n` elements starting at element `first` of a ROW_MAJOR float tensor to f32.
   // nullptr for quantised dtypes (see DequantizeRows).
   void (*to_f32)(const uint8_t* data, uint64_t first, uint64_t n, float* out);
+  // What the kernels call it: a float type (float dtypes) or a quantised type (quantised ones).
+  FloatType float_type;
+  QuantType quant_type;
 };
+
 
 // The row for `dtype`, or nullptr for a value this build does not know (a file from a newer fflite
 // or a corrupted one): nothing falls through to f32.
@@ -58,6 +64,11 @@ void TransposeElements(const uint8_t* src, uint64_t rows, uint64_t cols, size_t 
 // tensors of rank 1 pass rows = 1.
 void DequantizeRows(DType dtype, Layout layout, uint64_t rows, uint64_t k, const uint8_t* data,
                     uint64_t first_row, uint64_t n, float* out);
+
+// The kernels' ids of a dtype the table knows (FloatType for float dtypes, QuantType for
+// quantised ones).
+inline FloatType FloatTypeOf(DType dtype) { return FindDType(dtype)->float_type; }
+inline QuantType QuantTypeOf(DType dtype) { return FindDType(dtype)->quant_type; }
 
 }  // namespace fflite
 

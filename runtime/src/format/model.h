@@ -53,7 +53,10 @@ struct TensorView {
   Layout layout = Layout::ROW_MAJOR;
   const uint8_t* data = nullptr;   // nullptr: the optional tensor is absent
   bool present() const { return data != nullptr; }
-  bool quantized() const { return dtype == DType::I8 || dtype == DType::I4; }
+  bool quantized() const {
+    const DTypeInfo* info = FindDType(dtype);
+    return info != nullptr && info->quantized;
+  }
   bool value_rows() const { return layout == Layout::VALUE_ROWS; }
   uint64_t numel() const {  // 0 for an absent tensor
     if (!present()) return 0;

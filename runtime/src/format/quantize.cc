@@ -74,10 +74,11 @@ uint16_t OtherBracket(uint16_t h, float target) {
   return h;
 }
 
-// Quantises one block x[32] (as stored: rotated if the layout is). Writes q[32] and returns the
-// f16 scale bits.
-uint16_t QuantizeBlock(const float* x, bool i4, bool search, int8_t* q) {
-  const Levels lv = i4 ? Levels{-8.0f, 7.0f} : Levels{-127.0f, 127.0f};
+// Quantises one block x[32] (as stored: rotated if the layout is) to type Q (its levels, plain
+// scale and search grid are the traits'). Writes q[32] and returns the f16 scale bits.
+template <typename Q>
+uint16_t QuantizeBlock(const float* x, bool search, int8_t* q) {
+  const Levels lv{static_cast<float>(Q::kMinValue), static_cast<float>(Q::kMaxValue)};
   float amax = 0, m = 0;  // largest magnitude and the signed element that has it (the first)
   for (int j = 0; j < kBlock; ++j) {
     if (std::fabs(x[j]) > amax) {
@@ -91,15 +92,15 @@ uint16_t QuantizeBlock(const float* x, bool i4, bool search, int8_t* q) {
     std::memset(q, 0, kBlock);
     return 0;
   }
-  // Plain absmax: I8 maps amax to 127, I4 maps m to -8 (llama.cpp Q4_0). Always evaluated: the
-  // search keeps it unless it finds a strictly smaller error, so search <= plain on every block.
-  const uint16_t plain16 = ToF16Scale(i4 ? m / -8.0f : amax / 127.0f);
+  // Plain absmax (Q::PlainScale). Always evaluated: the search keeps it unless it finds a
+  // strictly smaller error, so search <= plain on every block.
+  const uint16_t plain16 = ToF16Scale(Q::PlainScale(amax, m));
   double best_err = EvalScale(x, plain16, lv, q);
   if (!search || best_err == 0) return plain16;
 
-  // Search in the normalised block y = x / amax (|y| <= 1, m -> ±1): candidates map m to
-  // target + δ, δ in a grid over [-1, +1] (δ > 0 clips m); I4 tries both signs, m -> +7 and
-  // m -> -8. Each candidate's values q are scored with their own least-squares scale
+  // Search in the normalised block y = x / amax (|y| <= 1, m -> ±1): candidates map m to the
+  // levels Q::SearchScales gives (δ > 0 past the range clips m). Each candidate's values q are
+  // scored with their own least-squares scale
   // s* = Σyq / Σq², whose error is Σy² − (Σyq)²/Σq²: so the best maximises (Σyq)²/Σq².
   float y[kBlock];
   const float inv_amax = 1.0f / amax;
@@ -114,15 +115,7 @@ uint16_t QuantizeBlock(const float* x, bool i4, bool search, int8_t* q) {
       best_s = syq / sqq;
     }
   };
-  if (i4) {
-    for (int d = -10; d <= 10; ++d) {
-      consider(sign_m * (7.0f + 0.1f * static_cast<float>(d)));
-      consider(-sign_m * (8.0f + 0.1f * static_cast<float>(d)));
-    }
-  } else {
-    // 255 levels: the rounding error barely depends on the exact scale; a coarse grid suffices.
-    for (int d = -4; d <= 4; ++d) consider(127.0f + 0.25f * static_cast<float>(d));
-  }
+  Q::SearchScales(sign_m, consider);
   if (best_s == 0) return plain16;
   // Alternate q <- round(y / s), s <- Σyq / Σq² (each step never raises the error).
   for (int it = 0; it < 2; ++it) {
@@ -156,7 +149,7 @@ uint16_t QuantizeBlock(const float* x, bool i4, bool search, int8_t* q) {
 absl::Status QuantizeMatrix(DType dtype, uint64_t rows, uint64_t k, const float* w,
                             const QuantizeOptions& options, const std::string& what, uint8_t* dst,
                             QuantStats* stats) {
-  if (dtype != DType::I8 && dtype != DType::I4) {
+  if (FindDType(dtype) == nullptr || !FindDType(dtype)->quantized) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: dtype %s is not a quantised dtype (i8, i4); cannot quantise", what,
                         DTypeName(dtype)));
@@ -179,7 +172,9 @@ absl::Status QuantizeMatrix(DType dtype, uint64_t rows, uint64_t k, const float*
     }
   }
 
-  const bool i4 = dtype == DType::I4;
+  // The block quantiser of the type's traits.
+  uint16_t (*const quantize_block)(const float*, bool, int8_t*) =
+      QuantTypeOf(dtype) == QuantType::kQ4 ? QuantizeBlock<Q4> : QuantizeBlock<Q8>;
   const bool rotate = options.rotate;
   const QuantGeometry g = QuantMatrixGeometry(dtype, rows, k);
   const uint64_t k_pad = g.k_blocks * kQuantBlock;  // same geometry as k: the padding is stored
@@ -204,7 +199,7 @@ absl::Status QuantizeMatrix(DType dtype, uint64_t rows, uint64_t k, const float*
           for (int j = 0; j < kBlock; ++j) x[j] = static_cast<float>(xd[j]);
         }
         int8_t* qb = q.data() + rr * k_pad + c0;
-        const uint16_t s16 = QuantizeBlock(x, i4, options.search, qb);
+        const uint16_t s16 = quantize_block(x, options.search, qb);
         scales[rr * g.k_blocks + b] = s16;
         if (stats != nullptr) {
           const double s = F16ToF32(s16);

@@ -2,7 +2,6 @@
 // microkernels, and the choice of kernel for this CPU.
 #include "kernels/gemm.h"
 
-#include <cpuinfo.h>
 
 #include <algorithm>
 #include <cstring>
@@ -16,10 +15,10 @@ namespace fflite {
 namespace {
 
 // Value j of row r of W as f32 (any float dtype).
-float WeightAt(const void* w, DType w_dtype, size_t index) {
-  switch (w_dtype) {
-    case DType::F16: return F16ToF32(static_cast<const uint16_t*>(w)[index]);
-    case DType::BF16: return Bf16ToF32(static_cast<const uint16_t*>(w)[index]);
+float WeightAt(const void* w, FloatType w_type, size_t index) {
+  switch (w_type) {
+    case FloatType::kF16: return F16ToF32(static_cast<const uint16_t*>(w)[index]);
+    case FloatType::kBF16: return Bf16ToF32(static_cast<const uint16_t*>(w)[index]);
     default: return static_cast<const float*>(w)[index];
   }
 }
@@ -30,17 +29,17 @@ constexpr size_t kWholeKTiles = 3;
 }  // namespace
 
 void GemmPackWeights(const GemmKernel& kernel, size_t rows, size_t k, const void* w,
-                     DType w_dtype, size_t first, size_t last, uint32_t* packed) {
+                     FloatType w_type, size_t first, size_t last, uint32_t* packed) {
   const size_t nr = kernel.nr, units = kernel.Units(k), values = kernel.ValueUnits(k);
   // The vector packing's whole chunks of units (weights in the slots' own type only), then this
   // loop from there.
-  const bool own_type =
-      kernel.panel != DType::F32 || kernel.dtype == DType::BF16 || w_dtype == DType::F32;
+  const bool own_type = kernel.panel != FloatType::kF32 || kernel.dtype == FloatType::kBF16 ||
+                        w_type == FloatType::kF32;
   const size_t done = kernel.pack_panels != nullptr && own_type && first < last
                           ? kernel.pack_panels(rows, k, w, first, last, packed)
                           : 0;
-  if (kernel.panel != DType::F32) {
-    // 16-bit slots: the file's values as they are (w_dtype is kernel.panel), in channel pairs
+  if (kernel.panel != FloatType::kF32) {
+    // 16-bit slots: the file's values as they are (w_type is kernel.panel), in channel pairs
     // where paired_halves.
     const uint16_t* src = static_cast<const uint16_t*>(w);
     for (size_t p = first; p < last; ++p) {
@@ -67,7 +66,7 @@ void GemmPackWeights(const GemmKernel& kernel, size_t rows, size_t k, const void
         // Units past k's values (unit_align) are zero like channels past rows.
         const size_t v1 = r >= rows ? u0 : std::max(u0, std::min(u1, values));
         for (size_t u = v1; u < u1; ++u) panel[u * nr + j] = 0;
-        if (kernel.dtype == DType::BF16) {
+        if (kernel.dtype == FloatType::kBF16) {
           // Pairs of the file's bf16 values as they are (the caller passes BF16 weights only).
           const uint16_t* row = static_cast<const uint16_t*>(w) + r * k;
           for (size_t u = u0; u < v1; ++u) {
@@ -75,12 +74,12 @@ void GemmPackWeights(const GemmKernel& kernel, size_t rows, size_t k, const void
             const uint32_t hi = 2 * u + 1 < k ? row[2 * u + 1] : 0;
             panel[u * nr + j] = lo | (hi << 16);
           }
-        } else if (w_dtype == DType::F32) {
+        } else if (w_type == FloatType::kF32) {
           const float* row = static_cast<const float*>(w) + r * k;
           for (size_t u = u0; u < v1; ++u) panel[u * nr + j] = FloatBits(row[u]);
         } else {
           for (size_t u = u0; u < v1; ++u) {
-            panel[u * nr + j] = FloatBits(WeightAt(w, w_dtype, r * k + u));
+            panel[u * nr + j] = FloatBits(WeightAt(w, w_type, r * k + u));
           }
         }
       }
@@ -108,7 +107,7 @@ void GemmPackActivations(const GemmKernel& kernel, size_t n, size_t k, const flo
       const size_t v = i < m ? values : 0;  // tokens past m and units past k: zero
       for (size_t u = v; u < units; ++u) at(u, i) = 0;
       const float* row = rows + i * x_stride;
-      if (kernel.dtype == DType::BF16) {
+      if (kernel.dtype == FloatType::kBF16) {
         for (size_t u = 0; u < v; ++u) {
           const uint32_t lo = F32ToBf16(row[2 * u]);
           const uint32_t hi = 2 * u + 1 < k ? F32ToBf16(row[2 * u + 1]) : 0;
@@ -281,7 +280,7 @@ void GemmBlock(const GemmKernel& kernel, size_t n, size_t k, size_t rows,
 // --- Scalar twins: 4 tokens × 8 channels, units in order. ---
 
 namespace {
-constexpr size_t kScalarMr = 4, kScalarNr = 8;
+constexpr size_t kScalarMr = kGemmScalarMr, kScalarNr = kGemmScalarNr;
 
 // What a scalar twin's weight slots hold: f32 units, bf16 pairs (with bf16 activations), or
 // 16-bit f16 / bf16 slots (with f32 activations).
@@ -355,180 +354,6 @@ void GemmMicrokernelScalarBf16w(size_t m, size_t n, size_t units, const uint32_t
                                 float out_min, float* y, size_t y_stride) {
   ScalarMicrokernel<Slots::kBf16>(m, n, units, x, w, bias, accumulate, clamp, out_min, y,
                                   y_stride);
-}
-
-// --- Selection. ---
-
-namespace {
-
-constexpr GemmKernel kScalar = {"scalar", DType::F32, kScalarMr, kScalarNr, GemmMicrokernelScalar};
-constexpr GemmKernel kScalarBf16 = {"scalar-bf16", DType::BF16, kScalarMr, kScalarNr,
-                                    GemmMicrokernelScalarBf16};
-#if defined(FFLITE_GEMM_X86)
-// `base` with its streaming microkernel (GemmKernel::stream), its vector packing of weights and
-// its ahead form, if any.
-constexpr GemmKernel WithStream(GemmKernel base, GemmMicrokernelFn stream,
-                                GemmPackPanelsFn pack_panels,
-                                GemmAheadMicrokernelFn ahead = nullptr) {
-  base.stream = stream;
-  base.pack_panels = pack_panels;
-  base.ahead = ahead;
-  return base;
-}
-
-constexpr GemmKernel kAvx2 =
-    WithStream({"avx2", DType::F32, 6, 16, GemmMicrokernelAvx2, GemmPackTileAvx2},
-               GemmMicrokernelAvx2Stream, GemmPackPanelsAvx2);
-constexpr GemmKernel GroupsOuterBelowOutputs(GemmKernel base) {
-  base.groups_outer_below_outputs = true;
-  return base;
-}
-constexpr GemmKernel kAvx512 = GroupsOuterBelowOutputs(
-    WithStream({"avx512", DType::F32, 12, 32, GemmMicrokernelAvx512, GemmPackTileAvx512},
-               GemmMicrokernelAvx512Stream, GemmPackPanelsAvx512, GemmMicrokernelAvx512Ahead));
-constexpr GemmKernel kAvx512Bf16 = WithStream(
-    {"avx512bf16", DType::BF16, 12, 32, GemmMicrokernelAvx512Bf16, GemmPackTileAvx512Bf16},
-    GemmMicrokernelAvx512Bf16Stream, GemmPackPanelsAvx512Bf16, GemmMicrokernelAvx512Bf16Ahead);
-#endif
-
-// `base` reading 16-bit panels of `panel` values through `microkernel` (and `stream`, `ahead`),
-// packed by `pack_panels` (or the portable loop).
-constexpr GemmKernel HalfPanels(GemmKernel base, const char* isa, GemmMicrokernelFn microkernel,
-                                GemmMicrokernelFn stream, DType panel, bool paired_halves,
-                                GemmPackPanelsFn pack_panels,
-                                GemmAheadMicrokernelFn ahead = nullptr) {
-  base.isa = isa;
-  base.microkernel = microkernel;
-  base.stream = stream;
-  base.ahead = ahead;
-  base.panel = panel;
-  base.paired_halves = paired_halves;
-  base.pack_panels = pack_panels;
-  return base;
-}
-
-constexpr GemmKernel kScalarF16w = HalfPanels(kScalar, "scalar-f16w", GemmMicrokernelScalarF16w,
-                                              nullptr, DType::F16, false, nullptr);
-constexpr GemmKernel kScalarBf16w = HalfPanels(kScalar, "scalar-bf16w",
-                                               GemmMicrokernelScalarBf16w, nullptr, DType::BF16,
-                                               false, nullptr);
-#if defined(FFLITE_GEMM_X86)
-constexpr GemmKernel kAvx2F16w =
-    HalfPanels(kAvx2, "avx2-f16w", GemmMicrokernelAvx2F16w, GemmMicrokernelAvx2F16wStream,
-               DType::F16, false, GemmPackPanelsAvx2F16w);
-constexpr GemmKernel kAvx2Bf16w =
-    HalfPanels(kAvx2, "avx2-bf16w", GemmMicrokernelAvx2Bf16w, GemmMicrokernelAvx2Bf16wStream,
-               DType::BF16, true, GemmPackPanelsAvx2Bf16w);
-constexpr GemmKernel kAvx512F16w =
-    HalfPanels(kAvx512, "avx512-f16w", GemmMicrokernelAvx512F16w, GemmMicrokernelAvx512F16wStream,
-               DType::F16, false, GemmPackPanelsAvx512F16w, GemmMicrokernelAvx512F16wAhead);
-constexpr GemmKernel kAvx512Bf16w =
-    HalfPanels(kAvx512, "avx512-bf16w", GemmMicrokernelAvx512Bf16w,
-               GemmMicrokernelAvx512Bf16wStream, DType::BF16, true, GemmPackPanelsAvx512Bf16w,
-               GemmMicrokernelAvx512Bf16wAhead);
-#endif
-#if defined(FFLITE_GEMM_NEON)
-// `base` with its packing of weights.
-constexpr GemmKernel WithPackPanels(GemmKernel base, GemmPackPanelsFn pack_panels) {
-  base.pack_panels = pack_panels;
-  return base;
-}
-constexpr GemmKernel kNeon =
-    WithPackPanels({"neon", DType::F32, 6, 16, GemmMicrokernelNeon}, GemmPackPanelsNeon);
-constexpr GemmKernel kNeonBf16 = WithPackPanels(
-    {"neon-bf16", DType::BF16, 6, 16, GemmMicrokernelNeonBf16}, GemmPackPanelsNeonBf16);
-#endif
-
-std::vector<const GemmKernel*> Detect(DType dtype) {
-  std::vector<const GemmKernel*> list = {dtype == DType::BF16 ? &kScalarBf16 : &kScalar};
-  // cpuinfo_initialize is idempotent and thread-safe; on failure only the scalar twins are used.
-  const bool cpuinfo = cpuinfo_initialize();
-#if defined(FFLITE_GEMM_X86)
-  // F16C for the AVX2 kernels' f16 twin (compiled together); every AVX2 CPU has it.
-  if (cpuinfo && cpuinfo_has_x86_avx2() && cpuinfo_has_x86_fma3() && cpuinfo_has_x86_f16c()) {
-    if (dtype == DType::F32) list.push_back(&kAvx2);
-    if (cpuinfo_has_x86_avx512f()) {
-      if (dtype == DType::F32) list.push_back(&kAvx512);
-      if (dtype == DType::BF16 && cpuinfo_has_x86_avx512bf16()) list.push_back(&kAvx512Bf16);
-    }
-  }
-#endif
-#if defined(FFLITE_GEMM_AMX)
-  if (dtype == DType::BF16 && GemmAmxUsable()) list.push_back(&GemmAmxKernel());
-#endif
-#if defined(FFLITE_GEMM_NEON)
-  if (dtype == DType::F32) list.push_back(&kNeon);  // part of the ARMv8-A baseline
-  if (dtype == DType::BF16 && cpuinfo && cpuinfo_has_arm_bf16()) list.push_back(&kNeonBf16);
-#endif
-  (void)cpuinfo;
-  return list;
-}
-
-#if defined(FFLITE_GEMM_X86)
-
-// Every kernel with an ahead form, and its copy without.
-constexpr GemmKernel kAvx512Plain = GemmWithoutAheadForm(kAvx512);
-constexpr GemmKernel kAvx512Bf16Plain = GemmWithoutAheadForm(kAvx512Bf16);
-constexpr GemmKernel kAvx512F16wPlain = GemmWithoutAheadForm(kAvx512F16w);
-constexpr GemmKernel kAvx512Bf16wPlain = GemmWithoutAheadForm(kAvx512Bf16w);
-constexpr std::pair<const GemmKernel*, const GemmKernel*> kAheadForms[] = {
-    {&kAvx512, &kAvx512Plain},
-    {&kAvx512Bf16, &kAvx512Bf16Plain},
-    {&kAvx512F16w, &kAvx512F16wPlain},
-    {&kAvx512Bf16w, &kAvx512Bf16wPlain}};
-#endif
-
-}  // namespace
-
-const GemmKernel* GemmKernelWithoutAhead(const GemmKernel* kernel) {
-#if defined(FFLITE_GEMM_AMX)
-  if (const GemmKernel* amx = GemmAmxWithoutAhead(kernel)) return amx;
-#endif
-#if defined(FFLITE_GEMM_X86)
-  for (const auto& [with, without] : kAheadForms) {
-    if (kernel == with) return without;
-  }
-#endif
-  return kernel;
-}
-
-bool GemmAheadByDefault() {
-  static const bool on = !cpuinfo_initialize() || cpuinfo_get_l2_caches_count() == 0 ||
-                         cpuinfo_get_l2_cache(0)->size >= (uint32_t{1} << 20);
-  return on;
-}
-
-std::vector<const GemmKernel*> AvailableGemmKernels(DType dtype) {
-  static const std::vector<const GemmKernel*> kF32 = Detect(DType::F32);
-  static const std::vector<const GemmKernel*> kBf16 = Detect(DType::BF16);
-  return dtype == DType::BF16 ? kBf16 : kF32;
-}
-
-const GemmKernel& BestGemmKernel(DType dtype) { return *AvailableGemmKernels(dtype).back(); }
-
-bool GemmBf16ArithmeticFaster(const GemmKernel& kernel) {
-  if (kernel.microkernel == &GemmMicrokernelScalarBf16) return false;
-#if defined(FFLITE_GEMM_X86)
-  if (kernel.microkernel == &GemmMicrokernelAvx512Bf16) {
-    static const bool intel = cpuinfo_initialize() && cpuinfo_get_cores_count() > 0 &&
-                              cpuinfo_get_core(0)->vendor == cpuinfo_vendor_intel;
-    return !intel;
-  }
-#endif
-  return true;
-}
-
-const GemmKernel* HalfPanelKernel(const GemmKernel& f32, DType half) {
-  if (half != DType::F16 && half != DType::BF16) return nullptr;
-  const bool f16 = half == DType::F16;
-  if (f32.microkernel == &GemmMicrokernelScalar) return f16 ? &kScalarF16w : &kScalarBf16w;
-#if defined(FFLITE_GEMM_X86)
-  // Listed only where the CPU has AVX2, FMA3 and F16C.
-  if (f32.microkernel == &GemmMicrokernelAvx2) return f16 ? &kAvx2F16w : &kAvx2Bf16w;
-  // Listed only where the CPU has AVX-512 F (and so F16C's 512-bit form).
-  if (f32.microkernel == &GemmMicrokernelAvx512) return f16 ? &kAvx512F16w : &kAvx512Bf16w;
-#endif
-  return nullptr;
 }
 
 }  // namespace fflite

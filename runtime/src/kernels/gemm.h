@@ -39,7 +39,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "format/dtype.h"
+#include "kernels/types.h"
 
 namespace fflite {
 
@@ -82,7 +82,7 @@ struct GemmKernel {
   // "avx2-f16w", "avx2-bf16w", "avx512-f16w", "avx512-bf16w", "scalar-f16w", "scalar-bf16w"
   // (16-bit panels)
   const char* isa;
-  DType dtype;      // the packed element type: F32 (kr 1) or BF16 (kr 2)
+  FloatType dtype;      // the packed element type: F32 (kr 1) or BF16 (kr 2)
   size_t mr, nr;    // tokens per tile, output channels per panel
   GemmMicrokernelFn microkernel;
   // A vector packing of the activations for this kernel's mr and dtype, or nullptr: the portable
@@ -101,7 +101,7 @@ struct GemmKernel {
   void (*enter)() = nullptr;
   void (*leave)() = nullptr;
   // The weights' slots (an F32 kernel only): F32, or F16 / BF16 as in the file, 2 bytes each.
-  DType panel = DType::F32;
+  FloatType panel = FloatType::kF32;
   bool paired_halves = false;  // 16-bit slots in channel pairs (see the layout above)
   // How a call's n tokens fill its Tiles(n) tiles. true: as evenly as possible (sizes differ by
   // at most one), so that 8 tokens on a 6-token kernel run as two tiles of 4, not 6 and 2: a tile
@@ -138,7 +138,7 @@ struct GemmKernel {
   size_t block_units = 0;
   size_t group_bytes = 0;
 
-  size_t kr() const { return dtype == DType::BF16 ? 2 : 1; }
+  size_t kr() const { return dtype == FloatType::kBF16 ? 2 : 1; }
   // Units holding k's values, and units as packed (rounded up to unit_align).
   size_t ValueUnits(size_t k) const { return (k + kr() - 1) / kr(); }
   size_t Units(size_t k) const {
@@ -167,7 +167,7 @@ struct GemmKernel {
     return tiles == 0 ? 0 : n * t / tiles;
   }
   // Bytes of the packed weights of a [rows, k] matrix, and of n tokens' packed activations.
-  size_t SlotBytes() const { return panel == DType::F32 ? 4 : 2; }
+  size_t SlotBytes() const { return panel == FloatType::kF32 ? 4 : 2; }
   size_t WeightBytes(size_t rows, size_t k) const {
     return Panels(rows) * nr * Units(k) * SlotBytes();
   }
@@ -179,12 +179,12 @@ struct GemmKernel {
   size_t ActivationBytes(size_t n, size_t k) const { return Tiles(n) * mr * Units(k) * 4; }
 };
 
-// Packs panels [first, last) of W: [rows, k] row-major, elements of w_dtype (F32, F16, BF16; a
+// Packs panels [first, last) of W: [rows, k] row-major, elements of w_type (F32, F16, BF16; a
 // BF16 kernel takes BF16 only and a kernel of 16-bit panels its `panel` dtype only: their values
 // are not rounded). packed: the whole matrix's buffer (WeightBytes), 4-byte aligned; the panels
 // given are written whole, padding included.
 void GemmPackWeights(const GemmKernel& kernel, size_t rows, size_t k, const void* w,
-                     DType w_dtype, size_t first, size_t last, uint32_t* packed);
+                     FloatType w_type, size_t first, size_t last, uint32_t* packed);
 
 // Packs tiles [first, last) of x: [n, x_stride] f32 (k values read per token) into `packed`
 // (the whole call's buffer, ActivationBytes(n, k)).
@@ -229,8 +229,8 @@ void GemmBlock(const GemmKernel& kernel, size_t n, size_t k, size_t rows,
 // AVX-512 BF16, "amx-bf16" on x86-64 Linux CPUs with AMX-BF16 whose kernel grants the tile state
 // and whose tiles pass a check against the scalar twin when first listed (GemmAmxStatus), and
 // "neon-bf16" on aarch64 CPUs with FEAT_BF16.
-std::vector<const GemmKernel*> AvailableGemmKernels(DType dtype);
-const GemmKernel& BestGemmKernel(DType dtype);
+std::vector<const GemmKernel*> AvailableGemmKernels(FloatType dtype);
+const GemmKernel& BestGemmKernel(FloatType dtype);
 
 // Whether bf16 arithmetic with `kernel` (a BF16 kernel) beats f32 arithmetic over 16-bit panels
 // of the same weights on this CPU, so that rounding the activations to bf16 buys speed. False for
@@ -246,7 +246,7 @@ bool GemmBf16ArithmeticFaster(const GemmKernel& kernel);
 // "avx512" "avx512-f16w" and "avx512-bf16w", the scalar twin "scalar-f16w" and "scalar-bf16w".
 // Its results are the f32 kernel's bits for the same weights; f16/bf16 files pack to half the
 // bytes of f32 panels.
-const GemmKernel* HalfPanelKernel(const GemmKernel& f32, DType half);
+const GemmKernel* HalfPanelKernel(const GemmKernel& f32, FloatType half);
 
 // `base` without its ahead form: how the kernels without one that GemmKernelWithoutAhead returns
 // are built.
@@ -279,6 +279,9 @@ const char* GemmAmxStatus();
 // layout, tile source and driver: what the tests check on CPUs without AMX. It runs anywhere and
 // slowly; never chosen. isa "amx-bf16-model".
 const GemmKernel& GemmAmxModelKernel();
+
+// The scalar twins' tile: tokens per tile and channels per panel.
+inline constexpr size_t kGemmScalarMr = 4, kGemmScalarNr = 8;
 
 // The microkernels by name (for the selection and the tests).
 void GemmMicrokernelScalar(size_t m, size_t n, size_t units, const uint32_t* x, const uint32_t* w,

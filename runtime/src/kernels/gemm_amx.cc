@@ -25,12 +25,11 @@
 #include <vector>
 
 #include "base/aligned_buffer.h"
+#include "base/cpu_features.h"
 #include "base/half.h"
 #include "kernels/gemm.h"
 
 #if defined(FFLITE_GEMM_AMX)
-#include <cpuid.h>
-#include <cpuinfo.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -118,9 +117,9 @@ struct Tiles {
 #undef FFLITE_AMX_ZERO
 #undef FFLITE_AMX_DP
 
-const GemmKernel kModel = {"amx-bf16-model", DType::BF16, kMr, kNr, Microkernel,
+const GemmKernel kModel = {"amx-bf16-model", FloatType::kBF16, kMr, kNr, Microkernel,
                            /*pack_tile=*/nullptr, /*unit_align=*/16, /*x_rows=*/true,
-                           /*enter=*/nullptr, /*leave=*/nullptr, DType::F32,
+                           /*enter=*/nullptr, /*leave=*/nullptr, FloatType::kF32,
                            /*paired_halves=*/false, /*even_tiles=*/false, /*stream=*/nullptr,
                            AheadMicrokernel, /*pack_panels=*/nullptr,
                            /*groups_outer_below_outputs=*/false, kAmxBlockUnits, kAmxGroupBytes};
@@ -187,30 +186,15 @@ constexpr TileConfig kConfig = MakeConfig();
 void Enter() { __asm__ volatile("ldtilecfg\t%0" ::"m"(kConfig) : "memory"); }
 void Leave() { __asm__ volatile("tilerelease" ::: "memory"); }
 
-// CPUID.(7,0):EDX bit 24 AMX-TILE, bit 22 AMX-BF16; XCR0 bits 17 (XTILECFG) and 18 (XTILEDATA)
-// enabled by the OS (CPUID.1:ECX bit 27 OSXSAVE before XGETBV).
-bool CpuHasAmxBf16() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (__get_cpuid_max(0, nullptr) < 7) return false;
-  __cpuid_count(7, 0, a, b, c, d);
-  return (d >> 24 & 1) != 0 && (d >> 22 & 1) != 0;
-}
-bool OsEnablesTiles() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (!__get_cpuid(1, &a, &b, &c, &d) || (c >> 27 & 1) == 0) return false;
-  uint32_t lo = 0, hi = 0;
-  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  return (lo & (3u << 17)) == (3u << 17);
-}
 // Linux (5.16+) hands the 8 KiB tile state to a process only when asked.
 bool OsGrantsTiles() {
   constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
   return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
 }
 
-const GemmKernel kAmx = {"amx-bf16", DType::BF16, kMr, kNr, GemmMicrokernelAmxBf16,
+const GemmKernel kAmx = {"amx-bf16", FloatType::kBF16, kMr, kNr, GemmMicrokernelAmxBf16,
                          /*pack_tile=*/nullptr, /*unit_align=*/16, /*x_rows=*/true, Enter, Leave,
-                         DType::F32, /*paired_halves=*/false, /*even_tiles=*/false,
+                         FloatType::kF32, /*paired_halves=*/false, /*even_tiles=*/false,
                          /*stream=*/nullptr, GemmMicrokernelAmxBf16Ahead,
                          /*pack_panels=*/nullptr, /*groups_outer_below_outputs=*/false,
                          kAmxBlockUnits, kAmxGroupBytes};
@@ -227,7 +211,7 @@ const GemmKernel kAmxPlain = GemmWithoutAheadForm(kAmx);
 const GemmKernel kAmxAvx512Plain = GemmWithoutAheadForm(kAmxAvx512);
 
 const GemmKernel& Kernel() {
-  return cpuinfo_initialize() && cpuinfo_has_x86_avx512f() ? kAmxAvx512 : kAmx;
+  return GetCpuFeatures().Has(CpuFeature::kAvx512f) ? kAmxAvx512 : kAmx;
 }
 
 // A product through the tiles against the double product, with GemmTest's bound: 4 tiles (3 of
@@ -250,7 +234,7 @@ bool SelfCheck() {
   if (!pw.Allocate(g.WeightBytes(rows, k) / 4) || !px.Allocate(g.ActivationBytes(n, k) / 4)) {
     return false;
   }
-  GemmPackWeights(g, rows, k, w.data(), DType::BF16, 0, g.Panels(rows), pw.data());
+  GemmPackWeights(g, rows, k, w.data(), FloatType::kBF16, 0, g.Panels(rows), pw.data());
   GemmPackActivations(g, n, k, x.data(), k, 0, g.Tiles(n), px.data());
   GemmBlock(g, n, k, rows, px.data(), pw.data(), bias.data(), -0.5f, 0, g.Tiles(n), 0,
             g.Panels(rows), y.data(), rows);
@@ -305,11 +289,11 @@ bool GemmAmxUsable() {
   using namespace gemm_amx_tiles;
   // Called once, from AvailableGemmKernels' first use (thread-safe static initialisation).
   const char* off = std::getenv("FFLITE_NO_AMX");
-  if (!CpuHasAmxBf16()) {
+  if (!GetCpuFeatures().Has(CpuFeature::kAmxBf16)) {
     g_status = "no AMX-BF16 on this CPU";
   } else if (off != nullptr && off[0] != '\0' && std::strcmp(off, "0") != 0) {
     g_status = "not requested (FFLITE_NO_AMX is set)";
-  } else if (!OsEnablesTiles() || !OsGrantsTiles()) {
+  } else if (!OsGrantsTiles()) {
     g_status = "the OS refused the AMX tile state";
   } else if (!SelfCheck()) {
     g_status = "self-check failed: the tiles' product is off the double product";
@@ -321,7 +305,9 @@ bool GemmAmxUsable() {
 }
 
 const char* GemmAmxStatus() {
-  (void)AvailableGemmKernels(DType::BF16);  // detects and checks on first use
+  // The registry runs GemmAmxUsable where the CPU reports AMX-BF16, on first use.
+  if (!GetCpuFeatures().Has(CpuFeature::kAmxBf16)) return "no AMX-BF16 on this CPU";
+  (void)AvailableGemmKernels(FloatType::kBF16);
   return gemm_amx_tiles::g_status;
 }
 

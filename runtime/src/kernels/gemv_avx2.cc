@@ -247,13 +247,13 @@ FFLITE_AVX2 void Gemv(size_t c, size_t k, size_t rows, const void* w_bytes, cons
 
 }  // namespace
 
-FFLITE_AVX2 void F32GemvAvx2(size_t c, size_t k, size_t rows, const void* w, DType w_dtype,
+FFLITE_AVX2 void F32GemvAvx2(size_t c, size_t k, size_t rows, const void* w, FloatType w_type,
                              const float* bias, const float* x, size_t x_stride, float* y,
                              size_t y_stride) {
-  switch (w_dtype) {
-    case DType::F32: Gemv<F32Weights>(c, k, rows, w, bias, x, x_stride, y, y_stride); break;
-    case DType::F16: Gemv<F16Weights>(c, k, rows, w, bias, x, x_stride, y, y_stride); break;
-    case DType::BF16: Gemv<Bf16Weights>(c, k, rows, w, bias, x, x_stride, y, y_stride); break;
+  switch (w_type) {
+    case FloatType::kF32: Gemv<F32Weights>(c, k, rows, w, bias, x, x_stride, y, y_stride); break;
+    case FloatType::kF16: Gemv<F16Weights>(c, k, rows, w, bias, x, x_stride, y, y_stride); break;
+    case FloatType::kBF16: Gemv<Bf16Weights>(c, k, rows, w, bias, x, x_stride, y, y_stride); break;
     default: break;  // validated by the caller: nothing else reaches a kernel
   }
 }

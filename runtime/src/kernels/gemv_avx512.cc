@@ -317,17 +317,17 @@ FFLITE_AVX512 void Gemv(size_t c, size_t k, size_t rows, const void* w_bytes, co
 
 // The exported kernels: the weight type's Gemv, with or without one token's streams.
 template <bool kStreams>
-FFLITE_AVX512 void GemvOf(size_t c, size_t k, size_t rows, const void* w, DType w_dtype,
+FFLITE_AVX512 void GemvOf(size_t c, size_t k, size_t rows, const void* w, FloatType w_type,
                           const float* bias, const float* x, size_t x_stride, float* y,
                           size_t y_stride) {
-  switch (w_dtype) {
-    case DType::F32:
+  switch (w_type) {
+    case FloatType::kF32:
       Gemv<F32Weights, kStreams>(c, k, rows, w, bias, x, x_stride, y, y_stride);
       break;
-    case DType::F16:
+    case FloatType::kF16:
       Gemv<F16Weights, kStreams>(c, k, rows, w, bias, x, x_stride, y, y_stride);
       break;
-    case DType::BF16:
+    case FloatType::kBF16:
       Gemv<Bf16Weights, kStreams>(c, k, rows, w, bias, x, x_stride, y, y_stride);
       break;
     default: break;  // validated by the caller: nothing else reaches a kernel
@@ -336,16 +336,16 @@ FFLITE_AVX512 void GemvOf(size_t c, size_t k, size_t rows, const void* w, DType 
 
 }  // namespace
 
-FFLITE_AVX512 void F32GemvAvx512(size_t c, size_t k, size_t rows, const void* w, DType w_dtype,
+FFLITE_AVX512 void F32GemvAvx512(size_t c, size_t k, size_t rows, const void* w, FloatType w_type,
                                  const float* bias, const float* x, size_t x_stride, float* y,
                                  size_t y_stride) {
-  GemvOf<false>(c, k, rows, w, w_dtype, bias, x, x_stride, y, y_stride);
+  GemvOf<false>(c, k, rows, w, w_type, bias, x, x_stride, y, y_stride);
 }
 
 FFLITE_AVX512 void F32GemvAvx512Streams(size_t c, size_t k, size_t rows, const void* w,
-                                        DType w_dtype, const float* bias, const float* x,
+                                        FloatType w_type, const float* bias, const float* x,
                                         size_t x_stride, float* y, size_t y_stride) {
-  GemvOf<true>(c, k, rows, w, w_dtype, bias, x, x_stride, y, y_stride);
+  GemvOf<true>(c, k, rows, w, w_type, bias, x, x_stride, y, y_stride);
 }
 
 }  // namespace fflite

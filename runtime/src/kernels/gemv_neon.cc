@@ -222,18 +222,18 @@ void Gemv(size_t c, size_t k, size_t rows, const void* w_bytes, const float* bia
 
 }  // namespace
 
-void F32GemvNeon(size_t c, size_t k, size_t rows, const void* w, DType w_dtype, const float* bias,
+void F32GemvNeon(size_t c, size_t k, size_t rows, const void* w, FloatType w_type, const float* bias,
                  const float* x, size_t x_stride, float* y, size_t y_stride) {
-  switch (w_dtype) {
-    case DType::F32: Gemv<F32Weights>(c, k, rows, w, bias, x, x_stride, y, y_stride); break;
-    case DType::F16:
+  switch (w_type) {
+    case FloatType::kF32: Gemv<F32Weights>(c, k, rows, w, bias, x, x_stride, y, y_stride); break;
+    case FloatType::kF16:
 #if defined(__aarch64__)
       Gemv<F16Weights>(c, k, rows, w, bias, x, x_stride, y, y_stride);
 #else
-      F32GemvScalar(c, k, rows, w, w_dtype, bias, x, x_stride, y, y_stride);
+      F32GemvScalar(c, k, rows, w, w_type, bias, x, x_stride, y, y_stride);
 #endif
       break;
-    case DType::BF16: Gemv<Bf16Weights>(c, k, rows, w, bias, x, x_stride, y, y_stride); break;
+    case FloatType::kBF16: Gemv<Bf16Weights>(c, k, rows, w, bias, x, x_stride, y, y_stride); break;
     default: break;  // validated by the caller: nothing else reaches a kernel
   }
 }

@@ -50,16 +50,16 @@ void Gemv(size_t c, size_t k, size_t rows, const void* w_bytes, const float* bia
 
 }  // namespace
 
-void F32GemvScalar(size_t c, size_t k, size_t rows, const void* w, DType w_dtype, const float* bias,
-                   const float* x, size_t x_stride, float* y, size_t y_stride) {
-  switch (w_dtype) {
-    case DType::F32:
+void F32GemvScalar(size_t c, size_t k, size_t rows, const void* w, FloatType w_type,
+                   const float* bias, const float* x, size_t x_stride, float* y, size_t y_stride) {
+  switch (w_type) {
+    case FloatType::kF32:
       Gemv<F32Weights>(c, k, rows, w, bias, x, x_stride, y, y_stride);
       break;
-    case DType::F16:
+    case FloatType::kF16:
       Gemv<F16Weights>(c, k, rows, w, bias, x, x_stride, y, y_stride);
       break;
-    case DType::BF16:
+    case FloatType::kBF16:
       Gemv<Bf16Weights>(c, k, rows, w, bias, x, x_stride, y, y_stride);
       break;
     default:

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "format/model.h"
+#include "kernels/types.h"
 
 namespace fflite {
 
@@ -28,13 +28,13 @@ using F32RmsNormFn = void (*)(size_t d, const float* x, const float* w, float ep
 // (no packing):
 //   y[t·y_stride + o] = (bias ? bias[o] : 0) + Σ_{j<k} W[o·k + j] · x[t·x_stride + j]
 //   for t < c, o < rows.
-// W: [rows, k] row-major, elements of w_dtype (F32, F16 or BF16; W need only be aligned to its
+// W: [rows, k] row-major, elements of w_type (F32, F16 or BF16; W need only be aligned to its
 // element size); bias: [rows] f32 or nullptr; x: [c, x_stride] f32; y: [c, y_stride] f32, not
 // overlapping W, bias or x. Any c >= 1 (meant for c <= 8); reads and writes exactly the elements
 // named (no tail slack). A caller splits the rows among threads by offsetting w, bias and y.
 // Each output is summed in an order that depends only on k and the kernel set: results are
 // bit-identical for any c and however the rows are split (tested).
-using F32GemvFn = void (*)(size_t c, size_t k, size_t rows, const void* w, DType w_dtype,
+using F32GemvFn = void (*)(size_t c, size_t k, size_t rows, const void* w, FloatType w_type,
                            const float* bias, const float* x, size_t x_stride, float* y,
                            size_t y_stride);
 
@@ -42,13 +42,13 @@ using F32GemvFn = void (*)(size_t c, size_t k, size_t rows, const void* w, DType
 // contiguous row of cols elements per neuron), for a few tokens, reading only the rows listed:
 //   y[t·y_stride + o] = (bias ? bias[o] : 0) + Σ_{j<n} h[t·h_stride + i_j] · V[i_j·v_stride + o]
 //   for t < c, o < cols, with i_j = rows[j] (rows == nullptr: i_j = j, every row).
-// V: elements of v_dtype (F32, F16, BF16); bias: [cols] f32 or nullptr; h: [c, h_stride] f32;
+// V: elements of v_type (F32, F16, BF16); bias: [cols] f32 or nullptr; h: [c, h_stride] f32;
 // y: [c, y_stride] f32, not overlapping the others. A caller splits the columns among threads by
 // offsetting v, bias and y. Each output is the bias, then the terms in list order, one
 // multiply-add each: a row whose h is 0 for every token adds exactly 0 (finite weights), so
 // listing only the rows with a nonzero h gives the bits of listing every row (tested).
 using F32ValueRowsFn = void (*)(size_t c, size_t cols, size_t n, const uint32_t* rows,
-                                const void* v, DType v_dtype, size_t v_stride, const float* bias,
+                                const void* v, FloatType v_type, size_t v_stride, const float* bias,
                                 const float* h, size_t h_stride, float* y, size_t y_stride);
 
 // One instruction set's kernels. Every pointer is set.
@@ -61,13 +61,13 @@ struct Kernels {
   F32ValueRowsFn value_rows;
 
   // The activation kernel for a (validated) activation; relu for an invalid value.
-  F32ActivationFn Activation(fflite::Activation activation) const;
+  F32ActivationFn Activation(ActKind activation) const;
 };
 
 // Portable C++ (libm, double accumulation in the norms): every platform, and the comparison point
 // for the SIMD versions.
 const Kernels& ScalarKernels();
-// The best set this CPU supports (chosen once, through cpuinfo).
+// The best set this CPU supports (chosen once: kernels/registry.h).
 const Kernels& BestKernels();
 // Every set this CPU can run, scalar first (tests run them all).
 std::vector<const Kernels*> AvailableKernels();
@@ -85,10 +85,10 @@ void F32SigmoidScalar(size_t n, const float* x, const float* u, float* y);
 void F32LayerNormScalar(size_t d, const float* x, const float* w, const float* b, float eps,
                         float* y);
 void F32RmsNormScalar(size_t d, const float* x, const float* w, float eps, float* y);
-void F32GemvScalar(size_t c, size_t k, size_t rows, const void* w, DType w_dtype,
+void F32GemvScalar(size_t c, size_t k, size_t rows, const void* w, FloatType w_type,
                    const float* bias, const float* x, size_t x_stride, float* y, size_t y_stride);
 void F32ValueRowsScalar(size_t c, size_t cols, size_t n, const uint32_t* rows, const void* v,
-                        DType v_dtype, size_t v_stride, const float* bias, const float* h,
+                        FloatType v_type, size_t v_stride, const float* bias, const float* h,
                         size_t h_stride, float* y, size_t y_stride);
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -102,14 +102,14 @@ void F32SigmoidAvx2(size_t n, const float* x, const float* u, float* y);
 void F32LayerNormAvx2(size_t d, const float* x, const float* w, const float* b, float eps,
                       float* y);
 void F32RmsNormAvx2(size_t d, const float* x, const float* w, float eps, float* y);
-void F32GemvAvx2(size_t c, size_t k, size_t rows, const void* w, DType w_dtype, const float* bias,
-                 const float* x, size_t x_stride, float* y, size_t y_stride);
+void F32GemvAvx2(size_t c, size_t k, size_t rows, const void* w, FloatType w_type,
+                 const float* bias, const float* x, size_t x_stride, float* y, size_t y_stride);
 // AVX-512 F + BW + VL (with FMA3 and F16C: Skylake-X, Ice Lake, Zen 4 and later). The "avx512"
 // set is the AVX2 set with this gemv and these activations. The gemv: 4 rows × 6 tokens of
 // 16-lane accumulators in the 32 zmm registers instead of 4 × 3 of 8 lanes in 16 ymm, which the
 // few-dozen-token MoE experts at prefill need (they are bound by multiply-adds there). The
 // activations: the AVX2 formulas on 16 lanes, the same bits. Call only when the CPU has all five.
-void F32GemvAvx512(size_t c, size_t k, size_t rows, const void* w, DType w_dtype,
+void F32GemvAvx512(size_t c, size_t k, size_t rows, const void* w, FloatType w_type,
                    const float* bias, const float* x, size_t x_stride, float* y, size_t y_stride);
 // The same, except that one token (c = 1: decode) runs in blocks of 8 rows, 8 streams of weights
 // left to the hardware prefetchers, instead of 4 rows prefetching the next 4: the same bits
@@ -120,7 +120,7 @@ void F32GemvAvx512(size_t c, size_t k, size_t rows, const void* w, DType w_dtype
 // qwen-moe bf16 6.1-6.7 -> 6.0-6.4 / 3.7-4.7 -> 3.0-3.2, mixtral-mini f32 3.2-4.1 -> 3.0-4.0 /
 // 1.7-2.1 -> 1.2-2.0; mixtral-mini bf16 (rows of 2 KiB, short streams) 1.7-2.2 -> 1.8-1.9 /
 // 0.76-0.91 -> 0.83-0.88, within the noise. Intel CPUs keep "avx512" until measured there.
-void F32GemvAvx512Streams(size_t c, size_t k, size_t rows, const void* w, DType w_dtype,
+void F32GemvAvx512Streams(size_t c, size_t k, size_t rows, const void* w, FloatType w_type,
                           const float* bias, const float* x, size_t x_stride, float* y,
                           size_t y_stride);
 void F32ReluAvx512(size_t n, const float* x, const float* u, float* y);
@@ -130,10 +130,10 @@ void F32SiluAvx512(size_t n, const float* x, const float* u, float* y);
 void F32SigmoidAvx512(size_t n, const float* x, const float* u, float* y);
 // value_rows_x86.cc: the value-row kernel on 8 and 16 lanes.
 void F32ValueRowsAvx2(size_t c, size_t cols, size_t n, const uint32_t* rows, const void* v,
-                      DType v_dtype, size_t v_stride, const float* bias, const float* h,
+                      FloatType v_type, size_t v_stride, const float* bias, const float* h,
                       size_t h_stride, float* y, size_t y_stride);
 void F32ValueRowsAvx512(size_t c, size_t cols, size_t n, const uint32_t* rows, const void* v,
-                        DType v_dtype, size_t v_stride, const float* bias, const float* h,
+                        FloatType v_type, size_t v_stride, const float* bias, const float* h,
                         size_t h_stride, float* y, size_t y_stride);
 #endif
 
@@ -152,10 +152,10 @@ void F32LayerNormNeon(size_t d, const float* x, const float* w, const float* b, 
 void F32RmsNormNeon(size_t d, const float* x, const float* w, float eps, float* y);
 // f32 and bf16 weights vectorised everywhere; f16 on aarch64 (32-bit NEON has no half
 // conversion without -mfpu=neon-fp16, so there it calls F32GemvScalar).
-void F32GemvNeon(size_t c, size_t k, size_t rows, const void* w, DType w_dtype, const float* bias,
-                 const float* x, size_t x_stride, float* y, size_t y_stride);
+void F32GemvNeon(size_t c, size_t k, size_t rows, const void* w, FloatType w_type,
+                 const float* bias, const float* x, size_t x_stride, float* y, size_t y_stride);
 void F32ValueRowsNeon(size_t c, size_t cols, size_t n, const uint32_t* rows, const void* v,
-                      DType v_dtype, size_t v_stride, const float* bias, const float* h,
+                      FloatType v_type, size_t v_stride, const float* bias, const float* h,
                       size_t h_stride, float* y, size_t y_stride);
 #endif
 

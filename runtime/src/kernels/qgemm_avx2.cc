@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "format/quant_layout.h"
+#include "kernels/quant_types.h"
 
 // Per-function target attributes, as in gemv_avx2.cc: no AVX2 code in shared inline functions.
 #define FFLITE_AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -122,12 +122,12 @@ FFLITE_AVX2 void QuantizeActivationsAvx2(size_t c, size_t k, const float* x, siz
   }
 }
 
-FFLITE_AVX2 void QGemmAvx2(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype,
+FFLITE_AVX2 void QGemmAvx2(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
                            const float* bias, const QActBlock* xq, float* y, size_t y_stride) {
-  if (dtype == DType::I4) {
-    QGemm<true>(c, k, rows, w, bias, xq, y, y_stride);
+  if (type == QuantType::kQ4) {
+    QGemm<Q4>(c, k, rows, w, bias, xq, y, y_stride);
   } else {
-    QGemm<false>(c, k, rows, w, bias, xq, y, y_stride);
+    QGemm<Q8>(c, k, rows, w, bias, xq, y, y_stride);
   }
 }
 

@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "format/quant_layout.h"
+#include "kernels/quant_types.h"
 #include "kernels/quant_prefetch.h"
 
 // Per-function target attributes: no AVX-512 code in shared inline functions.
@@ -53,16 +53,16 @@ inline int32_t Load32(const int8_t* p) {
 // is exact too (|dot| <= 32·255·127 < 2^24), so each row sees the same f32 operations whatever R,
 // T and the caller's split of the rows: results are bit-identical for any grouping.
 // Each block also prefetches `pf_step` bytes at pf (the next panels, into L2) while pf < pf_end.
-template <bool kI4, int R, int T>
+template <typename Q, int R, int T>
 FFLITE_VNNI void Tile(size_t k_blocks, size_t scale_bytes, size_t panel_bytes, const uint8_t* w,
                       const QActBlock* x, const float* bias, const size_t* n, float* y,
                       size_t y_stride, uintptr_t& pf, uintptr_t pf_end, size_t pf_step,
                       QuantPassPrefetcher* pass) {
-  constexpr size_t kBlockBytes = kI4 ? 256 : 512;
+  constexpr size_t kBlockBytes = Q::kBlockPanelBytes;
   // I8: the weights are made unsigned (w + 128, an xor of the sign bit: vpdpbusd multiplies u8 by
   // s8), which adds 128·Σq_x to the dot product. I4: the stored nibble is q_w + 8, which adds
   // 8·Σq_x. Either is removed by starting the accumulator at -offset·sum.
-  constexpr int kShift = kI4 ? 3 : 7;
+  constexpr int kShift = Q::kBits == 4 ? 3 : 7;
   const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
   const __m512i low = _mm512_set1_epi8(0x0f);
   __m512 facc[R][T];
@@ -89,7 +89,7 @@ FFLITE_VNNI void Tile(size_t k_blocks, size_t scale_bytes, size_t panel_bytes, c
       for (int r = 0; r < R; ++r) acc[r][t] = init;
     }
     const uint8_t* blk = w + scale_bytes + b * kBlockBytes;
-    if constexpr (!kI4) {
+    if constexpr (Q::kBits != 4) {
 #pragma GCC unroll 8
       for (int g = 0; g < 8; ++g) {
         __m512i wv[R];
@@ -157,26 +157,26 @@ FFLITE_VNNI void Tile(size_t k_blocks, size_t scale_bytes, size_t panel_bytes, c
   }
 }
 
-template <bool kI4, int R, int T = 1>
+template <typename Q, int R, int T = 1>
 FFLITE_VNNI void TileFor(size_t tokens, size_t k_blocks, size_t scale_bytes, size_t panel_bytes,
                          const uint8_t* w, const QActBlock* x, const float* bias, const size_t* n,
                          float* y, size_t y_stride, uintptr_t& pf, uintptr_t pf_end,
                          size_t pf_step, QuantPassPrefetcher* pass) {
   if constexpr (T < static_cast<int>(kMaxTokens)) {
     if (tokens != T) {
-      TileFor<kI4, R, T + 1>(tokens, k_blocks, scale_bytes, panel_bytes, w, x, bias, n, y,
+      TileFor<Q, R, T + 1>(tokens, k_blocks, scale_bytes, panel_bytes, w, x, bias, n, y,
                              y_stride, pf, pf_end, pf_step, pass);
       return;
     }
   }
-  Tile<kI4, R, T>(k_blocks, scale_bytes, panel_bytes, w, x, bias, n, y, y_stride, pf, pf_end,
+  Tile<Q, R, T>(k_blocks, scale_bytes, panel_bytes, w, x, bias, n, y, y_stride, pf, pf_end,
                   pf_step, pass);
 }
 
 // Every token for R panels: the panels' weights (R × 72 KiB for I8 at k = 4096) stay in L2 while
 // the token tiles pass over them, so memory sees each weight once per call. The next R panels are
 // prefetched into L2 in address order, spread evenly over the tiles' blocks.
-template <bool kI4, int R>
+template <typename Q, int R>
 FFLITE_VNNI void Panels(size_t c, const QuantGeometry& g, const uint8_t* w, const QActBlock* xq,
                         const float* bias, const size_t* n, float* y, size_t y_stride,
                         size_t next_bytes, bool first) {
@@ -201,16 +201,16 @@ FFLITE_VNNI void Panels(size_t c, const QuantGeometry& g, const uint8_t* w, cons
   size_t t = 0;
   for (size_t i = 0; i < tiles; ++i) {
     const size_t size = (c - t + (tiles - i) - 1) / (tiles - i);
-    TileFor<kI4, R>(size, g.k_blocks, g.scale_bytes, g.panel_bytes, w, xq + t * g.k_blocks, bias,
+    TileFor<Q, R>(size, g.k_blocks, g.scale_bytes, g.panel_bytes, w, xq + t * g.k_blocks, bias,
                     n, y + t * y_stride, y_stride, pf, pf_end, pf_step, pass_ptr);
     t += size;
   }
 }
 
-template <bool kI4>
+template <typename Q>
 FFLITE_VNNI void QGemm(size_t c, size_t k, size_t rows, const uint8_t* w, const float* bias,
                        const QActBlock* xq, float* y, size_t y_stride) {
-  const QuantGeometry g = QuantMatrixGeometry(kI4 ? DType::I4 : DType::I8, rows, k);
+  const QuantGeometry g = GeometryOf<Q>(rows, k);
   size_t p = 0;
   for (; p + kPanels <= g.panels; p += kPanels) {
     size_t n[kPanels];
@@ -220,13 +220,13 @@ FFLITE_VNNI void QGemm(size_t c, size_t k, size_t rows, const uint8_t* w, const 
     }
     const size_t after = g.panels - p - kPanels;
     const size_t next = (after < kPanels ? after : kPanels) * g.panel_bytes;
-    Panels<kI4, kPanels>(c, g, w + p * g.panel_bytes,
+    Panels<Q, kPanels>(c, g, w + p * g.panel_bytes,
                          xq, bias != nullptr ? bias + p * kQuantPanelRows : nullptr, n,
                          y + p * kQuantPanelRows, y_stride, next, p == 0);
   }
   if (p < g.panels) {
     const size_t n = rows - p * kQuantPanelRows;
-    Panels<kI4, 1>(c, g, w + p * g.panel_bytes, xq,
+    Panels<Q, 1>(c, g, w + p * g.panel_bytes, xq,
                    bias != nullptr ? bias + p * kQuantPanelRows : nullptr, &n,
                    y + p * kQuantPanelRows, y_stride, 0, p == 0);
   }
@@ -320,13 +320,13 @@ FFLITE_VNNI void QuantizeActivationsAvx512(size_t c, size_t k, const float* x, s
 // The dot products are exact: I8 lanes add 4 products of (q_w + 128) in [1, 255] and q_x in
 // [-127, 127] per step, at most 32·255·127 ≈ 1.04e6 per block with the offset; I4 at most
 // 32·15·127.
-FFLITE_VNNI void QGemmAvx512Vnni(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype,
+FFLITE_VNNI void QGemmAvx512Vnni(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
                                  const float* bias, const QActBlock* xq, float* y,
                                  size_t y_stride) {
-  if (dtype == DType::I4) {
-    QGemm<true>(c, k, rows, w, bias, xq, y, y_stride);
+  if (type == QuantType::kQ4) {
+    QGemm<Q4>(c, k, rows, w, bias, xq, y, y_stride);
   } else {
-    QGemm<false>(c, k, rows, w, bias, xq, y, y_stride);
+    QGemm<Q8>(c, k, rows, w, bias, xq, y, y_stride);
   }
 }
 

@@ -13,12 +13,12 @@
 namespace fflite {
 
 FFLITE_QGEMM_AVX2 void QGemmAvxVnni(size_t c, size_t k, size_t rows, const uint8_t* w,
-                                    DType dtype, const float* bias, const QActBlock* xq, float* y,
-                                    size_t y_stride) {
-  if (dtype == DType::I4) {
-    QGemm<true>(c, k, rows, w, bias, xq, y, y_stride);
+                                    QuantType type, const float* bias, const QActBlock* xq,
+                                    float* y, size_t y_stride) {
+  if (type == QuantType::kQ4) {
+    QGemm<Q4>(c, k, rows, w, bias, xq, y, y_stride);
   } else {
-    QGemm<false>(c, k, rows, w, bias, xq, y, y_stride);
+    QGemm<Q8>(c, k, rows, w, bias, xq, y, y_stride);
   }
 }
 

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "format/quant_layout.h"
+#include "kernels/quant_types.h"
 
 #if defined(__aarch64__)
 // sdot is ARMv8.2 (optional from ARMv8.2, mandatory from ARMv8.4): only the functions that use it
@@ -109,10 +109,10 @@ inline void Store(const float32x4_t (&acc)[4][T], const float* bias, size_t n, f
 // sums of them once per block. Exact: I8 adds two products in int16 before widening
 // (2·127·127 = 32258 < 32767); I4 all 8 of a block (8·15·127 = 15240: nibbles 0..15 as s8, the
 // offset 8·Σq_x subtracted after).
-template <bool kI4, int T>
+template <typename Q, int T>
 void TileNeon(size_t k_blocks, size_t scale_bytes, const uint8_t* w, const QActBlock* x,
               const float* bias, size_t n, float* y, size_t y_stride) {
-  constexpr size_t kBlockBytes = kI4 ? 256 : 512;
+  constexpr size_t kBlockBytes = Q::kBlockPanelBytes;
   float32x4_t facc[4][T];
   for (int q = 0; q < 4; ++q) {
     for (int t = 0; t < T; ++t) facc[q][t] = vdupq_n_f32(0.0f);
@@ -128,7 +128,7 @@ void TileNeon(size_t k_blocks, size_t scale_bytes, const uint8_t* w, const QActB
       for (int i = 0; i < 4; ++i) {
         for (int t = 0; t < T; ++t) acc[i][t] = vdupq_n_s32(0);
       }
-      if constexpr (!kI4) {
+      if constexpr (Q::kBits != 4) {
         for (int g = 0; g < 8; g += 2) {
           int8x8_t x0[T], x1[T];
           for (int t = 0; t < T; ++t) {
@@ -174,7 +174,7 @@ void TileNeon(size_t k_blocks, size_t scale_bytes, const uint8_t* w, const QActB
         const QActBlock& a = x[t * k_blocks + b];
         for (int q = 0; q < 2; ++q) {
           int32x4_t dot = PairwiseAdd(acc[2 * q][t], acc[2 * q + 1][t]);
-          if constexpr (kI4) dot = vsubq_s32(dot, vdupq_n_s32(a.sum * 8));
+          if constexpr (Q::kBits == 4) dot = vsubq_s32(dot, vdupq_n_s32(a.sum * 8));
           facc[2 * h + q][t] =
               MulAdd(facc[2 * h + q][t], vcvtq_f32_s32(dot), vmulq_n_f32(sw[2 * h + q], a.d));
         }
@@ -189,11 +189,11 @@ void TileNeon(size_t k_blocks, size_t scale_bytes, const uint8_t* w, const QActB
 // token's 4 k from a lane of its 16 activation bytes, so each lane holds one row's dot product
 // (no pairwise step). I4 nibbles (0..15) are the signed operand as they are; the offset 8·Σq_x
 // is the accumulator's start.
-template <bool kI4, int T>
+template <typename Q, int T>
 FFLITE_NEON_DOT void TileDot(size_t k_blocks, size_t scale_bytes, const uint8_t* w,
                              const QActBlock* x, const float* bias, size_t n, float* y,
                              size_t y_stride) {
-  constexpr size_t kBlockBytes = kI4 ? 256 : 512;
+  constexpr size_t kBlockBytes = Q::kBlockPanelBytes;
   float32x4_t facc[4][T];
   for (int q = 0; q < 4; ++q) {
     for (int t = 0; t < T; ++t) facc[q][t] = vdupq_n_f32(0.0f);
@@ -207,10 +207,10 @@ FFLITE_NEON_DOT void TileDot(size_t k_blocks, size_t scale_bytes, const uint8_t*
       const QActBlock& a = x[t * k_blocks + b];
       x0[t] = vld1q_s8(a.q);
       x1[t] = vld1q_s8(a.q + 16);
-      const int32x4_t init = vdupq_n_s32(kI4 ? -8 * a.sum : 0);
+      const int32x4_t init = vdupq_n_s32(-Q::kOffset * a.sum);
       for (int i = 0; i < 4; ++i) acc[i][t] = init;
     }
-    if constexpr (!kI4) {
+    if constexpr (Q::kBits != 4) {
       for (int g = 0; g < 8; ++g) {
         for (int i = 0; i < 4; ++i) {
           const int8x16_t wv = vld1q_s8(reinterpret_cast<const int8_t*>(blk + 64 * g + 16 * i));
@@ -277,12 +277,12 @@ FFLITE_NEON_DOT void TileDot(size_t k_blocks, size_t scale_bytes, const uint8_t*
 // vuzp1q / vuzp2q then make each token's 4 rows i (the other kernels' lanes). I4 nibbles (0..15)
 // are the signed operand as they are; the offset 8·Σq_x is the accumulator's start. T = 1 runs
 // the token against itself and keeps one half.
-template <bool kI4, int T>
+template <typename Q, int T>
 FFLITE_NEON_I8MM void TileI8mm(size_t k_blocks, size_t scale_bytes, const uint8_t* w,
                                const QActBlock* x, const float* bias, size_t n, float* y,
                                size_t y_stride) {
   static_assert(T == 1 || T == 2, "a tile is one pair of tokens");
-  constexpr size_t kBlockBytes = kI4 ? 256 : 512;
+  constexpr size_t kBlockBytes = Q::kBlockPanelBytes;
   float32x4_t facc[4][T];
   for (int q = 0; q < 4; ++q) {
     for (int t = 0; t < T; ++t) facc[q][t] = vdupq_n_f32(0.0f);
@@ -307,13 +307,13 @@ FFLITE_NEON_I8MM void TileI8mm(size_t k_blocks, size_t scale_bytes, const uint8_
     int32x4_t acc[8];
     {
       const int32x4_t init =
-          kI4 ? vcombine_s32(vset_lane_s32(-8 * a1.sum, vdup_n_s32(-8 * a0.sum), 1),
+          Q::kBits == 4 ? vcombine_s32(vset_lane_s32(-8 * a1.sum, vdup_n_s32(-8 * a0.sum), 1),
                              vset_lane_s32(-8 * a1.sum, vdup_n_s32(-8 * a0.sum), 1))
               : vdupq_n_s32(0);
       #pragma GCC unroll 8
       for (int i = 0; i < 8; ++i) acc[i] = init;
     }
-    if constexpr (!kI4) {
+    if constexpr (Q::kBits != 4) {
       #pragma GCC unroll 8  // acc[] stays in registers only with constant indices
       for (int h = 0; h < 4; ++h) {  // groups 2h, 2h + 1: k 8h..8h+7
         #pragma GCC unroll 8
@@ -377,13 +377,13 @@ constexpr size_t kMaxTokens = 1;
 
 // Every token tile for one panel at a time (the panel stays in cache while the tiles pass over
 // it). Tile is TileNeon or TileDot.
-template <bool kI4, void (*TileMax)(size_t, size_t, const uint8_t*, const QActBlock*,
+template <typename Q, void (*TileMax)(size_t, size_t, const uint8_t*, const QActBlock*,
                                     const float*, size_t, float*, size_t),
           void (*TileOne)(size_t, size_t, const uint8_t*, const QActBlock*, const float*, size_t,
                           float*, size_t)>
 void QGemmPanels(size_t c, size_t k, size_t rows, const uint8_t* w, const float* bias,
                  const QActBlock* xq, float* y, size_t y_stride) {
-  const QuantGeometry g = QuantMatrixGeometry(kI4 ? DType::I4 : DType::I8, rows, k);
+  const QuantGeometry g = QuantMatrixGeometry(Q::kType, rows, k);
   for (size_t p = 0; p < g.panels; ++p) {
     const size_t r0 = p * kQuantPanelRows;
     const size_t n = rows - r0 < kQuantPanelRows ? rows - r0 : kQuantPanelRows;
@@ -455,38 +455,34 @@ void QuantizeActivationsNeon(size_t c, size_t k, const float* x, size_t x_stride
   }
 }
 
-void QGemmNeon(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype, const float* bias,
+void QGemmNeon(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type, const float* bias,
                const QActBlock* xq, float* y, size_t y_stride) {
-  if (dtype == DType::I4) {
-    QGemmPanels<true, TileNeon<true, kMaxTokens>, TileNeon<true, 1>>(c, k, rows, w, bias, xq, y,
-                                                                     y_stride);
+  if (type == QuantType::kQ4) {
+    QGemmPanels<Q4, TileNeon<Q4, kMaxTokens>, TileNeon<Q4, 1>>(c, k, rows, w, bias, xq, y,
+                                                               y_stride);
   } else {
-    QGemmPanels<false, TileNeon<false, kMaxTokens>, TileNeon<false, 1>>(c, k, rows, w, bias, xq,
-                                                                        y, y_stride);
+    QGemmPanels<Q8, TileNeon<Q8, kMaxTokens>, TileNeon<Q8, 1>>(c, k, rows, w, bias, xq, y,
+                                                               y_stride);
   }
 }
 
 #if defined(__aarch64__)
-void QGemmNeonDot(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype,
+void QGemmNeonDot(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
                   const float* bias, const QActBlock* xq, float* y, size_t y_stride) {
-  if (dtype == DType::I4) {
-    QGemmPanels<true, TileDot<true, kMaxTokens>, TileDot<true, 1>>(c, k, rows, w, bias, xq, y,
-                                                                   y_stride);
+  if (type == QuantType::kQ4) {
+    QGemmPanels<Q4, TileDot<Q4, kMaxTokens>, TileDot<Q4, 1>>(c, k, rows, w, bias, xq, y, y_stride);
   } else {
-    QGemmPanels<false, TileDot<false, kMaxTokens>, TileDot<false, 1>>(c, k, rows, w, bias, xq, y,
-                                                                      y_stride);
+    QGemmPanels<Q8, TileDot<Q8, kMaxTokens>, TileDot<Q8, 1>>(c, k, rows, w, bias, xq, y, y_stride);
   }
 }
 
-void QGemmNeonI8mm(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype,
+void QGemmNeonI8mm(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
                    const float* bias, const QActBlock* xq, float* y, size_t y_stride) {
   static_assert(kMaxTokens == 2, "QGemmPanels steps by kMaxTokens; TileI8mm takes one pair");
-  if (dtype == DType::I4) {
-    QGemmPanels<true, TileI8mm<true, 2>, TileI8mm<true, 1>>(c, k, rows, w, bias, xq, y,
-                                                            y_stride);
+  if (type == QuantType::kQ4) {
+    QGemmPanels<Q4, TileI8mm<Q4, 2>, TileI8mm<Q4, 1>>(c, k, rows, w, bias, xq, y, y_stride);
   } else {
-    QGemmPanels<false, TileI8mm<false, 2>, TileI8mm<false, 1>>(c, k, rows, w, bias, xq, y,
-                                                               y_stride);
+    QGemmPanels<Q8, TileI8mm<Q8, 2>, TileI8mm<Q8, 1>>(c, k, rows, w, bias, xq, y, y_stride);
   }
 }
 #endif

@@ -3,7 +3,8 @@
 #include <cstring>
 
 #include "base/half.h"
-#include "format/quant_layout.h"
+#include "kernels/quant_types.h"
+#include "kernels/rotate.h"
 #include "kernels/quant_kernels.h"
 
 namespace fflite {
@@ -40,10 +41,10 @@ void QuantizeActivationsScalar(size_t c, size_t k, const float* x, size_t x_stri
   }
 }
 
-void QGemmScalar(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype, const float* bias,
-                 const QActBlock* xq, float* y, size_t y_stride) {
-  const QuantGeometry g = QuantMatrixGeometry(dtype, rows, k);
-  const bool i4 = dtype == DType::I4;
+void QGemmScalar(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
+                 const float* bias, const QActBlock* xq, float* y, size_t y_stride) {
+  const QuantGeometry g = QuantMatrixGeometry(type, rows, k);
+  const bool i4 = type == QuantType::kQ4;
   for (size_t p = 0; p < g.panels; ++p) {
     const uint8_t* panel = w + p * g.panel_bytes;
     const size_t r0 = p * kQuantPanelRows;

@@ -38,7 +38,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "format/quant_layout.h"
+#include "kernels/quant_types.h"
 
 // Per-function target attributes, as in kernels_avx2.cc: no AVX2 code in shared inline functions.
 #define FFLITE_AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -191,7 +191,7 @@ struct PanelArgs {
 
 // acc[2t + h] += Σ_{b0 <= b < b1} scale[b] · (block b's sums) for the T tokens of a group (the
 // batch's tokens from `first`), half h of the panel; acc in memory between spans.
-template <int T, bool kI4>
+template <int T, typename Q>
 FFLITE_AVX2 void GroupSpan(const PanelArgs& a, size_t first, size_t b0, size_t b1,
                            const uint8_t* decoded, Prefetcher& prefetcher, __m256* acc) {
   for (size_t b = b0; b < b1; ++b) {
@@ -203,9 +203,9 @@ FFLITE_AVX2 void GroupSpan(const PanelArgs& a, size_t first, size_t b0, size_t b
     }
     __m256 sums[T][2];
     // I4: the span's blocks, decoded to f16 once for all groups.
-    const uint8_t* blk = kI4 ? decoded + (b - b0) * 2 * kI8BlockBytes
+    const uint8_t* blk = Q::kBits == 4 ? decoded + (b - b0) * 2 * kI8BlockBytes
                              : a.panel + a.scale_bytes + b * a.block_bytes;
-    BlockSumsI8<T, kI4>(blk, xb, sums);
+    BlockSumsI8<T, Q::kBits == 4>(blk, xb, sums);
     const uint8_t* scales = a.panel + b * 2 * kQuantPanelRows;
     for (int h = 0; h < 2; ++h) {
       const __m256 scale =
@@ -218,17 +218,17 @@ FFLITE_AVX2 void GroupSpan(const PanelArgs& a, size_t first, size_t b0, size_t b
   }
 }
 
-template <bool kI4, int T = 1>
+template <typename Q, int T = 1>
 FFLITE_AVX2 void GroupSpanOf(size_t tokens, const PanelArgs& a, size_t first, size_t b0,
                              size_t b1, const uint8_t* decoded, Prefetcher& prefetcher,
                              __m256* acc) {
   if constexpr (T < kMaxTokens) {
     if (tokens != T) {
-      GroupSpanOf<kI4, T + 1>(tokens, a, first, b0, b1, decoded, prefetcher, acc);
+      GroupSpanOf<Q, T + 1>(tokens, a, first, b0, b1, decoded, prefetcher, acc);
       return;
     }
   }
-  GroupSpan<T, kI4>(a, first, b0, b1, decoded, prefetcher, acc);
+  GroupSpan<T, Q>(a, first, b0, b1, decoded, prefetcher, acc);
 }
 
 // One token (c = 1): kPassPanels panels per pass over x, block by block, so each block of
@@ -243,7 +243,7 @@ constexpr uint64_t kPassPrefetchBytes = 2048;
 
 // acc[j][h] = Σ_b scale[j][b] · (block b's sums of panel j, half h) for the P panels from
 // `first`, one token.
-template <int P, bool kI4>
+template <int P, typename Q>
 FFLITE_AVX2 void PassOneToken(const uint8_t* first, const QuantGeometry& g, size_t full_blocks,
                               const float* x, const float* x_tail, QuantPassPrefetcher& prefetcher,
                               __m256 (*acc_out)[2]) {
@@ -256,7 +256,7 @@ FFLITE_AVX2 void PassOneToken(const uint8_t* first, const QuantGeometry& g, size
     // Each panel's sums are scaled into its accumulators at once (few registers live).
     for (int j = 0; j < P; ++j) {
       __m256 sums[1][2];
-      if constexpr (kI4) {
+      if constexpr (Q::kBits == 4) {
         alignas(32) uint8_t q[2 * kI8BlockBytes];
         DecodeI4BlockF16(blk + j * g.panel_bytes, q);
         BlockSumsI8<1, true>(q, xb, sums);
@@ -292,10 +292,10 @@ FFLITE_AVX2 inline void StorePanel(const __m256* acc, const float* bias, size_t 
   }
 }
 
-template <bool kI4>
+template <typename Q>
 FFLITE_AVX2 void QGemvOneToken(size_t k, size_t rows, const uint8_t* w, const float* bias,
                                const float* x, float* y) {
-  const QuantGeometry g = QuantMatrixGeometry(kI4 ? DType::I4 : DType::I8, rows, k);
+  const QuantGeometry g = GeometryOf<Q>(rows, k);
   const size_t full_blocks = k / kQuantBlock, tail = k % kQuantBlock;
   float x_tail[kQuantBlock];
   if (tail != 0) {
@@ -309,10 +309,10 @@ FFLITE_AVX2 void QGemvOneToken(size_t k, size_t rows, const uint8_t* w, const fl
     prefetcher.StartPass(first, n, p == 0);
     __m256 acc[kPassPanels][2];
     switch (n) {
-      case 4: PassOneToken<4, kI4>(first, g, full_blocks, x, x_tail, prefetcher, acc); break;
-      case 3: PassOneToken<3, kI4>(first, g, full_blocks, x, x_tail, prefetcher, acc); break;
-      case 2: PassOneToken<2, kI4>(first, g, full_blocks, x, x_tail, prefetcher, acc); break;
-      default: PassOneToken<1, kI4>(first, g, full_blocks, x, x_tail, prefetcher, acc); break;
+      case 4: PassOneToken<4, Q>(first, g, full_blocks, x, x_tail, prefetcher, acc); break;
+      case 3: PassOneToken<3, Q>(first, g, full_blocks, x, x_tail, prefetcher, acc); break;
+      case 2: PassOneToken<2, Q>(first, g, full_blocks, x, x_tail, prefetcher, acc); break;
+      default: PassOneToken<1, Q>(first, g, full_blocks, x, x_tail, prefetcher, acc); break;
     }
     for (size_t j = 0; j < n; ++j) {
       const size_t r0 = (p + j) * kQuantPanelRows;
@@ -322,13 +322,13 @@ FFLITE_AVX2 void QGemvOneToken(size_t k, size_t rows, const uint8_t* w, const fl
   }
 }
 
-template <bool kI4>
+template <typename Q>
 FFLITE_AVX2 void QGemv(size_t c, size_t k, size_t rows, const uint8_t* w, const float* bias,
                        const float* x, size_t x_stride, float* y, size_t y_stride) {
-  const QuantGeometry g = QuantMatrixGeometry(kI4 ? DType::I4 : DType::I8, rows, k);
+  const QuantGeometry g = GeometryOf<Q>(rows, k);
   const size_t full_blocks = k / kQuantBlock, tail = k % kQuantBlock;
   if (c == 1) {
-    QGemvOneToken<kI4>(k, rows, w, bias, x, y);
+    QGemvOneToken<Q>(k, rows, w, bias, x, y);
     return;
   }
   // Steps per panel: one per block for each group of each batch.
@@ -368,17 +368,17 @@ FFLITE_AVX2 void QGemv(size_t c, size_t k, size_t rows, const uint8_t* w, const 
                               full_blocks, x + t0 * x_stride, x_stride, x_tail};
       __m256 acc[2 * kBatchTokens];
       for (size_t i = 0; i < 2 * batch; ++i) acc[i] = _mm256_setzero_ps();
-      const size_t span = kI4 || groups > 1 ? kSpanBlocks : g.k_blocks;
+      const size_t span = Q::kBits == 4 || groups > 1 ? kSpanBlocks : g.k_blocks;
       for (size_t b0 = 0; b0 < g.k_blocks; b0 += span) {
         const size_t b1 = g.k_blocks - b0 < span ? g.k_blocks : b0 + span;
-        alignas(32) uint8_t decoded[kI4 ? kSpanBlocks : 1][kI4 ? 2 * kI8BlockBytes : 1];
-        if constexpr (kI4) {
+        alignas(32) uint8_t decoded[Q::kBits == 4 ? kSpanBlocks : 1][Q::kBits == 4 ? 2 * kI8BlockBytes : 1];
+        if constexpr (Q::kBits == 4) {
           for (size_t b = b0; b < b1; ++b) {
             DecodeI4BlockF16(panel + g.scale_bytes + b * g.block_panel_bytes, decoded[b - b0]);
           }
         }
         for (size_t gi = 0, t = 0; gi < groups; t += group_size[gi++]) {
-          GroupSpanOf<kI4>(group_size[gi], args, t, b0, b1, decoded[0], prefetcher, acc + 2 * t);
+          GroupSpanOf<Q>(group_size[gi], args, t, b0, b1, decoded[0], prefetcher, acc + 2 * t);
         }
       }
       for (size_t t = 0; t < batch; ++t) {
@@ -390,12 +390,12 @@ FFLITE_AVX2 void QGemv(size_t c, size_t k, size_t rows, const uint8_t* w, const 
 
 }  // namespace
 
-FFLITE_AVX2 void QGemvAvx2(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype,
+FFLITE_AVX2 void QGemvAvx2(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
                            const float* bias, const float* x, size_t x_stride, float* y,
                            size_t y_stride) {
-  switch (dtype) {
-    case DType::I8: QGemv<false>(c, k, rows, w, bias, x, x_stride, y, y_stride); break;
-    case DType::I4: QGemv<true>(c, k, rows, w, bias, x, x_stride, y, y_stride); break;
+  switch (type) {
+    case QuantType::kQ8: QGemv<Q8>(c, k, rows, w, bias, x, x_stride, y, y_stride); break;
+    case QuantType::kQ4: QGemv<Q4>(c, k, rows, w, bias, x, x_stride, y, y_stride); break;
     default: break;  // validated by the caller: nothing else reaches a kernel
   }
 }

@@ -40,7 +40,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "format/quant_layout.h"
+#include "kernels/quant_types.h"
 
 // Per-function target attributes, as in kernels_avx2.cc: no AVX-512 code in shared inline
 // functions.
@@ -267,7 +267,7 @@ struct PanelArgs {
 
 // acc[t] += Σ_{b0 <= b < b1} scale[b] · (block b's sums) for the T tokens of a group (the
 // batch's tokens t0..t0 + T from `first`); acc in memory between spans.
-template <int T, bool kI4>
+template <int T, typename Q>
 FFLITE_AVX512 void GroupSpan(const PanelArgs& a, size_t first, size_t b0, size_t b1,
                              Prefetcher& prefetcher, __m512* acc_mem) {
   __m512 acc[T];
@@ -281,7 +281,7 @@ FFLITE_AVX512 void GroupSpan(const PanelArgs& a, size_t first, size_t b0, size_t
     }
     __m512 sums[T];
     const uint8_t* blk = a.panel + a.scale_bytes + b * a.block_bytes;
-    if constexpr (kI4) {
+    if constexpr (Q::kBits == 4) {
       BlockSumsI4<T>(blk, xb, sums);
     } else {
       BlockSumsI8<T>(blk, xb, sums);
@@ -296,16 +296,16 @@ FFLITE_AVX512 void GroupSpan(const PanelArgs& a, size_t first, size_t b0, size_t
   for (int t = 0; t < T; ++t) acc_mem[t] = acc[t];
 }
 
-template <bool kI4, int T = 1>
+template <typename Q, int T = 1>
 FFLITE_AVX512 void GroupSpanOf(size_t tokens, const PanelArgs& a, size_t first, size_t b0,
                                size_t b1, Prefetcher& prefetcher, __m512* acc) {
   if constexpr (T < kMaxTokens) {
     if (tokens != T) {
-      GroupSpanOf<kI4, T + 1>(tokens, a, first, b0, b1, prefetcher, acc);
+      GroupSpanOf<Q, T + 1>(tokens, a, first, b0, b1, prefetcher, acc);
       return;
     }
   }
-  GroupSpan<T, kI4>(a, first, b0, b1, prefetcher, acc);
+  GroupSpan<T, Q>(a, first, b0, b1, prefetcher, acc);
 }
 
 // One token (c = 1): kPassPanels panels per pass over x, block by block, so each block of
@@ -318,7 +318,7 @@ constexpr size_t kPassPanels = 4;
 constexpr uint64_t kPassPrefetchBytes = 2048;
 
 // acc[j] = Σ_b scale[j][b] · (block b's sums of panel j) for the P panels from `first`, one token.
-template <int P, bool kI4>
+template <int P, typename Q>
 FFLITE_AVX512 void PassOneToken(const uint8_t* first, const QuantGeometry& g, size_t full_blocks,
                                 const float* x, const float* x_tail, QuantPassPrefetcher& prefetcher,
                                 __m512* acc_out) {
@@ -329,7 +329,7 @@ FFLITE_AVX512 void PassOneToken(const uint8_t* first, const QuantGeometry& g, si
     prefetcher.Step();
     const float* xb[1] = {b < full_blocks ? x + b * kQuantBlock : x_tail};
     __m512 sums[P];
-    if constexpr (kI4) {
+    if constexpr (Q::kBits == 4) {
       BlockSumsI4Panels<P>(blk, g.panel_bytes, xb[0], sums);
     } else {
       for (int j = 0; j < P; ++j) BlockSumsI8<1>(blk + j * g.panel_bytes, xb, &sums[j]);
@@ -343,10 +343,10 @@ FFLITE_AVX512 void PassOneToken(const uint8_t* first, const QuantGeometry& g, si
   for (int j = 0; j < P; ++j) acc_out[j] = acc[j];
 }
 
-template <bool kI4>
+template <typename Q>
 FFLITE_AVX512 void QGemvOneToken(size_t k, size_t rows, const uint8_t* w, const float* bias,
                                  const float* x, float* y) {
-  const QuantGeometry g = QuantMatrixGeometry(kI4 ? DType::I4 : DType::I8, rows, k);
+  const QuantGeometry g = GeometryOf<Q>(rows, k);
   const size_t full_blocks = k / kQuantBlock, tail = k % kQuantBlock;
   float x_tail[kQuantBlock];
   if (tail != 0) {
@@ -360,10 +360,10 @@ FFLITE_AVX512 void QGemvOneToken(size_t k, size_t rows, const uint8_t* w, const 
     prefetcher.StartPass(first, n, p == 0);
     __m512 acc[kPassPanels];
     switch (n) {
-      case 4: PassOneToken<4, kI4>(first, g, full_blocks, x, x_tail, prefetcher, acc); break;
-      case 3: PassOneToken<3, kI4>(first, g, full_blocks, x, x_tail, prefetcher, acc); break;
-      case 2: PassOneToken<2, kI4>(first, g, full_blocks, x, x_tail, prefetcher, acc); break;
-      default: PassOneToken<1, kI4>(first, g, full_blocks, x, x_tail, prefetcher, acc); break;
+      case 4: PassOneToken<4, Q>(first, g, full_blocks, x, x_tail, prefetcher, acc); break;
+      case 3: PassOneToken<3, Q>(first, g, full_blocks, x, x_tail, prefetcher, acc); break;
+      case 2: PassOneToken<2, Q>(first, g, full_blocks, x, x_tail, prefetcher, acc); break;
+      default: PassOneToken<1, Q>(first, g, full_blocks, x, x_tail, prefetcher, acc); break;
     }
     for (size_t j = 0; j < n; ++j) {
       const size_t r0 = (p + j) * kQuantPanelRows;
@@ -377,13 +377,13 @@ FFLITE_AVX512 void QGemvOneToken(size_t k, size_t rows, const uint8_t* w, const 
   }
 }
 
-template <bool kI4>
+template <typename Q>
 FFLITE_AVX512 void QGemv(size_t c, size_t k, size_t rows, const uint8_t* w, const float* bias,
                          const float* x, size_t x_stride, float* y, size_t y_stride) {
-  const QuantGeometry g = QuantMatrixGeometry(kI4 ? DType::I4 : DType::I8, rows, k);
+  const QuantGeometry g = GeometryOf<Q>(rows, k);
   const size_t full_blocks = k / kQuantBlock, tail = k % kQuantBlock;
   if (c == 1) {
-    QGemvOneToken<kI4>(k, rows, w, bias, x, y);
+    QGemvOneToken<Q>(k, rows, w, bias, x, y);
     return;
   }
   // Prefetch steps per panel: one per block for each group of each batch.
@@ -428,7 +428,7 @@ FFLITE_AVX512 void QGemv(size_t c, size_t k, size_t rows, const uint8_t* w, cons
       for (size_t b0 = 0; b0 < g.k_blocks; b0 += span) {
         const size_t b1 = g.k_blocks - b0 < span ? g.k_blocks : b0 + span;
         for (size_t gi = 0, t = 0; gi < groups; t += group_size[gi++]) {
-          GroupSpanOf<kI4>(group_size[gi], args, t, b0, b1, prefetcher, acc + t);
+          GroupSpanOf<Q>(group_size[gi], args, t, b0, b1, prefetcher, acc + t);
         }
       }
       for (size_t t = 0; t < batch; ++t) {
@@ -444,12 +444,12 @@ FFLITE_AVX512 void QGemv(size_t c, size_t k, size_t rows, const uint8_t* w, cons
 
 }  // namespace
 
-FFLITE_AVX512 void QGemvAvx512(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype,
+FFLITE_AVX512 void QGemvAvx512(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
                                const float* bias, const float* x, size_t x_stride, float* y,
                                size_t y_stride) {
-  switch (dtype) {
-    case DType::I8: QGemv<false>(c, k, rows, w, bias, x, x_stride, y, y_stride); break;
-    case DType::I4: QGemv<true>(c, k, rows, w, bias, x, x_stride, y, y_stride); break;
+  switch (type) {
+    case QuantType::kQ8: QGemv<Q8>(c, k, rows, w, bias, x, x_stride, y, y_stride); break;
+    case QuantType::kQ4: QGemv<Q4>(c, k, rows, w, bias, x, x_stride, y, y_stride); break;
     default: break;  // validated by the caller: nothing else reaches a kernel
   }
 }

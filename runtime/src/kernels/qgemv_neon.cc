@@ -23,7 +23,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "format/quant_layout.h"
+#include "kernels/quant_types.h"
 
 namespace fflite {
 
@@ -119,13 +119,13 @@ inline void LoadScales(const uint8_t* p, float32x4_t* scale) {
 
 // part[t][m] += Σ_{i<4} f_i · x[t][j0 + i] for the T tokens of a group, quarter m: f_i is byte
 // (I8) or nibble (I4) i of v.
-template <int T, bool kI4, bool kHigh>
+template <int T, typename Q, bool kHigh>
 inline void Quarter(int32x4_t v, const float* const* xb, size_t j0, int m,
                     float32x4_t (*part)[4]) {
   float32x4_t xv[T];
   for (int t = 0; t < T; ++t) xv[t] = vld1q_f32(xb[t] + j0);
   float32x4_t f[4];
-  if constexpr (!kI4) {
+  if constexpr (Q::kBits != 4) {
     f[0] = ByteAsFloat<0>(v);
     f[1] = ByteAsFloat<1>(v);
     f[2] = ByteAsFloat<2>(v);
@@ -146,14 +146,14 @@ inline void Quarter(int32x4_t v, const float* const* xb, size_t j0, int m,
 
 // part[t][m] = Σ_j q[4m + r][j] · x[t][j] over the 32 k of one block (lane r), T tokens.
 // xb[t]: the block's 32 activations of token t.
-template <int T, bool kI4>
+template <int T, typename Q>
 inline void BlockSums(const uint8_t* blk, const float* const* xb, float32x4_t (*part)[4]) {
-  if constexpr (!kI4) {
+  if constexpr (Q::kBits != 4) {
     for (size_t g = 0; g < 8; ++g) {
       for (int m = 0; m < 4; ++m) {
         const int32x4_t v = vreinterpretq_s32_s8(vld1q_s8(
             reinterpret_cast<const int8_t*>(blk + 64 * g + 16 * m)));
-        Quarter<T, false, false>(v, xb, 4 * g, m, part);
+        Quarter<T, Q, false>(v, xb, 4 * g, m, part);
       }
     }
   } else {
@@ -163,8 +163,8 @@ inline void BlockSums(const uint8_t* blk, const float* const* xb, float32x4_t (*
       for (int m = 0; m < 4; ++m) {
         const int32x4_t v =
             vreinterpretq_s32_u8(veorq_u8(vld1q_u8(blk + 64 * c + 16 * m), flip));
-        Quarter<T, true, false>(v, xb, 4 * c, m, part);
-        Quarter<T, true, true>(v, xb, 16 + 4 * c, m, part);
+        Quarter<T, Q, false>(v, xb, 4 * c, m, part);
+        Quarter<T, Q, true>(v, xb, 16 + 4 * c, m, part);
       }
     }
   }
@@ -182,7 +182,7 @@ struct PanelArgs {
 
 // acc[4t + m] += Σ_{b0 <= b < b1} scale[b] · (block b's sums) for the T tokens of a group (the
 // batch's tokens from `first`), quarter m of the panel; acc in memory between spans.
-template <int T, bool kI4>
+template <int T, typename Q>
 void GroupSpan(const PanelArgs& a, size_t first, size_t b0, size_t b1, float32x4_t* acc) {
   for (size_t b = b0; b < b1; ++b) {
     const float* xb[T];
@@ -194,7 +194,7 @@ void GroupSpan(const PanelArgs& a, size_t first, size_t b0, size_t b1, float32x4
     for (int t = 0; t < T; ++t) {
       for (int m = 0; m < 4; ++m) part[t][m] = vdupq_n_f32(0.0f);
     }
-    BlockSums<T, kI4>(a.panel + a.scale_bytes + b * a.block_bytes, xb, part);
+    BlockSums<T, Q>(a.panel + a.scale_bytes + b * a.block_bytes, xb, part);
     float32x4_t scale[4];
     LoadScales(a.panel + b * 2 * kQuantPanelRows, scale);
     for (int t = 0; t < T; ++t) {
@@ -209,22 +209,22 @@ void GroupSpan(const PanelArgs& a, size_t first, size_t b0, size_t b1, float32x4
   }
 }
 
-template <bool kI4, int T = 1>
+template <typename Q, int T = 1>
 void GroupSpanOf(size_t tokens, const PanelArgs& a, size_t first, size_t b0, size_t b1,
                  float32x4_t* acc) {
   if constexpr (T < kMaxTokens) {
     if (tokens != T) {
-      GroupSpanOf<kI4, T + 1>(tokens, a, first, b0, b1, acc);
+      GroupSpanOf<Q, T + 1>(tokens, a, first, b0, b1, acc);
       return;
     }
   }
-  GroupSpan<T, kI4>(a, first, b0, b1, acc);
+  GroupSpan<T, Q>(a, first, b0, b1, acc);
 }
 
-template <bool kI4>
+template <typename Q>
 void QGemv(size_t c, size_t k, size_t rows, const uint8_t* w, const float* bias, const float* x,
            size_t x_stride, float* y, size_t y_stride) {
-  const QuantGeometry g = QuantMatrixGeometry(kI4 ? DType::I4 : DType::I8, rows, k);
+  const QuantGeometry g = QuantMatrixGeometry(Q::kType, rows, k);
   const size_t full_blocks = k / kQuantBlock, tail = k % kQuantBlock;
   for (size_t p = 0; p < g.panels; ++p) {
     const uint8_t* panel = w + p * g.panel_bytes;
@@ -260,7 +260,7 @@ void QGemv(size_t c, size_t k, size_t rows, const uint8_t* w, const float* bias,
       for (size_t b0 = 0; b0 < g.k_blocks; b0 += span) {
         const size_t b1 = g.k_blocks - b0 < span ? g.k_blocks : b0 + span;
         for (size_t gi = 0, t = 0; gi < groups; t += group_size[gi++]) {
-          GroupSpanOf<kI4>(group_size[gi], args, t, b0, b1, acc + 4 * t);
+          GroupSpanOf<Q>(group_size[gi], args, t, b0, b1, acc + 4 * t);
         }
       }
       for (size_t t = 0; t < batch; ++t) {
@@ -284,11 +284,11 @@ void QGemv(size_t c, size_t k, size_t rows, const uint8_t* w, const float* bias,
 
 }  // namespace
 
-void QGemvNeon(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype, const float* bias,
+void QGemvNeon(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type, const float* bias,
                const float* x, size_t x_stride, float* y, size_t y_stride) {
-  switch (dtype) {
-    case DType::I8: QGemv<false>(c, k, rows, w, bias, x, x_stride, y, y_stride); break;
-    case DType::I4: QGemv<true>(c, k, rows, w, bias, x, x_stride, y, y_stride); break;
+  switch (type) {
+    case QuantType::kQ8: QGemv<Q8>(c, k, rows, w, bias, x, x_stride, y, y_stride); break;
+    case QuantType::kQ4: QGemv<Q4>(c, k, rows, w, bias, x, x_stride, y, y_stride); break;
     default: break;  // validated by the caller: nothing else reaches a kernel
   }
 }

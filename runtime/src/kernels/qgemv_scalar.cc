@@ -2,15 +2,15 @@
 #include <cstring>
 
 #include "base/half.h"
-#include "format/quant_layout.h"
+#include "kernels/quant_types.h"
 #include "kernels/quant_kernels.h"
 
 namespace fflite {
 
-void QGemvScalar(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype, const float* bias,
-                 const float* x, size_t x_stride, float* y, size_t y_stride) {
-  const QuantGeometry g = QuantMatrixGeometry(dtype, rows, k);
-  const bool i4 = dtype == DType::I4;
+void QGemvScalar(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
+                 const float* bias, const float* x, size_t x_stride, float* y, size_t y_stride) {
+  const QuantGeometry g = QuantMatrixGeometry(type, rows, k);
+  const bool i4 = type == QuantType::kQ4;
   for (size_t p = 0; p < g.panels; ++p) {
     const uint8_t* panel = w + p * g.panel_bytes;
     const size_t r0 = p * kQuantPanelRows;

@@ -1,4 +1,4 @@
-// Matrix products over quantised weights (I8, I4) as stored in the file (format/quant_layout.h),
+// Matrix products over quantised weights (I8, I4) as stored in the file (kernels/quant_types.h),
 // used straight from the mapping. Two ways per instruction set, each with a portable scalar twin:
 //  - qgemv: float activations; the weights are dequantised in registers. For decode (1 to a few
 //    tokens), where the time is the read of the weights, and wherever int8 activations would cost
@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "format/dtype.h"
+#include "kernels/types.h"
 
 namespace fflite {
 
@@ -21,11 +21,11 @@ namespace fflite {
 //   for t < c, o < rows, with W[o, j] = scale · q as stored.
 // w: the first panel of the rows to compute (a caller splits a matrix among threads at panel
 // boundaries, offsetting w by whole panels, bias and y by 16 rows a panel); the panel stride is
-// QuantMatrixGeometry(dtype, rows_total, k).panel_bytes, which depends on k only.
+// QuantMatrixGeometry(type, rows_total, k).panel_bytes, which depends on k only.
 // rows: how many rows to write (the last panel may be partial; padding rows are never written).
-// dtype: I8 or I4. bias: [rows] f32 or nullptr. x: [c, x_stride] f32, exactly k values per token
+// type: Q8 or Q4. bias: [rows] f32 or nullptr. x: [c, x_stride] f32, exactly k values per token
 // are read (no tail slack); y: [c, y_stride] f32, not overlapping w, bias or x. Any c >= 1.
-using QGemvFn = void (*)(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype,
+using QGemvFn = void (*)(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
                          const float* bias, const float* x, size_t x_stride, float* y,
                          size_t y_stride);
 
@@ -49,13 +49,13 @@ using QuantizeActivationsFn = void (*)(size_t c, size_t k, const float* x, size_
                                        QActBlock* xq);
 
 // y[32b .. 32b + 32) = R·x[32b .. 32b + 32) for b < blocks: Rotate32 of each block (the rotated
-// layout's activations, format/quant_layout.h), by its operations in its order, so the same bits.
+// layout's activations, kernels/quant_types.h), by its operations in its order, so the same bits.
 // y may equal x (in place); no other overlap.
 using RotateBlocksFn = void (*)(size_t blocks, const float* x, float* y);
 
 // y[t·y_stride + o] = (bias ? bias[o] : 0) + Σ_b d_w[o, b] · d_x[t, b] · Σ_j q_w[o, 32b + j] · q_x[t, b, j]
-//   for t < c, o < rows. w, rows, dtype, bias as for QGemvFn; xq: [c, ceil(k / 32)] blocks.
-using QGemmFn = void (*)(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype,
+//   for t < c, o < rows. w, rows, type, bias as for QGemvFn; xq: [c, ceil(k / 32)] blocks.
+using QGemmFn = void (*)(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
                          const float* bias, const QActBlock* xq, float* y, size_t y_stride);
 
 // One instruction set's float-activation kernel, and one's int8-activation pair. The two are
@@ -73,12 +73,8 @@ struct QGemmKernel {
   RotateBlocksFn rotate_blocks;
 };
 
-// Whether the CPU has AVX-VNNI (256-bit VEX vpdpbusd), which Debian 12's cpuinfo cannot tell;
-// false off x86. Check AVX2 (OS support of the ymm state) first.
-bool CpuHasAvxVnni();
-
-// Every kernel this CPU can run, scalar first (tests run them all), and the best one (chosen once
-// through cpuinfo: the last of the list).
+// Every kernel this CPU can run, scalar first (tests run them all), and the best one (chosen once:
+// kernels/registry.h).
 std::vector<const QGemvKernel*> AvailableQGemvKernels();
 const QGemvKernel& BestQGemvKernel();
 std::vector<const QGemmKernel*> AvailableQGemmKernels();
@@ -88,22 +84,22 @@ const QGemmKernel& BestQGemmKernel();
 // (CpuBackendOptions::quant_gemm_min_tokens's default).
 inline constexpr size_t kQuantGemmTokensAuto = ~size_t{0};
 
-// The fewest tokens in a product over `dtype` (I8 or I4) weights for which the int8-activation
+// The fewest tokens in a product over `type` (Q8 or Q4) weights for which the int8-activation
 // kernel runs by default with this pair of kernels: from where it is measured faster. Int8
 // activations (absmax per block of 32) add to a product's NMSE the rounding error's share,
 // E[amax²] / (127² · 12 · σ²) ≈ 2e-5 for Gaussian blocks (more for heavy tails, which the rotated
 // layout evens out): nothing next to I4's own weight error (about 5e-3), as much again as I8's,
 // so I8 keeps float activations until the integer kernel is clearly ahead.
-size_t DefaultQuantGemmMinTokens(DType dtype, const QGemvKernel& gemv, const QGemmKernel& gemm);
+size_t DefaultQuantGemmMinTokens(QuantType type, const QGemvKernel& gemv, const QGemmKernel& gemm);
 
 // The portable kernels (every platform; the comparison point for the SIMD ones).
-void QGemvScalar(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype, const float* bias,
-                 const float* x, size_t x_stride, float* y, size_t y_stride);
+void QGemvScalar(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
+                 const float* bias, const float* x, size_t x_stride, float* y, size_t y_stride);
 void QuantizeActivationsScalar(size_t c, size_t k, const float* x, size_t x_stride,
                                QActBlock* xq);
 void RotateBlocksScalar(size_t blocks, const float* x, float* y);
-void QGemmScalar(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype, const float* bias,
-                 const QActBlock* xq, float* y, size_t y_stride);
+void QGemmScalar(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
+                 const float* bias, const QActBlock* xq, float* y, size_t y_stride);
 
 // The int8-activation kernels per instruction set (call only when the CPU has the instructions;
 // qgemm_select.cc checks). Every one computes the scalar twin's integer dot products exactly.
@@ -113,18 +109,18 @@ void QGemmScalar(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype,
 void QuantizeActivationsAvx2(size_t c, size_t k, const float* x, size_t x_stride, QActBlock* xq);
 // A block in four vectors, its butterflies by permutes and blends (the AVX2 and AVX-VNNI sets).
 void RotateBlocksAvx2(size_t blocks, const float* x, float* y);
-void QGemmAvx2(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype, const float* bias,
+void QGemmAvx2(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type, const float* bias,
                const QActBlock* xq, float* y, size_t y_stride);
 // AVX2 + FMA3 + F16C + AVX-VNNI (CPUID.(7,1):EAX bit 4): the AVX2 kernel's tiles with vpdpbusd on
 // 8 rows × 4 k; activations from QuantizeActivationsAvx2.
-void QGemmAvxVnni(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype,
+void QGemmAvxVnni(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
                   const float* bias, const QActBlock* xq, float* y, size_t y_stride);
 // AVX-512 F + BW + VL + VNNI: vpdpbusd on 16 rows × 4 k per instruction.
 void QuantizeActivationsAvx512(size_t c, size_t k, const float* x, size_t x_stride,
                                QActBlock* xq);
 // AVX-512 F: a block in two vectors, its butterflies by in-register permutes.
 void RotateBlocksAvx512(size_t blocks, const float* x, float* y);
-void QGemmAvx512Vnni(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype,
+void QGemmAvx512Vnni(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
                      const float* bias, const QActBlock* xq, float* y, size_t y_stride);
 #endif
 #if defined(__aarch64__) || defined(__arm__)
@@ -132,14 +128,14 @@ void QGemmAvx512Vnni(size_t c, size_t k, size_t rows, const uint8_t* w, DType dt
 // NEON (armv7 with NEON, aarch64): vmull_s8 / vpadalq_s16. The NEON activation quantiser serves
 // both NEON kernels.
 void QuantizeActivationsNeon(size_t c, size_t k, const float* x, size_t x_stride, QActBlock* xq);
-void QGemmNeon(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype, const float* bias,
+void QGemmNeon(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type, const float* bias,
                const QActBlock* xq, float* y, size_t y_stride);
 #if defined(__aarch64__)
 // aarch64 with the dot-product extension (ARMv8.2 sdot; cpuinfo_has_arm_neon_dot()).
-void QGemmNeonDot(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype,
+void QGemmNeonDot(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
                   const float* bias, const QActBlock* xq, float* y, size_t y_stride);
 // aarch64 with the int8 matrix-multiply extension (FEAT_I8MM smmla, ARMv8.6; HWCAP2_I8MM).
-void QGemmNeonI8mm(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype,
+void QGemmNeonI8mm(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
                    const float* bias, const QActBlock* xq, float* y, size_t y_stride);
 #endif
 #endif
@@ -149,10 +145,10 @@ void QGemmNeonI8mm(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtyp
 #if defined(__x86_64__) || defined(__i386__)
 #define FFLITE_QGEMV_X86 1
 // AVX2 + FMA3 + F16C (qgemv_avx2.cc). Call only when the CPU has all three.
-void QGemvAvx2(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype, const float* bias,
+void QGemvAvx2(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type, const float* bias,
                const float* x, size_t x_stride, float* y, size_t y_stride);
 // AVX-512 F + BW + VL, with FMA3 and F16C (qgemv_avx512.cc). Call only when the CPU has all five.
-void QGemvAvx512(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype,
+void QGemvAvx512(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
                  const float* bias, const float* x, size_t x_stride, float* y, size_t y_stride);
 #endif
 
@@ -160,7 +156,7 @@ void QGemvAvx512(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype,
 // used only when the CPU reports NEON).
 #if defined(__aarch64__) || defined(__arm__)
 #define FFLITE_QGEMV_NEON 1
-void QGemvNeon(size_t c, size_t k, size_t rows, const uint8_t* w, DType dtype, const float* bias,
+void QGemvNeon(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type, const float* bias,
                const float* x, size_t x_stride, float* y, size_t y_stride);
 #endif
 

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "format/quant_layout.h"
+#include "kernels/quant_types.h"
 
 namespace fflite {
 

@@ -40,17 +40,17 @@ struct Bf16Weights {
 }  // namespace
 
 void F32ValueRowsScalar(size_t c, size_t cols, size_t n, const uint32_t* rows, const void* v,
-                        DType v_dtype, size_t v_stride, const float* bias, const float* h,
+                        FloatType v_type, size_t v_stride, const float* bias, const float* h,
                         size_t h_stride, float* y, size_t y_stride) {
   using value_rows_scalar::ValueRows;
-  switch (v_dtype) {
-    case DType::F32:
+  switch (v_type) {
+    case FloatType::kF32:
       ValueRows<Simd, F32Weights>(c, cols, n, rows, v, v_stride, bias, h, h_stride, y, y_stride);
       break;
-    case DType::F16:
+    case FloatType::kF16:
       ValueRows<Simd, F16Weights>(c, cols, n, rows, v, v_stride, bias, h, h_stride, y, y_stride);
       break;
-    case DType::BF16:
+    case FloatType::kBF16:
       ValueRows<Simd, Bf16Weights>(c, cols, n, rows, v, v_stride, bias, h, h_stride, y, y_stride);
       break;
     default:

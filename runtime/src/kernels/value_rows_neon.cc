@@ -59,21 +59,21 @@ struct NeonBf16 {
 }  // namespace
 
 void F32ValueRowsNeon(size_t c, size_t cols, size_t n, const uint32_t* rows, const void* v,
-                      DType v_dtype, size_t v_stride, const float* bias, const float* h,
+                      FloatType v_type, size_t v_stride, const float* bias, const float* h,
                       size_t h_stride, float* y, size_t y_stride) {
   using value_rows_neon::ValueRows;
-  switch (v_dtype) {
-    case DType::F32:
+  switch (v_type) {
+    case FloatType::kF32:
       ValueRows<Neon, NeonF32>(c, cols, n, rows, v, v_stride, bias, h, h_stride, y, y_stride);
       break;
-    case DType::F16:
+    case FloatType::kF16:
 #if defined(__aarch64__)
       ValueRows<Neon, NeonF16>(c, cols, n, rows, v, v_stride, bias, h, h_stride, y, y_stride);
 #else
-      F32ValueRowsScalar(c, cols, n, rows, v, v_dtype, v_stride, bias, h, h_stride, y, y_stride);
+      F32ValueRowsScalar(c, cols, n, rows, v, v_type, v_stride, bias, h, h_stride, y, y_stride);
 #endif
       break;
-    case DType::BF16:
+    case FloatType::kBF16:
       ValueRows<Neon, NeonBf16>(c, cols, n, rows, v, v_stride, bias, h, h_stride, y, y_stride);
       break;
     default:

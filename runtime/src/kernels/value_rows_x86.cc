@@ -99,18 +99,18 @@ struct Avx512Bf16 {
 }  // namespace
 
 FFLITE_AVX2_TARGET void F32ValueRowsAvx2(size_t c, size_t cols, size_t n, const uint32_t* rows,
-                                         const void* v, DType v_dtype, size_t v_stride,
+                                         const void* v, FloatType v_type, size_t v_stride,
                                          const float* bias, const float* h, size_t h_stride,
                                          float* y, size_t y_stride) {
   using value_rows_avx2::ValueRows;
-  switch (v_dtype) {
-    case DType::F32:
+  switch (v_type) {
+    case FloatType::kF32:
       ValueRows<Avx2, Avx2F32>(c, cols, n, rows, v, v_stride, bias, h, h_stride, y, y_stride);
       break;
-    case DType::F16:
+    case FloatType::kF16:
       ValueRows<Avx2, Avx2F16>(c, cols, n, rows, v, v_stride, bias, h, h_stride, y, y_stride);
       break;
-    case DType::BF16:
+    case FloatType::kBF16:
       ValueRows<Avx2, Avx2Bf16>(c, cols, n, rows, v, v_stride, bias, h, h_stride, y, y_stride);
       break;
     default:
@@ -119,20 +119,20 @@ FFLITE_AVX2_TARGET void F32ValueRowsAvx2(size_t c, size_t cols, size_t n, const 
 }
 
 FFLITE_AVX512_TARGET void F32ValueRowsAvx512(size_t c, size_t cols, size_t n,
-                                             const uint32_t* rows, const void* v, DType v_dtype,
+                                             const uint32_t* rows, const void* v, FloatType v_type,
                                              size_t v_stride, const float* bias, const float* h,
                                              size_t h_stride, float* y, size_t y_stride) {
   using value_rows_avx512::ValueRows;
-  switch (v_dtype) {
-    case DType::F32:
+  switch (v_type) {
+    case FloatType::kF32:
       ValueRows<Avx512, Avx512F32>(c, cols, n, rows, v, v_stride, bias, h, h_stride, y,
                                    y_stride);
       break;
-    case DType::F16:
+    case FloatType::kF16:
       ValueRows<Avx512, Avx512F16>(c, cols, n, rows, v, v_stride, bias, h, h_stride, y,
                                    y_stride);
       break;
-    case DType::BF16:
+    case FloatType::kBF16:
       ValueRows<Avx512, Avx512Bf16>(c, cols, n, rows, v, v_stride, bias, h, h_stride, y,
                                     y_stride);
       break;

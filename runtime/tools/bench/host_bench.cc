@@ -1,8 +1,6 @@
 // fflite-bench on the host (host_bench.h).
 #include "bench/host_bench.h"
 
-#include <cpuinfo.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
@@ -15,6 +13,7 @@
 #include <memory>
 
 #include "absl/strings/str_format.h"
+#include "base/cpu_features.h"
 #include "bench/baseline.h"
 #include "bench/report.h"
 #include "bench/roofline.h"
@@ -149,13 +148,13 @@ int RunHostBench(const HostBench& b) {
   report.one_before = Roof{report.bw, report.peak.gflops, report.dot.gops};
   // The fewest tokens taking the int8 path, per dtype, and the fewest for any matrix of the model
   // (0: never).
-  auto gemm_tokens_of = [&](DType dtype) {
+  auto gemm_tokens_of = [&](QuantType type) {
     return b.quant_gemm_tokens >= 0
                ? static_cast<size_t>(b.quant_gemm_tokens)
-               : DefaultQuantGemmMinTokens(dtype, BestQGemvKernel(), BestQGemmKernel());
+               : DefaultQuantGemmMinTokens(type, BestQGemvKernel(), BestQGemmKernel());
   };
-  report.gemm_tokens_i8 = gemm_tokens_of(DType::I8);
-  report.gemm_tokens_i4 = gemm_tokens_of(DType::I4);
+  report.gemm_tokens_i8 = gemm_tokens_of(QuantType::kQ8);
+  report.gemm_tokens_i4 = gemm_tokens_of(QuantType::kQ4);
   const bool i4_first =
       work.has_i4 && (!work.has_i8 || report.gemm_tokens_i4 < report.gemm_tokens_i8);
   report.gemm_tokens = i4_first ? report.gemm_tokens_i4 : report.gemm_tokens_i8;
@@ -166,7 +165,7 @@ int RunHostBench(const HostBench& b) {
   report.with_base = b.baseline != BaselineKind::kNone;
   // The last-level cache, or 32 MiB where cpuinfo cannot tell (it failed, or reports no caches,
   // as on a Zen 5 VM that hides AMD's cache leaves).
-  report.llc_reported = cpuinfo_initialize() ? cpuinfo_get_max_cache_size() : 0.0;
+  report.llc_reported = GetCpuFeatures().llc_bytes;
   report.llc = report.llc_reported > 0 ? report.llc_reported : (32u << 20);
   size_t copies = 1;
   if (b.cold) {

@@ -1,7 +1,8 @@
 // Read-bandwidth and FMA-peak measurements for fflite-bench's roofline column.
 #include "bench/roofline.h"
 
-#include <cpuinfo.h>
+#include "base/cpu_features.h"
+
 
 #include <algorithm>
 #include <atomic>
@@ -122,10 +123,9 @@ float SumBufferBaseline(const Vec16* v, size_t n) { return SumBufferAs<Vec4>(v, 
 // The sum for this CPU.
 float (*SumBufferForCpu())(const Vec16*, size_t) {
 #if defined(__x86_64__) || defined(__i386__)
-  if (cpuinfo_initialize()) {
-    if (cpuinfo_has_x86_avx512f()) return SumBufferAvx512;
-    if (cpuinfo_has_x86_avx2()) return SumBufferAvx2;
-  }
+  const CpuFeatures& cpu = GetCpuFeatures();
+  if (cpu.Has(CpuFeature::kAvx512f)) return SumBufferAvx512;
+  if (cpu.Has(CpuFeature::kAvx2)) return SumBufferAvx2;
 #endif
   return SumBufferBaseline;
 }
@@ -435,21 +435,21 @@ DotPeak MeasureInt8DotPeak(int threads) {
   DotPeak peak;
   double (*loop)() = DotLoopScalar;
   peak.isa = "scalar";
-  const bool cpuinfo = cpuinfo_initialize();
+  const CpuFeatures& cpu = GetCpuFeatures();
 #if defined(__x86_64__) || defined(__i386__)
-  if (cpuinfo && cpuinfo_has_x86_avx512vnni() && cpuinfo_has_x86_avx512bw()) {
+  if (cpu.HasAll({CpuFeature::kAvx512vnni, CpuFeature::kAvx512bw})) {
     loop = DotLoopAvx512Vnni;
     peak.isa = "avx512vnni";
-  } else if (CpuHasAvxVnni()) {  // Debian 12's cpuinfo has no AVX-VNNI query
+  } else if (cpu.HasAll({CpuFeature::kAvxVnni, CpuFeature::kAvx2})) {
     loop = DotLoopAvxVnni;
     peak.isa = "avxvnni";
-  } else if (cpuinfo && cpuinfo_has_x86_avx2()) {
+  } else if (cpu.Has(CpuFeature::kAvx2)) {
     loop = DotLoopAvx2;
     peak.isa = "avx2";
   }
 #endif
 #if defined(__aarch64__)
-  if (cpuinfo && cpuinfo_has_arm_neon_dot()) {
+  if (cpu.Has(CpuFeature::kDotProd)) {
     loop = DotLoopNeonDot;
     peak.isa = "neondot";
   } else {
@@ -460,7 +460,7 @@ DotPeak MeasureInt8DotPeak(int threads) {
   loop = DotLoopNeon;
   peak.isa = "neon";
 #endif
-  (void)cpuinfo;
+  (void)cpu;
   peak.gops = BestTogether(threads, loop);
   return peak;
 }
@@ -504,7 +504,7 @@ namespace {
 // GFLOP/s of BestGemmKernel(F32)'s microkernel over a 128-unit panel and one tile of tokens, both
 // in L1 (the values are small normal floats; only their rate is read).
 double GemmL1Loop() {
-  const GemmKernel& kernel = BestGemmKernel(DType::F32);
+  const GemmKernel& kernel = BestGemmKernel(FloatType::kF32);
   constexpr size_t kUnits = 128;
   constexpr long kCalls = 200000;  // ~0.1-0.3 s natively
   AlignedBuffer<uint32_t> w, x;
@@ -536,19 +536,19 @@ double GemmL1Loop() {
 }  // namespace
 
 GemmL1Rate MeasureGemmL1Rate() {
-  return {BestTogether(1, GemmL1Loop), BestGemmKernel(DType::F32).isa};
+  return {BestTogether(1, GemmL1Loop), BestGemmKernel(FloatType::kF32).isa};
 }
 
 FmaPeak MeasureFmaPeak(int threads) {
   FmaPeak peak;
   double (*loop)() = FmaLoopScalar;
   peak.isa = "scalar";
-  const bool cpuinfo = cpuinfo_initialize();
+  const CpuFeatures& cpu = GetCpuFeatures();
 #if defined(__x86_64__) || defined(__i386__)
-  if (cpuinfo && cpuinfo_has_x86_avx512f()) {
+  if (cpu.Has(CpuFeature::kAvx512f)) {
     loop = FmaLoopAvx512;
     peak.isa = "avx512f";
-  } else if (cpuinfo && cpuinfo_has_x86_avx2() && cpuinfo_has_x86_fma3()) {
+  } else if (cpu.HasAll({CpuFeature::kAvx2, CpuFeature::kFma3})) {
     loop = FmaLoopAvx2;
     peak.isa = "avx2+fma";
   }
@@ -557,7 +557,7 @@ FmaPeak MeasureFmaPeak(int threads) {
   loop = FmaLoopNeon;
   peak.isa = "neon";
 #endif
-  (void)cpuinfo;
+  (void)cpu;
   peak.gflops = BestTogether(threads, loop);
   return peak;
 }

@@ -35,6 +35,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "kernels/registry.h"
 
 namespace fflite {
 
@@ -42,14 +43,14 @@ PackChoice ChoosePackEngine(const CpuBackendOptions& options, size_t slice_bytes
   PackChoice choice;
   choice.slice_bytes = slice_bytes;
   const GemmKernel& f32 = options.gemm_f32 != nullptr ? *options.gemm_f32
-                                                      : BestGemmKernel(DType::F32);
+                                                      : BestGemmKernel(FloatType::kF32);
   const GemmKernel& bf16 = options.gemm_bf16 != nullptr ? *options.gemm_bf16
-                                                        : BestGemmKernel(DType::BF16);
+                                                        : BestGemmKernel(FloatType::kBF16);
   bool gemm = options.packed_engine == CpuBackendOptions::PackedEngine::kGemm;
   if (options.packed_engine == CpuBackendOptions::PackedEngine::kAuto) {
-    // Measured faster than XNNPACK on x86 (AVX2, AVX-512; see gemm_engine.cc). On ARM XNNPACK's
-    // assembly kernels stay until the NEON microkernel is measured on hardware.
-    gemm = std::string(f32.isa) == "avx512" || std::string(f32.isa) == "avx2";
+    // Where the kernel is measured faster than XNNPACK (x86: AVX2, AVX-512; gemm_engine.cc). On
+    // ARM XNNPACK's assembly kernels stay until the NEON microkernel is measured on hardware.
+    gemm = GemmBeatsXnnpack(f32);
   }
   if (gemm) choice.gemm_f32 = &f32;
   // bf16 arithmetic: only with a kernel that is faster than f32 arithmetic on this CPU (never
@@ -60,8 +61,8 @@ PackChoice ChoosePackEngine(const CpuBackendOptions& options, size_t slice_bytes
   // f16/bf16 weights in 16-bit panels where the f32 kernel has such a twin: the same bits from
   // half the bytes (packed memory, and the reads of a prefill whose experts get few tokens).
   if (gemm && options.half_panels) {
-    choice.gemm_f16w = HalfPanelKernel(f32, DType::F16);
-    choice.gemm_bf16w = HalfPanelKernel(f32, DType::BF16);
+    choice.gemm_f16w = HalfPanelKernel(f32, FloatType::kF16);
+    choice.gemm_bf16w = HalfPanelKernel(f32, FloatType::kBF16);
   }
   using GemmAhead = CpuBackendOptions::GemmAhead;
   if (options.gemm_ahead == GemmAhead::kOff ||

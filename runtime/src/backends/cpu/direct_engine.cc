@@ -10,7 +10,7 @@ namespace {
 struct GemvJob {
   F32GemvFn gemv;
   const uint8_t* w;  // [rows, k] of dtype
-  DType dtype;
+  FloatType dtype;
   size_t row_bytes;
   const float* bias;  // [rows] or nullptr
   size_t c, k;
@@ -34,7 +34,7 @@ struct ValueRowsJob {
   size_t c, n;
   const uint32_t* rows;  // nullptr: every row
   const uint8_t* v;      // [k][cols] of dtype
-  DType dtype;
+  FloatType dtype;
   size_t elem, v_stride;
   const float* bias;  // [cols] or nullptr
   const float* x;
@@ -55,7 +55,7 @@ void RunValueRowsTile(void* context, size_t first, size_t cols) {
 struct ListedGemvJob {
   F32GemvFn gemv;
   const uint8_t* w;  // [rows, k] of dtype
-  DType dtype;
+  FloatType dtype;
   size_t row_bytes;
   const float* bias;
   size_t c, k;
@@ -89,8 +89,9 @@ void RunDirectListed(const Kernels& kernels, const TensorView& w, const float* b
                      const float* x, size_t x_stride, float* y, size_t y_stride,
                      const uint32_t* rows, size_t n, const EngineContext& ctx, bool last) {
   const size_t k = static_cast<size_t>(w.shape[1]);
-  ListedGemvJob job{kernels.gemv, w.data, w.dtype, DTypeSize(w.dtype) * k, bias, c, k, x,
-                    x_stride, y, y_stride, rows};
+  const FloatType w_type = FloatTypeOf(w.dtype);
+  ListedGemvJob job{kernels.gemv, w.data, w_type, DTypeSize(w.dtype) * k, bias, c, k, x, x_stride,
+                    y, y_stride, rows};
   if (ctx.pool != nullptr && c * n * k >= kMinParallelMacs) {
     const size_t tile = (n + 4 * ctx.threads - 1) / (4 * ctx.threads);
     FFLITE_TSAN_RELEASE(&job);
@@ -150,8 +151,9 @@ size_t RunValueRows(const Kernels& kernels, const TensorView& w, const float* bi
     n = k;
   }
   const size_t elem = DTypeSize(w.dtype);
-  ValueRowsJob job{kernels.value_rows, c, n, rows, w.data, w.dtype, elem, cols, bias, x,
-                   x_stride, y, y_stride};
+  const FloatType w_type = FloatTypeOf(w.dtype);
+  ValueRowsJob job{kernels.value_rows, c, n, rows, w.data, w_type, elem, cols, bias, x, x_stride, y,
+                   y_stride};
   if (ctx.pool != nullptr && c * n * cols >= kMinParallelMacs) {
     // About 2 tiles per thread, each a multiple of 64 columns (a few cache lines of a row).
     const size_t tile = ((cols + 2 * ctx.threads - 1) / (2 * ctx.threads) + 63) / 64 * 64;
@@ -169,8 +171,9 @@ void RunDirect(const Kernels& kernels, const TensorView& w, const float* bias, s
                const float* x, size_t x_stride, float* y, size_t y_stride,
                const EngineContext& ctx, bool last) {
   const size_t rows = static_cast<size_t>(w.shape[0]), k = static_cast<size_t>(w.shape[1]);
-  GemvJob job{kernels.gemv, w.data, w.dtype, DTypeSize(w.dtype) * k, bias, c, k, x, x_stride,
-              y, y_stride};
+  const FloatType w_type = FloatTypeOf(w.dtype);
+  GemvJob job{kernels.gemv, w.data, w_type, DTypeSize(w.dtype) * k, bias, c, k, x, x_stride, y,
+              y_stride};
   if (ctx.pool != nullptr && c * rows * k >= kMinParallelMacs) {
     // About 4 tiles per thread, each a multiple of 8 rows.
     const size_t tile = ((rows + 4 * ctx.threads - 1) / (4 * ctx.threads) + 7) / 8 * 8;

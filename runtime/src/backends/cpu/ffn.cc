@@ -84,7 +84,7 @@ void FfnRunner::RunFile(const FileFfn& s, size_t c, const float* in, size_t in_s
                         float* out, const EngineContext& ctx, bool last, const float* scale) {
   const FfnView& f = *s.view;
   const size_t d = f.d_model, ff = f.d_ff_padded, hs = DirectStride(ff);
-  Epilogue act{ops_.kernels().Activation(f.activation), nullptr, scale};
+  Epilogue act{ActivationOf(ops_.kernels(), f), nullptr, scale};
   const MatrixOp down{&f.down, nullptr, DirectBias(f.down_bias, s.down_bias)};
   // Status: the direct and quantised engines cannot fail (no packed operator is involved).
   if (f.gated && f.activation == Activation::RELU && !f.up.quantized() && !f.gate.quantized() &&
@@ -143,7 +143,7 @@ void FfnRunner::RunQuantHere(const Kernels& kernels, const FileFfn& s, size_t c,
   const EngineContext here;  // no pool: the calling thread
   QuantGateUp(quant, f, DirectBias(f.gate_bias, s.gate_bias), DirectBias(f.up_bias, s.up_bias),
               c, in, in_stride, gate, hidden, hs, here,
-              Epilogue{kernels.Activation(f.activation), nullptr, scale});
+              Epilogue{ActivationOf(kernels, f), nullptr, scale});
   quant.Run(f.down, DirectBias(f.down_bias, s.down_bias), c, hidden, hs, out, f.d_model, here,
             /*last=*/false, {});
 }

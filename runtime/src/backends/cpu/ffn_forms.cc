@@ -8,6 +8,16 @@
 
 namespace fflite {
 
+ActKind ActKindOf(Activation activation) {
+  switch (activation) {
+    case Activation::GELU_ERF: return ActKind::kGeluErf;
+    case Activation::GELU_TANH: return ActKind::kGeluTanh;
+    case Activation::SILU: return ActKind::kSilu;
+    case Activation::SIGMOID: return ActKind::kSigmoid;
+    default: return ActKind::kRelu;  // RELU (the loader refuses unknown activations)
+  }
+}
+
 std::array<const TensorView*, 6> FfnTensors(const FfnView& f) {
   return {&f.up, &f.gate, &f.down, &f.up_bias, &f.gate_bias, &f.down_bias};
 }
@@ -27,7 +37,7 @@ absl::Status PackFfn(const FfnView& f, const Kernels& kernels, const PackChoice&
   p->d_ff = f.d_ff_padded;
   // A plain ReLU FFN needs no activation pass: the up operator clamps at 0.
   const bool fuse_relu = !f.gated && f.activation == Activation::RELU && !f.up.quantized();
-  p->activation = fuse_relu ? nullptr : kernels.Activation(f.activation);
+  p->activation = fuse_relu ? nullptr : ActivationOf(kernels, f);
   const float inf = std::numeric_limits<float>::infinity();
   auto pack = [&](const TensorView& w, const TensorView& b, float out_min, const char* what,
                   PackedMatrix* m, std::vector<float>* bias) {

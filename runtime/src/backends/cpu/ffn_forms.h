@@ -16,6 +16,13 @@
 
 namespace fflite {
 
+// The kernels' id of a (validated) activation.
+ActKind ActKindOf(Activation activation);
+// The activation kernel of `kernels` for f's activation.
+inline F32ActivationFn ActivationOf(const Kernels& kernels, const FfnView& f) {
+  return kernels.Activation(ActKindOf(f.activation));
+}
+
 // Every tensor of an FFN (absent ones included: !present()).
 std::array<const TensorView*, 6> FfnTensors(const FfnView& f);
 

@@ -27,7 +27,7 @@ namespace {
 struct PackJob {
   const GemmKernel* kernel;
   const void* w;
-  DType w_dtype;
+  FloatType w_type;
   size_t rows, k, panels_per_task;
   uint32_t* panels;
 };
@@ -37,7 +37,7 @@ void PackPanels(void* context, size_t i) {
   FFLITE_TSAN_ACQUIRE(context);
   const size_t first = i * job.panels_per_task;
   const size_t last = std::min(job.kernel->Panels(job.rows), first + job.panels_per_task);
-  GemmPackWeights(*job.kernel, job.rows, job.k, job.w, job.w_dtype, first, last, job.panels);
+  GemmPackWeights(*job.kernel, job.rows, job.k, job.w, job.w_type, first, last, job.panels);
   FFLITE_TSAN_RELEASE(context);
 }
 
@@ -58,7 +58,8 @@ absl::Status PackMatrixGemm(const GemmKernel& kernel, const void* w, DType w_dty
   if (bias != nullptr) m->bias.assign(bias, bias + out);
   const size_t tasks = ctx.pool != nullptr && ctx.threads > 1 ? std::min(panels, 4 * ctx.threads)
                                                                : 1;
-  PackJob job{&kernel, w, w_dtype, out, in, (panels + tasks - 1) / tasks, m->panels.data()};
+  const size_t per_task = (panels + tasks - 1) / tasks;
+  PackJob job{&kernel, w, FloatTypeOf(w_dtype), out, in, per_task, m->panels.data()};
   if (tasks > 1) {
     FFLITE_TSAN_RELEASE(&job);
     pthreadpool_parallelize_1d(ctx.pool, PackPanels, &job, tasks, PoolFlags(ctx, /*last=*/true));

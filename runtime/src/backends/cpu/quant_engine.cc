@@ -17,7 +17,7 @@ namespace {
 struct Job {
   const QuantEngine* engine;
   bool gemm;
-  DType dtype;
+  QuantType type;
   size_t panel_bytes;
   size_t c, k, rows;
   const float* x;
@@ -38,10 +38,10 @@ void RunTile(void* context, size_t first, size_t n) {
     const uint8_t* w = p.w + first / kQuantPanelRows * job.panel_bytes;
     const float* bias = p.bias != nullptr ? p.bias + first : nullptr;
     if (job.gemm) {
-      job.engine->gemm().qgemm(job.c, job.k, n, w, job.dtype, bias, job.xq, p.y + first,
+      job.engine->gemm().qgemm(job.c, job.k, n, w, job.type, bias, job.xq, p.y + first,
                                job.y_stride);
     } else {
-      job.engine->gemv().qgemv(job.c, job.k, n, w, job.dtype, bias, job.x, job.x_stride,
+      job.engine->gemv().qgemv(job.c, job.k, n, w, job.type, bias, job.x, job.x_stride,
                                p.y + first, job.y_stride);
     }
   }
@@ -115,10 +115,10 @@ QuantEngine::QuantEngine(const QGemvKernel& gemv, const QGemmKernel& gemm, size_
       gemm_(gemm),
       gemm_min_tokens_i8_(gemm_min_tokens != kQuantGemmTokensAuto
                               ? gemm_min_tokens
-                              : DefaultQuantGemmMinTokens(DType::I8, gemv, gemm)),
+                              : DefaultQuantGemmMinTokens(QuantType::kQ8, gemv, gemm)),
       gemm_min_tokens_i4_(gemm_min_tokens != kQuantGemmTokensAuto
                               ? gemm_min_tokens
-                              : DefaultQuantGemmMinTokens(DType::I4, gemv, gemm)) {}
+                              : DefaultQuantGemmMinTokens(QuantType::kQ4, gemv, gemm)) {}
 
 bool QuantEngine::Reserve(size_t max_tokens, size_t max_k) {
   const size_t kp = (max_k + kQuantBlock - 1) / kQuantBlock * kQuantBlock;
@@ -153,7 +153,7 @@ void QuantEngine::RunProducts(const TensorView& w, const Product* products, size
   // Int8 activations cannot carry a NaN or an infinity: a call with one takes the float path,
   // which propagates it to the token's outputs as every other engine does. (One pass over the
   // activations: c·k reads against c·k·rows multiply-adds.)
-  bool gemm = UsesGemm(w.dtype, c);
+  bool gemm = UsesGemm(QuantTypeOf(w.dtype), c);
   const bool rotate = w.layout == Layout::PANEL16_K4_HADAMARD32;
   if (rotate || gemm) {
     // x' = R·x per block of 32 (zero-padded past k): the stored weights are W·Rᵀ. The tokens are
@@ -178,7 +178,7 @@ void QuantEngine::RunProducts(const TensorView& w, const Product* products, size
       k = kp;
     }
   }
-  Job job{this, gemm, w.dtype, static_cast<size_t>(g.panel_bytes), c, k, rows, x,
+  Job job{this, gemm, QuantTypeOf(w.dtype), static_cast<size_t>(g.panel_bytes), c, k, rows, x,
           x_stride, xq_.data(), y_stride, products, count, &epilogue};
   if (parallel) {
     // About 8 tiles per thread and product (whole panels each), so that the wait for the slowest

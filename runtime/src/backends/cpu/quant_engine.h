@@ -55,9 +55,10 @@ class QuantEngine {
     float* y;
   };
 
-  // Whether a call of c tokens over `dtype` weights takes the int8 path (gemm) or the float one.
-  bool UsesGemm(DType dtype, size_t c) const {
-    const size_t min = dtype == DType::I4 ? gemm_min_tokens_i4_ : gemm_min_tokens_i8_;
+  // Whether a call of c tokens over weights of `type` takes the int8 path (gemm) or the float
+  // one.
+  bool UsesGemm(QuantType type, size_t c) const {
+    const size_t min = type == QuantType::kQ4 ? gemm_min_tokens_i4_ : gemm_min_tokens_i8_;
     return min != 0 && c >= min;
   }
   const QGemvKernel& gemv() const { return gemv_; }

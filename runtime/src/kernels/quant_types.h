@@ -1,0 +1,150 @@
+// Block-quantised weights as stored and read, one traits type per quantised type: the converter
+// writes this layout (format/quant_layout.h), the loader checks it, the reference dequantises it
+// and every kernel reads it straight from the file's mapping (no repacking, no second copy).
+//
+// A matrix W[rows, k] (rows = out_features, k = in_features) is quantised in blocks of kBlock = 32
+// consecutive elements of a row, each with an f16 scale s: W[r, j] ≈ s · q. k is padded with
+// zeros to k_blocks · 32 and rows to panels · 16 (zero values, zero scales), which changes no
+// product. Rows are grouped in panels of kQuantPanelRows = 16; panel p holds rows [16p, 16p + 16)
+// and is `panel_bytes` long:
+//
+//   scales: f16 [k_blocks][16]          (scale of row 16p + r, block b at index b·16 + r),
+//           padded with zeros to a multiple of 64 bytes (scale_bytes)
+//   then per block b < k_blocks, the type's kBlockPanelBytes each (16 rows × one block):
+//     Q8 (i8): 8 groups g of 64 bytes; byte g·64 + 4r + i = q[16p + r][32b + 4g + i]   (int8)
+//     Q4 (i4): 4 chunks c of 64 bytes; byte c·64 + 4r + i holds
+//           low nibble  = q[16p + r][32b + 4c + i] + 8,
+//           high nibble = q[16p + r][32b + 4(c + 4) + i] + 8                        (q in [-8, 7])
+//
+// So one 64-byte load is 16 rows × 4 consecutive k: a 16-lane int32 dot-product step (AVX-512
+// VNNI), two 8-lane ones (AVX2) or four 4-lane ones (NEON sdot); a Q4 load unpacks into the
+// same shape for groups c and c + 4 with one mask and one shift. Every panel and block starts
+// 64-byte aligned. Threads split a matrix at panel boundaries.
+//
+// Rotated layout (PANEL16_K4_HADAMARD32): the stored matrix is W' = W·Rᵀ per block, where
+// R = H·D / sqrt(32), H the 32×32 Sylvester-Hadamard matrix and D = diag(signs of
+// kHadamardSigns). R is orthogonal, so W·x = W'·(R·x): the runtime applies R to each block of 32
+// activations (Rotate32) and multiplies by the stored weights; one huge weight is spread over its
+// block instead of setting the block's scale.
+//
+// A type is its traits (below) plus its kernels: the scalar twins (qgemv_scalar.cc,
+// qgemm_scalar.cc) read any type through Value and the scales; the SIMD kernels unpack each
+// type's bytes their own way (their decoders, chosen at compile time on the traits).
+#ifndef FFLITE_RUNTIME_SRC_KERNELS_QUANT_TYPES_H_
+#define FFLITE_RUNTIME_SRC_KERNELS_QUANT_TYPES_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/types.h"
+
+namespace fflite {
+
+inline constexpr size_t kQuantBlock = 32;      // elements of a row per scale (Q8, Q4)
+inline constexpr size_t kQuantPanelRows = 16;  // rows per panel
+// Bit j set: element j of a block is negated before the Hadamard transform (D in R = H·D/√32).
+inline constexpr uint32_t kHadamardSigns = 0x9e3779b9u;
+
+struct QuantGeometry {
+  uint64_t rows = 0, k = 0;
+  uint64_t panels = 0;             // ceil(rows / 16)
+  uint64_t k_blocks = 0;           // ceil(k / 32)
+  uint64_t block_panel_bytes = 0;  // the type's kBlockPanelBytes (16 rows × one block)
+  uint64_t scale_bytes = 0;        // k_blocks · 32 rounded up to 64
+  uint64_t panel_bytes = 0;        // scale_bytes + k_blocks · block_panel_bytes
+  uint64_t bytes() const { return panels * panel_bytes; }
+};
+
+// Q8: int8 values in [-127, 127], an f16 scale per block of 32: 8.5 bits per weight.
+struct Q8 {
+  static constexpr QuantType kType = QuantType::kQ8;
+  static constexpr size_t kBits = 8;
+  static constexpr uint64_t kBlockPanelBytes = 8 * 64;
+  static constexpr int kMinValue = -127, kMaxValue = 127;  // what the quantiser writes
+  static constexpr int kOffset = 0;  // stored byte = q + kOffset (two's complement)
+  // Value j (0 .. 31) of panel row r (0 .. 15) in a block's bytes, and its writing.
+  static int Value(const uint8_t* blk, size_t r, size_t j) {
+    return static_cast<int8_t>(blk[(j / 4) * 64 + 4 * r + j % 4]);
+  }
+  static void SetValue(uint8_t* blk, size_t r, size_t j, int q) {
+    blk[(j / 4) * 64 + 4 * r + j % 4] = static_cast<uint8_t>(static_cast<int8_t>(q));
+  }
+  // How the converter quantises a block (format/quantize.cc): the plain scale maps the block's
+  // largest magnitude `amax` to 127; the search tries scales mapping it to 127 ± 1 (255 levels:
+  // the rounding error barely depends on the exact scale, a coarse grid suffices), each as
+  // consider(levels the largest magnitude maps to).
+  static float PlainScale(float amax, float /*signed_max*/) { return amax / 127.0f; }
+  template <typename Consider>
+  static void SearchScales(float /*sign*/, Consider&& consider) {
+    for (int d = -4; d <= 4; ++d) consider(127.0f + 0.25f * static_cast<float>(d));
+  }
+};
+
+// Q4: values in [-8, 7] stored as nibbles q + 8, an f16 scale per block of 32: 4.5 bits per
+// weight.
+struct Q4 {
+  static constexpr QuantType kType = QuantType::kQ4;
+  static constexpr size_t kBits = 4;
+  static constexpr uint64_t kBlockPanelBytes = 4 * 64;
+  static constexpr int kMinValue = -8, kMaxValue = 7;
+  static constexpr int kOffset = 8;  // stored nibble = q + kOffset
+  static int Value(const uint8_t* blk, size_t r, size_t j) {
+    const size_t group = j / 4;
+    const uint8_t byte = blk[(group % 4) * 64 + 4 * r + j % 4];
+    return (group < 4 ? (byte & 0xf) : (byte >> 4)) - kOffset;
+  }
+  static void SetValue(uint8_t* blk, size_t r, size_t j, int q) {
+    const size_t group = j / 4;
+    uint8_t& byte = blk[(group % 4) * 64 + 4 * r + j % 4];
+    const unsigned nib = static_cast<unsigned>(q + kOffset) & 0xfu;
+    byte = static_cast<uint8_t>(group < 4 ? (byte & 0xf0u) | nib : (byte & 0x0fu) | (nib << 4));
+  }
+  // The plain scale maps the block's signed largest element to -8 (as llama.cpp's Q4_0); the
+  // search tries both signs, the largest magnitude to +7 or to -8, each ± 1 in steps of 0.1.
+  static float PlainScale(float /*amax*/, float signed_max) { return signed_max / -8.0f; }
+  template <typename Consider>
+  static void SearchScales(float sign, Consider&& consider) {
+    for (int d = -10; d <= 10; ++d) {
+      consider(sign * (7.0f + 0.1f * static_cast<float>(d)));
+      consider(-sign * (8.0f + 0.1f * static_cast<float>(d)));
+    }
+  }
+};
+
+// f(Q{}) with the traits of `type`.
+template <typename F>
+decltype(auto) WithQuantTraits(QuantType type, F&& f) {
+  if (type == QuantType::kQ4) return f(Q4{});
+  return f(Q8{});
+}
+
+// Geometry of a [rows, k] matrix of type Q. rows, k <= 2^20 (the loader's limit) keep every
+// product far from overflow.
+template <typename Q>
+constexpr QuantGeometry GeometryOf(uint64_t rows, uint64_t k) {
+  QuantGeometry g;
+  g.rows = rows;
+  g.k = k;
+  g.panels = (rows + kQuantPanelRows - 1) / kQuantPanelRows;
+  g.k_blocks = (k + kQuantBlock - 1) / kQuantBlock;
+  g.block_panel_bytes = Q::kBlockPanelBytes;
+  g.scale_bytes = (g.k_blocks * kQuantPanelRows * 2 + 63) / 64 * 64;
+  g.panel_bytes = g.scale_bytes + g.k_blocks * g.block_panel_bytes;
+  return g;
+}
+// The same by the type's id; out of line, for the 32-bit NEON kernels, which are built for NEON
+// alone and so must not share an inline function with the rest (the linker could keep their copy
+// for every caller).
+QuantGeometry QuantMatrixGeometry(QuantType type, uint64_t rows, uint64_t k);
+
+// The f16 bits of row r's scale in block b of a panel (any type of this layout).
+inline uint16_t PanelScale(const uint8_t* panel, size_t r, uint64_t b) {
+  uint16_t s;
+  std::memcpy(&s, panel + (b * kQuantPanelRows + r) * 2, 2);
+  return s;
+}
+
+}  // namespace fflite
+
+#endif  // FFLITE_RUNTIME_SRC_KERNELS_QUANT_TYPES_H_

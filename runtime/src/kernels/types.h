@@ -1,0 +1,25 @@
+// The kernels' own small ids for what they multiply and apply, so that nothing in kernels/ depends
+// on the file format: format/dtype.h maps each stored dtype onto these (one table), the CPU
+// backend maps the activations.
+#ifndef FFLITE_RUNTIME_SRC_KERNELS_TYPES_H_
+#define FFLITE_RUNTIME_SRC_KERNELS_TYPES_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace fflite {
+
+// Float weights as the float kernels read them: each element as stored, widened to f32 exactly.
+enum class FloatType : uint8_t { kF32, kF16, kBF16 };
+inline constexpr size_t FloatTypeBytes(FloatType t) { return t == FloatType::kF32 ? 4 : 2; }
+
+// Block-quantised weights as the quantised kernels read them (kernels/quant_types.h: their
+// traits).
+enum class QuantType : uint8_t { kQ8, kQ4 };
+
+// The element-wise activations.
+enum class ActKind : uint8_t { kRelu, kGeluErf, kGeluTanh, kSilu, kSigmoid };
+
+}  // namespace fflite
+
+#endif  // FFLITE_RUNTIME_SRC_KERNELS_TYPES_H_
