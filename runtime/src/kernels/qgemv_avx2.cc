@@ -1,4 +1,4 @@
-// The float-activation product over quantised panels (format/quant_layout.h) for AVX2 + FMA3 +
+// The float-activation product over quantised panels (kernels/quant_types.h) for AVX2 + FMA3 +
 // F16C: two ymm registers of 8 lanes hold the 16 rows of a panel, the weights dequantised in
 // registers (I4: through L1) and streamed from memory once per call for 2 tokens, prefetched in
 // address order.
@@ -14,8 +14,8 @@
 // whatever c and however its tokens are grouped, and every panel whatever the rows of the call,
 // so results do not depend on c nor on how the rows are split among threads.
 //
-// c = 1 has its own path, as in qgemv_avx512.cc: 4 panels per pass over x, block by block, each
-// panel's bytes prefetched as its own stream, each panel's operations exactly the general path's.
+// The driver (panels, token groups, spans, the one-token passes, prefetch) is qgemv_impl.inc's;
+// this file is its AVX2 policy: the block sums and how a panel's 16 rows are kept and stored.
 //
 // Measured on Zen 5 (one core of a shared 2-core VM, [11008, 4096] weights rotated through 300 MB,
 // against a plain read loop in the same run; the machine was loaded, so ±5 points): this kernel is
@@ -37,67 +37,23 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/quant_types.h"
 
 // Per-function target attributes, as in kernels_avx2.cc: no AVX2 code in shared inline functions.
 #define FFLITE_AVX2 __attribute__((target("avx2,fma,f16c")))
 
+#define FFLITE_QGEMV_TARGET FFLITE_AVX2
+#define FFLITE_QGEMV_NS qgemv_avx2
+#include "kernels/qgemv_impl.inc"
+
 namespace fflite {
 
 namespace {
 
-// Tokens per group: the group's weights are dequantised once for all its tokens. 2 tokens × 4
-// partial sums (a half panel at a time, see BlockSumsI8) + the activations and the widened vector
-// fit the 16 ymm registers (the 4 panel accumulators are updated once per block: the compiler may
-// keep them in memory). Tokens per batch: the groups that share one pass over memory; with more
-// than one group (and always for I4), a panel is done in spans of kSpanBlocks blocks (I8: 4 KiB),
-// each span by every group in turn (from L1; I4: decoded once for all groups) before the next, so
-// the weights stream from memory at a steady rate.
-constexpr int kMaxTokens = 2;
-constexpr size_t kBatchTokens = 8;
-constexpr size_t kSpanBlocks = 8;
 // Weights in a block of a panel (16 rows × 32 k): I8 bytes; I4 blocks are decoded to f16, twice.
 constexpr size_t kI8BlockBytes = 8 * 64;
-// How far ahead of the blocks being read the software prefetch runs, in bytes.
-constexpr uintptr_t kPrefetchBytes = 16384;
-
-// Prefetches the matrix in address order, kPrefetchBytes ahead of the reading, spread evenly
-// over every step (one block of one token group) of a panel: each panel's steps prefetch the
-// panel_bytes that lie kPrefetchBytes past its start. The panels' two runs (blocks, and scales a
-// line every second block) and the page skipped between two panels' blocks are followed poorly by
-// the hardware prefetchers (see qgemv_avx512.cc). Addresses are integers: prefetching past the
-// caller's panels is skipped (those lines belong to another thread's rows).
-class Prefetcher {
- public:
-  FFLITE_AVX2 Prefetcher(const uint8_t* w, uint64_t bytes)
-      : next_(reinterpret_cast<uintptr_t>(w)), end_(next_ + bytes) {
-    // The first kPrefetchBytes: no panel's steps cover them.
-    Prefetch(next_ + kPrefetchBytes);
-  }
-  // A panel of panel_bytes starting at `panel`, read in `steps` steps.
-  FFLITE_AVX2 void StartPanel(const uint8_t* panel, uint64_t panel_bytes, uint64_t steps) {
-    base_ = reinterpret_cast<uintptr_t>(panel) + kPrefetchBytes;
-    step_q16_ = steps > 0 ? (panel_bytes << 16) / steps : 0;
-    done_ = 0;
-  }
-  FFLITE_AVX2 void Step() {
-    ++done_;
-    Prefetch(base_ + ((done_ * step_q16_) >> 16));
-  }
-
- private:
-  FFLITE_AVX2 void Prefetch(uintptr_t target) {
-    if (target > end_) target = end_;
-    for (; next_ < target; next_ += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(next_), _MM_HINT_T0);
-    }
-  }
-
-  uintptr_t next_, end_;
-  uintptr_t base_ = 0;
-  uint64_t step_q16_ = 0, done_ = 0;
-};
 
 // I8: sums[t][h] = Σ_j q[8h + r][j] · x[t][j] over the 32 k of one block (lane r), T tokens; xb[t]:
 // the block's 32 activations of token t. vpmovsxbd widens 8 bytes of a group (rows 2m, 2m + 1 ×
@@ -179,225 +135,95 @@ FFLITE_AVX2 inline void DecodeI4BlockF16(const uint8_t* blk, uint8_t* out) {
   }
 }
 
-// What a group needs to read one panel: the block geometry and each token's activations.
-struct PanelArgs {
-  const uint8_t* panel;
-  uint64_t scale_bytes, block_bytes;
-  size_t full_blocks;       // blocks with 32 activations in x (the last may be partial)
-  const float* x;           // token t0 of the batch
-  size_t x_stride;
-  const float (*x_tail)[kQuantBlock];  // [batch][32]: the partial last block, zero-padded
-};
+// Tokens per group: the group's weights are dequantised once for all its tokens. 2 tokens × 4
+// partial sums (a half panel at a time, see BlockSumsI8) + the activations and the widened vector
+// fit the 16 ymm registers. Tokens per batch: the groups that share one pass over memory; with
+// more than one group (and always for I4, whose spans are decoded once for all groups), a panel
+// is done in spans of kSpanBlocks blocks (I8: 4 KiB), each span by every group in turn (from L1)
+// before the next, so the weights stream from memory at a steady rate. Prefetch in address order
+// (the general path) and per panel stream (one token).
+struct Avx2 {
+  static constexpr int kMaxTokens = 2;
+  static constexpr size_t kBatchTokens = 8;
+  static constexpr size_t kSpanBlocks = 8;
+  static constexpr bool kPrefetch = true;
+  static constexpr bool kOneTokenPasses = true;
+  // The panel's 16 rows: rows 8h..8h + 7 in v[h].
+  struct Acc {
+    __m256 v[2];
+  };
+  FFLITE_AVX2 static Acc Zero() { return {{_mm256_setzero_ps(), _mm256_setzero_ps()}}; }
 
-// acc[2t + h] += Σ_{b0 <= b < b1} scale[b] · (block b's sums) for the T tokens of a group (the
-// batch's tokens from `first`), half h of the panel; acc in memory between spans.
-template <int T, typename Q>
-FFLITE_AVX2 void GroupSpan(const PanelArgs& a, size_t first, size_t b0, size_t b1,
-                           const uint8_t* decoded, Prefetcher& prefetcher, __m256* acc) {
-  for (size_t b = b0; b < b1; ++b) {
-    prefetcher.Step();
-    const float* xb[T];
-    for (int t = 0; t < T; ++t) {
-      xb[t] = b < a.full_blocks ? a.x + (first + t) * a.x_stride + b * kQuantBlock
-                                : a.x_tail[first + t];
-    }
+  template <typename Q>
+  static constexpr size_t DecodedBytes() {
+    return Q::kBits == 4 ? 2 * kI8BlockBytes : 0;
+  }
+  template <typename Q>
+  FFLITE_AVX2 static void DecodeBlock(const uint8_t* blk, uint8_t* out) {
+    DecodeI4BlockF16(blk, out);
+  }
+
+  // acc[t].v[h] += sums · scale, half by half. I4: blk is the block decoded (DecodeBlock).
+  template <int T, typename Q>
+  FFLITE_AVX2 static void AddBlock(const uint8_t* blk, const float* const* xb,
+                                   const uint8_t* scales, Acc* acc) {
     __m256 sums[T][2];
-    // I4: the span's blocks, decoded to f16 once for all groups.
-    const uint8_t* blk = Q::kBits == 4 ? decoded + (b - b0) * 2 * kI8BlockBytes
-                             : a.panel + a.scale_bytes + b * a.block_bytes;
     BlockSumsI8<T, Q::kBits == 4>(blk, xb, sums);
-    const uint8_t* scales = a.panel + b * 2 * kQuantPanelRows;
     for (int h = 0; h < 2; ++h) {
       const __m256 scale =
           _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16 * h)));
-      for (int t = 0; t < T; ++t) {
-        const __m256 sum = sums[t][h];
-        acc[2 * t + h] = _mm256_fmadd_ps(sum, scale, acc[2 * t + h]);
-      }
+      for (int t = 0; t < T; ++t) acc[t].v[h] = _mm256_fmadd_ps(sums[t][h], scale, acc[t].v[h]);
     }
   }
-}
 
-template <typename Q, int T = 1>
-FFLITE_AVX2 void GroupSpanOf(size_t tokens, const PanelArgs& a, size_t first, size_t b0,
-                             size_t b1, const uint8_t* decoded, Prefetcher& prefetcher,
-                             __m256* acc) {
-  if constexpr (T < kMaxTokens) {
-    if (tokens != T) {
-      GroupSpanOf<Q, T + 1>(tokens, a, first, b0, b1, decoded, prefetcher, acc);
-      return;
-    }
-  }
-  GroupSpan<T, Q>(a, first, b0, b1, decoded, prefetcher, acc);
-}
-
-// One token (c = 1): kPassPanels panels per pass over x, block by block, so each block of
-// activations is read once per pass instead of once per panel, and the panels' weight and scale
-// streams are read side by side, each prefetched as its own stream (as in qgemv_avx512.cc). Each
-// panel sees exactly the operations GroupSpan<1> gives it (the panels of a pass are independent),
-// so results match c > 1 and any row split.
-constexpr size_t kPassPanels = 4;
-// Per panel, how far ahead of the reading its data stream is prefetched, in bytes (the
-// scales' stream runs as many blocks ahead; see quant_prefetch.h).
-constexpr uint64_t kPassPrefetchBytes = 2048;
-
-// acc[j][h] = Σ_b scale[j][b] · (block b's sums of panel j, half h) for the P panels from
-// `first`, one token.
-template <int P, typename Q>
-FFLITE_AVX2 void PassOneToken(const uint8_t* first, const QuantGeometry& g, size_t full_blocks,
-                              const float* x, const float* x_tail, QuantPassPrefetcher& prefetcher,
-                              __m256 (*acc_out)[2]) {
-  __m256 acc[P][2];
-  for (int j = 0; j < P; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
-  const uint8_t* blk = first + g.scale_bytes;
-  for (size_t b = 0; b < g.k_blocks; ++b, blk += g.block_panel_bytes) {
-    prefetcher.Step();
-    const float* xb[1] = {b < full_blocks ? x + b * kQuantBlock : x_tail};
-    // Each panel's sums are scaled into its accumulators at once (few registers live).
+  // Each panel's sums are scaled into its accumulators at once (few registers live). I4: the
+  // block decoded here, panel by panel, the same f16 weights as DecodeBlock's.
+  template <int P, typename Q>
+  FFLITE_AVX2 static void AddBlockPanels(const uint8_t* blk, uint64_t panel_bytes,
+                                         const float* const* xb, const uint8_t* scales,
+                                         Acc* acc) {
     for (int j = 0; j < P; ++j) {
       __m256 sums[1][2];
       if constexpr (Q::kBits == 4) {
         alignas(32) uint8_t q[2 * kI8BlockBytes];
-        DecodeI4BlockF16(blk + j * g.panel_bytes, q);
+        DecodeI4BlockF16(blk + j * panel_bytes, q);
         BlockSumsI8<1, true>(q, xb, sums);
       } else {
-        BlockSumsI8<1>(blk + j * g.panel_bytes, xb, sums);
+        BlockSumsI8<1>(blk + j * panel_bytes, xb, sums);
       }
-      const uint8_t* scales = first + j * g.panel_bytes + b * 2 * kQuantPanelRows;
+      const uint8_t* s = scales + j * panel_bytes;
       for (int h = 0; h < 2; ++h) {
         const __m256 scale =
-            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16 * h)));
-        acc[j][h] = _mm256_fmadd_ps(sums[0][h], scale, acc[j][h]);
+            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16 * h)));
+        acc[j].v[h] = _mm256_fmadd_ps(sums[0][h], scale, acc[j].v[h]);
       }
     }
   }
-  for (int j = 0; j < P; ++j) acc_out[j][0] = acc[j][0], acc_out[j][1] = acc[j][1];
-}
 
-// y[r0 .. r0 + n) = bias + the panel's sums (n < 16: the last, partial panel, through memory:
-// nothing past `rows` is read or written).
-FFLITE_AVX2 inline void StorePanel(const __m256* acc, const float* bias, size_t r0, size_t n,
-                                   float* yt) {
-  if (n == kQuantPanelRows) {
-    for (int h = 0; h < 2; ++h) {
-      __m256 v = acc[h];
-      if (bias != nullptr) v = _mm256_add_ps(_mm256_loadu_ps(bias + r0 + 8 * h), v);
-      _mm256_storeu_ps(yt + 8 * h, v);
-    }
-  } else {
-    float sums[kQuantPanelRows];
-    _mm256_storeu_ps(sums, acc[0]);
-    _mm256_storeu_ps(sums + 8, acc[1]);
-    for (size_t r = 0; r < n; ++r) yt[r] = bias != nullptr ? bias[r0 + r] + sums[r] : sums[r];
-  }
-}
-
-template <typename Q>
-FFLITE_AVX2 void QGemvOneToken(size_t k, size_t rows, const uint8_t* w, const float* bias,
-                               const float* x, float* y) {
-  const QuantGeometry g = GeometryOf<Q>(rows, k);
-  const size_t full_blocks = k / kQuantBlock, tail = k % kQuantBlock;
-  float x_tail[kQuantBlock];
-  if (tail != 0) {
-    std::memset(x_tail, 0, sizeof(x_tail));
-    std::memcpy(x_tail, x + full_blocks * kQuantBlock, tail * sizeof(float));
-  }
-  QuantPassPrefetcher prefetcher(w, g.bytes(), g, kPassPanels, kPassPrefetchBytes);
-  for (size_t p = 0; p < g.panels; p += kPassPanels) {
-    const size_t n = g.panels - p < kPassPanels ? g.panels - p : kPassPanels;
-    const uint8_t* first = w + p * g.panel_bytes;
-    prefetcher.StartPass(first, n, p == 0);
-    __m256 acc[kPassPanels][2];
-    switch (n) {
-      case 4: PassOneToken<4, Q>(first, g, full_blocks, x, x_tail, prefetcher, acc); break;
-      case 3: PassOneToken<3, Q>(first, g, full_blocks, x, x_tail, prefetcher, acc); break;
-      case 2: PassOneToken<2, Q>(first, g, full_blocks, x, x_tail, prefetcher, acc); break;
-      default: PassOneToken<1, Q>(first, g, full_blocks, x, x_tail, prefetcher, acc); break;
-    }
-    for (size_t j = 0; j < n; ++j) {
-      const size_t r0 = (p + j) * kQuantPanelRows;
-      const size_t m = rows - r0 < kQuantPanelRows ? rows - r0 : kQuantPanelRows;
-      StorePanel(acc[j], bias, r0, m, y + r0);
+  // n < 16: the last, partial panel, through memory.
+  FFLITE_AVX2 static void Store(const Acc& acc, const float* bias, size_t r0, size_t n,
+                                float* yt) {
+    if (n == kQuantPanelRows) {
+      for (int h = 0; h < 2; ++h) {
+        __m256 v = acc.v[h];
+        if (bias != nullptr) v = _mm256_add_ps(_mm256_loadu_ps(bias + r0 + 8 * h), v);
+        _mm256_storeu_ps(yt + 8 * h, v);
+      }
+    } else {
+      float sums[kQuantPanelRows];
+      _mm256_storeu_ps(sums, acc.v[0]);
+      _mm256_storeu_ps(sums + 8, acc.v[1]);
+      for (size_t r = 0; r < n; ++r) yt[r] = bias != nullptr ? bias[r0 + r] + sums[r] : sums[r];
     }
   }
-}
-
-template <typename Q>
-FFLITE_AVX2 void QGemv(size_t c, size_t k, size_t rows, const uint8_t* w, const float* bias,
-                       const float* x, size_t x_stride, float* y, size_t y_stride) {
-  const QuantGeometry g = GeometryOf<Q>(rows, k);
-  const size_t full_blocks = k / kQuantBlock, tail = k % kQuantBlock;
-  if (c == 1) {
-    QGemvOneToken<Q>(k, rows, w, bias, x, y);
-    return;
-  }
-  // Steps per panel: one per block for each group of each batch.
-  uint64_t steps = 0;
-  for (size_t t0 = 0; t0 < c; t0 += kBatchTokens) {
-    const size_t batch = c - t0 < kBatchTokens ? c - t0 : kBatchTokens;
-    steps += (batch + kMaxTokens - 1) / kMaxTokens * g.k_blocks;
-  }
-  Prefetcher prefetcher(w, g.bytes());
-  for (size_t p = 0; p < g.panels; ++p) {
-    const uint8_t* panel = w + p * g.panel_bytes;
-    const size_t r0 = p * kQuantPanelRows;
-    const size_t n = rows - r0 < kQuantPanelRows ? rows - r0 : kQuantPanelRows;
-    prefetcher.StartPanel(panel, g.panel_bytes, steps);
-    for (size_t t0 = 0; t0 < c; t0 += kBatchTokens) {
-      const size_t batch = c - t0 < kBatchTokens ? c - t0 : kBatchTokens;
-      // Groups split evenly (I4: 3 -> 2 + 1, 7 -> 2 + 2 + 2 + 1); the grouping changes no result.
-      size_t group_size[kBatchTokens];
-      size_t groups = 0;
-      for (size_t t = 0; t < batch; ++groups) {
-        const size_t left = batch - t;
-        const size_t groups_left = (left + kMaxTokens - 1) / kMaxTokens;
-        group_size[groups] = (left + groups_left - 1) / groups_left;
-        t += group_size[groups];
-      }
-      // The last block's activations past k are not in x: a zero-padded copy (zero weights
-      // there too, and 0 · 0 adds nothing).
-      float x_tail[kBatchTokens][kQuantBlock];
-      if (tail != 0) {
-        for (size_t t = 0; t < batch; ++t) {
-          std::memset(x_tail[t], 0, sizeof(x_tail[t]));
-          std::memcpy(x_tail[t], x + (t0 + t) * x_stride + full_blocks * kQuantBlock,
-                      tail * sizeof(float));
-        }
-      }
-      const PanelArgs args = {panel,       g.scale_bytes,         g.block_panel_bytes,
-                              full_blocks, x + t0 * x_stride, x_stride, x_tail};
-      __m256 acc[2 * kBatchTokens];
-      for (size_t i = 0; i < 2 * batch; ++i) acc[i] = _mm256_setzero_ps();
-      const size_t span = Q::kBits == 4 || groups > 1 ? kSpanBlocks : g.k_blocks;
-      for (size_t b0 = 0; b0 < g.k_blocks; b0 += span) {
-        const size_t b1 = g.k_blocks - b0 < span ? g.k_blocks : b0 + span;
-        alignas(32) uint8_t decoded[Q::kBits == 4 ? kSpanBlocks : 1][Q::kBits == 4 ? 2 * kI8BlockBytes : 1];
-        if constexpr (Q::kBits == 4) {
-          for (size_t b = b0; b < b1; ++b) {
-            DecodeI4BlockF16(panel + g.scale_bytes + b * g.block_panel_bytes, decoded[b - b0]);
-          }
-        }
-        for (size_t gi = 0, t = 0; gi < groups; t += group_size[gi++]) {
-          GroupSpanOf<Q>(group_size[gi], args, t, b0, b1, decoded[0], prefetcher, acc + 2 * t);
-        }
-      }
-      for (size_t t = 0; t < batch; ++t) {
-        StorePanel(acc + 2 * t, bias, r0, n, y + (t0 + t) * y_stride + r0);
-      }
-    }
-  }
-}
+};
 
 }  // namespace
 
 FFLITE_AVX2 void QGemvAvx2(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
                            const float* bias, const float* x, size_t x_stride, float* y,
                            size_t y_stride) {
-  switch (type) {
-    case QuantType::kQ8: QGemv<Q8>(c, k, rows, w, bias, x, x_stride, y, y_stride); break;
-    case QuantType::kQ4: QGemv<Q4>(c, k, rows, w, bias, x, x_stride, y, y_stride); break;
-    default: break;  // validated by the caller: nothing else reaches a kernel
-  }
+  qgemv_avx2::QGemvOf<Avx2>(c, k, rows, w, type, bias, x, x_stride, y, y_stride);
 }
 
 }  // namespace fflite

@@ -1,4 +1,4 @@
-// The float-activation product over quantised panels (format/quant_layout.h) for AVX-512 (F + BW +
+// The float-activation product over quantised panels (kernels/quant_types.h) for AVX-512 (F + BW +
 // VL, with FMA and F16C): 16 f32 lanes for the 16 rows of a panel, the weights dequantised in
 // registers and streamed from memory once per call for up to 4 tokens, prefetched in address order.
 //
@@ -10,9 +10,8 @@
 // and every panel whatever the rows of the call, so results do not depend on c nor on how the
 // rows are split among threads.
 //
-// c = 1 has its own path: 4 panels per pass over x, block by block (each block of activations
-// read once per pass, not once per panel), each panel's bytes prefetched as its own stream, with
-// each panel's operations exactly those of the general path (results identical for any c/split).
+// The driver (panels, token groups, spans, the one-token passes of 4 panels, prefetch) is
+// qgemv_impl.inc's; this file is its AVX-512 policy: the block sums and the panel's one vector.
 //
 // Measured on Zen 5 (one core of a shared 2-core VM, [11008, 4096] weights rotated through 300 MB,
 // medians of 21 runs against a plain 64-byte-load read loop at 31-38 GB/s in the same run): c = 1
@@ -39,6 +38,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/quant_types.h"
 
@@ -46,60 +46,13 @@
 // functions.
 #define FFLITE_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c")))
 
+#define FFLITE_QGEMV_TARGET FFLITE_AVX512
+#define FFLITE_QGEMV_NS qgemv_avx512
+#include "kernels/qgemv_impl.inc"
+
 namespace fflite {
 
 namespace {
-
-// Tokens per group: the group's weights are dequantised once for all its tokens. 4 tokens × 4
-// partial sums + 4 panel accumulators + the widened, converted vectors and the activations fit
-// the 32 zmm registers. Tokens per batch: the groups that share one pass over memory; with more
-// than one group, a panel is done in spans of kSpanBlocks blocks (I8: 4 KiB), each span by every
-// group in turn (from L1) before the next, so the weights stream from memory at a steady rate.
-constexpr int kMaxTokens = 4;
-constexpr size_t kBatchTokens = 16;
-constexpr size_t kSpanBlocks = 8;
-// How far ahead of the blocks being read the software prefetch runs, in bytes (8, 16 and 32 KiB
-// measured alike; 4 KiB lost 10-15%).
-constexpr uintptr_t kPrefetchBytes = 16384;
-
-// Prefetches the matrix in address order, kPrefetchBytes ahead of the reading, spread evenly over
-// every step (one block of one token group) of a panel: each panel's steps prefetch the
-// panel_bytes that lie kPrefetchBytes past its start. A panel read in order is two runs, its
-// blocks and (a line every second block) its scales, and each panel's blocks start a page past
-// the last panel's: the hardware prefetchers follow that poorly (without this prefetch c = 1 read
-// at 40-48% of the read loop's bandwidth, with it 60-68%). Prefetching only the next panel's
-// scales and first blocks, or bursting each panel's scales at its start, left it at 45-57%.
-// Addresses are integers: prefetching past the caller's panels is skipped (those lines belong to
-// another thread's rows).
-class Prefetcher {
- public:
-  FFLITE_AVX512 Prefetcher(const uint8_t* w, uint64_t bytes)
-      : next_(reinterpret_cast<uintptr_t>(w)), end_(next_ + bytes) {
-    Prefetch(next_ + kPrefetchBytes);  // the first kPrefetchBytes: no panel's steps cover them
-  }
-  // A panel of panel_bytes starting at `panel`, read in `steps` steps.
-  FFLITE_AVX512 void StartPanel(const uint8_t* panel, uint64_t panel_bytes, uint64_t steps) {
-    base_ = reinterpret_cast<uintptr_t>(panel) + kPrefetchBytes;
-    step_q16_ = steps > 0 ? (panel_bytes << 16) / steps : 0;
-    done_ = 0;
-  }
-  FFLITE_AVX512 void Step() {
-    ++done_;
-    Prefetch(base_ + ((done_ * step_q16_) >> 16));
-  }
-
- private:
-  FFLITE_AVX512 void Prefetch(uintptr_t target) {
-    if (target > end_) target = end_;
-    for (; next_ < target; next_ += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(next_), _MM_HINT_T0);
-    }
-  }
-
-  uintptr_t next_, end_;
-  uintptr_t base_ = 0;
-  uint64_t step_q16_ = 0, done_ = 0;
-};
 
 // I8: sums[t] = Σ_j q[r][j] · x[t][j] over the 32 k of one block (lane r), T tokens; xb[t]: the
 // block's 32 activations of token t. vpmovsxbd widens a quarter of a group (rows 4m..4m+3 × the 4
@@ -255,203 +208,78 @@ FFLITE_AVX512 inline void BlockSumsI4Panels(const uint8_t* blk, size_t stride, c
   }
 }
 
-// What a group needs to read one panel: the block geometry and each token's activations.
-struct PanelArgs {
-  const uint8_t* panel;
-  uint64_t scale_bytes, block_bytes;
-  size_t full_blocks;       // blocks with 32 activations in x (the last may be partial)
-  const float* x;           // token t0 of the batch
-  size_t x_stride;
-  const float (*x_tail)[kQuantBlock];  // [batch][32]: the partial last block, zero-padded
-};
+// Tokens per group: the group's weights are dequantised once for all its tokens. 4 tokens × 4
+// partial sums + 4 panel accumulators + the widened, converted vectors and the activations fit
+// the 32 zmm registers. Tokens per batch: the groups that share one pass over memory; with more
+// than one group, a panel is done in spans of kSpanBlocks blocks (I8: 4 KiB), each span by every
+// group in turn (from L1) before the next, so the weights stream from memory at a steady rate.
+struct Avx512 {
+  static constexpr int kMaxTokens = 4;
+  static constexpr size_t kBatchTokens = 16;
+  static constexpr size_t kSpanBlocks = 8;
+  static constexpr bool kPrefetch = true;
+  static constexpr bool kOneTokenPasses = true;
+  // The panel's 16 rows, one per lane.
+  struct Acc {
+    __m512 v;
+  };
+  FFLITE_AVX512 static Acc Zero() { return {_mm512_setzero_ps()}; }
 
-// acc[t] += Σ_{b0 <= b < b1} scale[b] · (block b's sums) for the T tokens of a group (the
-// batch's tokens t0..t0 + T from `first`); acc in memory between spans.
-template <int T, typename Q>
-FFLITE_AVX512 void GroupSpan(const PanelArgs& a, size_t first, size_t b0, size_t b1,
-                             Prefetcher& prefetcher, __m512* acc_mem) {
-  __m512 acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = acc_mem[t];
-  for (size_t b = b0; b < b1; ++b) {
-    prefetcher.Step();
-    const float* xb[T];
-    for (int t = 0; t < T; ++t) {
-      xb[t] = b < a.full_blocks ? a.x + (first + t) * a.x_stride + b * kQuantBlock
-                                : a.x_tail[first + t];
-    }
+  template <typename Q>
+  static constexpr size_t DecodedBytes() {
+    return 0;
+  }
+  template <typename Q>
+  static void DecodeBlock(const uint8_t* /*blk*/, uint8_t* /*out*/) {}
+
+  template <int T, typename Q>
+  FFLITE_AVX512 static void AddBlock(const uint8_t* blk, const float* const* xb,
+                                     const uint8_t* scales, Acc* acc) {
     __m512 sums[T];
-    const uint8_t* blk = a.panel + a.scale_bytes + b * a.block_bytes;
     if constexpr (Q::kBits == 4) {
       BlockSumsI4<T>(blk, xb, sums);
     } else {
       BlockSumsI8<T>(blk, xb, sums);
     }
-    const __m512 scale = _mm512_cvtph_ps(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.panel + b * 2 * kQuantPanelRows)));
-    for (int t = 0; t < T; ++t) {
-      const __m512 sum = sums[t];
-      acc[t] = _mm512_fmadd_ps(sum, scale, acc[t]);
-    }
+    const __m512 scale =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales)));
+    for (int t = 0; t < T; ++t) acc[t].v = _mm512_fmadd_ps(sums[t], scale, acc[t].v);
   }
-  for (int t = 0; t < T; ++t) acc_mem[t] = acc[t];
-}
 
-template <typename Q, int T = 1>
-FFLITE_AVX512 void GroupSpanOf(size_t tokens, const PanelArgs& a, size_t first, size_t b0,
-                               size_t b1, Prefetcher& prefetcher, __m512* acc) {
-  if constexpr (T < kMaxTokens) {
-    if (tokens != T) {
-      GroupSpanOf<Q, T + 1>(tokens, a, first, b0, b1, prefetcher, acc);
-      return;
-    }
-  }
-  GroupSpan<T, Q>(a, first, b0, b1, prefetcher, acc);
-}
-
-// One token (c = 1): kPassPanels panels per pass over x, block by block, so each block of
-// activations is read (from L2) once per pass instead of once per panel, and the panels' weight
-// and scale streams are read side by side. Each panel sees exactly the operations GroupSpan<1>
-// gives it (the panels of a pass are independent), so results match c > 1 and any row split.
-constexpr size_t kPassPanels = 4;
-// Per panel, how far ahead of the reading its data stream is prefetched, in bytes (the
-// scales' stream runs as many blocks ahead; see quant_prefetch.h).
-constexpr uint64_t kPassPrefetchBytes = 2048;
-
-// acc[j] = Σ_b scale[j][b] · (block b's sums of panel j) for the P panels from `first`, one token.
-template <int P, typename Q>
-FFLITE_AVX512 void PassOneToken(const uint8_t* first, const QuantGeometry& g, size_t full_blocks,
-                                const float* x, const float* x_tail, QuantPassPrefetcher& prefetcher,
-                                __m512* acc_out) {
-  __m512 acc[P];
-  for (int j = 0; j < P; ++j) acc[j] = _mm512_setzero_ps();
-  const uint8_t* blk = first + g.scale_bytes;
-  for (size_t b = 0; b < g.k_blocks; ++b, blk += g.block_panel_bytes) {
-    prefetcher.Step();
-    const float* xb[1] = {b < full_blocks ? x + b * kQuantBlock : x_tail};
+  template <int P, typename Q>
+  FFLITE_AVX512 static void AddBlockPanels(const uint8_t* blk, uint64_t panel_bytes,
+                                           const float* const* xb, const uint8_t* scales,
+                                           Acc* acc) {
     __m512 sums[P];
     if constexpr (Q::kBits == 4) {
-      BlockSumsI4Panels<P>(blk, g.panel_bytes, xb[0], sums);
+      BlockSumsI4Panels<P>(blk, panel_bytes, xb[0], sums);
     } else {
-      for (int j = 0; j < P; ++j) BlockSumsI8<1>(blk + j * g.panel_bytes, xb, &sums[j]);
+      for (int j = 0; j < P; ++j) BlockSumsI8<1>(blk + j * panel_bytes, xb, &sums[j]);
     }
     for (int j = 0; j < P; ++j) {
-      const __m512 scale = _mm512_cvtph_ps(_mm256_loadu_si256(
-          reinterpret_cast<const __m256i*>(first + j * g.panel_bytes + b * 2 * kQuantPanelRows)));
-      acc[j] = _mm512_fmadd_ps(sums[j], scale, acc[j]);
+      const __m512 scale = _mm512_cvtph_ps(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + j * panel_bytes)));
+      acc[j].v = _mm512_fmadd_ps(sums[j], scale, acc[j].v);
     }
   }
-  for (int j = 0; j < P; ++j) acc_out[j] = acc[j];
-}
 
-template <typename Q>
-FFLITE_AVX512 void QGemvOneToken(size_t k, size_t rows, const uint8_t* w, const float* bias,
-                                 const float* x, float* y) {
-  const QuantGeometry g = GeometryOf<Q>(rows, k);
-  const size_t full_blocks = k / kQuantBlock, tail = k % kQuantBlock;
-  float x_tail[kQuantBlock];
-  if (tail != 0) {
-    std::memset(x_tail, 0, sizeof(x_tail));
-    std::memcpy(x_tail, x + full_blocks * kQuantBlock, tail * sizeof(float));
-  }
-  QuantPassPrefetcher prefetcher(w, g.bytes(), g, kPassPanels, kPassPrefetchBytes);
-  for (size_t p = 0; p < g.panels; p += kPassPanels) {
-    const size_t n = g.panels - p < kPassPanels ? g.panels - p : kPassPanels;
-    const uint8_t* first = w + p * g.panel_bytes;
-    prefetcher.StartPass(first, n, p == 0);
-    __m512 acc[kPassPanels];
-    switch (n) {
-      case 4: PassOneToken<4, Q>(first, g, full_blocks, x, x_tail, prefetcher, acc); break;
-      case 3: PassOneToken<3, Q>(first, g, full_blocks, x, x_tail, prefetcher, acc); break;
-      case 2: PassOneToken<2, Q>(first, g, full_blocks, x, x_tail, prefetcher, acc); break;
-      default: PassOneToken<1, Q>(first, g, full_blocks, x, x_tail, prefetcher, acc); break;
-    }
-    for (size_t j = 0; j < n; ++j) {
-      const size_t r0 = (p + j) * kQuantPanelRows;
-      const __mmask16 row_mask = rows - r0 >= kQuantPanelRows
-                                     ? 0xffff
-                                     : static_cast<__mmask16>((1u << (rows - r0)) - 1u);
-      __m512 v = acc[j];
-      if (bias != nullptr) v = _mm512_add_ps(_mm512_maskz_loadu_ps(row_mask, bias + r0), v);
-      _mm512_mask_storeu_ps(y + r0, row_mask, v);
-    }
-  }
-}
-
-template <typename Q>
-FFLITE_AVX512 void QGemv(size_t c, size_t k, size_t rows, const uint8_t* w, const float* bias,
-                         const float* x, size_t x_stride, float* y, size_t y_stride) {
-  const QuantGeometry g = GeometryOf<Q>(rows, k);
-  const size_t full_blocks = k / kQuantBlock, tail = k % kQuantBlock;
-  if (c == 1) {
-    QGemvOneToken<Q>(k, rows, w, bias, x, y);
-    return;
-  }
-  // Prefetch steps per panel: one per block for each group of each batch.
-  uint64_t steps = 0;
-  for (size_t t0 = 0; t0 < c; t0 += kBatchTokens) {
-    const size_t batch = c - t0 < kBatchTokens ? c - t0 : kBatchTokens;
-    steps += (batch + kMaxTokens - 1) / kMaxTokens * g.k_blocks;
-  }
-  Prefetcher prefetcher(w, g.bytes());
-  for (size_t p = 0; p < g.panels; ++p) {
-    const uint8_t* panel = w + p * g.panel_bytes;
-    const size_t r0 = p * kQuantPanelRows;
+  // Masked loads and stores: nothing past row n is read or written.
+  FFLITE_AVX512 static void Store(const Acc& acc, const float* bias, size_t r0, size_t n,
+                                  float* yt) {
     const __mmask16 row_mask =
-        rows - r0 >= kQuantPanelRows ? 0xffff : static_cast<__mmask16>((1u << (rows - r0)) - 1u);
-    prefetcher.StartPanel(panel, g.panel_bytes, steps);
-    for (size_t t0 = 0; t0 < c; t0 += kBatchTokens) {
-      const size_t batch = c - t0 < kBatchTokens ? c - t0 : kBatchTokens;
-      // Groups split evenly (5 -> 3 + 2, 9 -> 3 + 3 + 3); the grouping changes no result.
-      size_t group_size[kBatchTokens];
-      size_t groups = 0;
-      for (size_t t = 0; t < batch; ++groups) {
-        const size_t left = batch - t;
-        const size_t groups_left = (left + kMaxTokens - 1) / kMaxTokens;
-        group_size[groups] = (left + groups_left - 1) / groups_left;
-        t += group_size[groups];
-      }
-      // The last block's activations past k are not in x: a zero-padded copy (zero weights
-      // there too, and 0 · 0 adds nothing).
-      float x_tail[kBatchTokens][kQuantBlock];
-      if (tail != 0) {
-        for (size_t t = 0; t < batch; ++t) {
-          std::memset(x_tail[t], 0, sizeof(x_tail[t]));
-          std::memcpy(x_tail[t], x + (t0 + t) * x_stride + full_blocks * kQuantBlock,
-                      tail * sizeof(float));
-        }
-      }
-      const PanelArgs args = {panel,       g.scale_bytes,         g.block_panel_bytes,
-                              full_blocks, x + t0 * x_stride, x_stride, x_tail};
-      __m512 acc[kBatchTokens];
-      for (size_t t = 0; t < batch; ++t) acc[t] = _mm512_setzero_ps();
-      const size_t span = groups > 1 ? kSpanBlocks : g.k_blocks;
-      for (size_t b0 = 0; b0 < g.k_blocks; b0 += span) {
-        const size_t b1 = g.k_blocks - b0 < span ? g.k_blocks : b0 + span;
-        for (size_t gi = 0, t = 0; gi < groups; t += group_size[gi++]) {
-          GroupSpanOf<Q>(group_size[gi], args, t, b0, b1, prefetcher, acc + t);
-        }
-      }
-      for (size_t t = 0; t < batch; ++t) {
-        float* yt = y + (t0 + t) * y_stride + r0;
-        __m512 v = acc[t];
-        // Masked loads and stores: nothing past `rows` is read or written.
-        if (bias != nullptr) v = _mm512_add_ps(_mm512_maskz_loadu_ps(row_mask, bias + r0), v);
-        _mm512_mask_storeu_ps(yt, row_mask, v);
-      }
-    }
+        n >= kQuantPanelRows ? 0xffff : static_cast<__mmask16>((1u << n) - 1u);
+    __m512 v = acc.v;
+    if (bias != nullptr) v = _mm512_add_ps(_mm512_maskz_loadu_ps(row_mask, bias + r0), v);
+    _mm512_mask_storeu_ps(yt, row_mask, v);
   }
-}
+};
 
 }  // namespace
 
 FFLITE_AVX512 void QGemvAvx512(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
                                const float* bias, const float* x, size_t x_stride, float* y,
                                size_t y_stride) {
-  switch (type) {
-    case QuantType::kQ8: QGemv<Q8>(c, k, rows, w, bias, x, x_stride, y, y_stride); break;
-    case QuantType::kQ4: QGemv<Q4>(c, k, rows, w, bias, x, x_stride, y, y_stride); break;
-    default: break;  // validated by the caller: nothing else reaches a kernel
-  }
+  qgemv_avx512::QGemvOf<Avx512>(c, k, rows, w, type, bias, x, x_stride, y, y_stride);
 }
 
 }  // namespace fflite

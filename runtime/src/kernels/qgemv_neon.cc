@@ -1,4 +1,4 @@
-// The float-activation product over quantised panels (format/quant_layout.h) for NEON (aarch64,
+// The float-activation product over quantised panels (kernels/quant_types.h) for NEON (aarch64,
 // and armv7 with NEON): four q registers of 4 lanes hold the 16 rows of a panel, the weights
 // dequantised in registers and read once per call for up to 2 tokens (aarch64; 1 on armv7).
 //
@@ -9,12 +9,15 @@
 // quarter and token, scaled by the block's f16 scales into the panel accumulators. Every token
 // sees the same operations whatever c, and every panel whatever the rows of the call, so results
 // do not depend on c nor on how the rows are split among threads.
-// No software prefetch, as in gemv_neon.cc: the panels are one forward stream (and a slow one of
-// scales), and the ARM cores' prefetchers have not been measured with it.
+// The driver (panels, token groups, spans) is qgemv_impl.inc's; this file is its NEON policy. No
+// software prefetch, as in gemv_neon.cc: the panels are one forward stream (and a slow one of
+// scales), and the ARM cores' prefetchers have not been measured with it; no one-token passes
+// (not measured on ARM either).
 // On 32-bit ARM this file alone is compiled with -mfpu=neon (runtime/CMakeLists.txt), so it calls
 // no inline function of a shared header (the linker could keep its NEON copy for every caller):
 // hence its own f16 conversion below.
 #include "kernels/quant_kernels.h"
+#include "kernels/quant_prefetch.h"
 
 #if defined(FFLITE_QGEMV_NEON)
 
@@ -22,25 +25,17 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/quant_types.h"
+
+#define FFLITE_QGEMV_TARGET
+#define FFLITE_QGEMV_NS qgemv_neon
+#include "kernels/qgemv_impl.inc"
 
 namespace fflite {
 
 namespace {
-
-// Tokens per group: tokens × 4 partial sums + tokens × 4 panel accumulators + the loaded, shifted
-// and converted vectors and the activations fit the q registers: 32 on aarch64 (2 tokens: 16 +
-// about 8), 16 on armv7 (1 token: 8 + about 6). Tokens per batch: the groups that share one pass
-// over memory; with more than one group a panel goes in spans of kSpanBlocks blocks, each done by
-// every group in turn (from L1) before the next.
-#if defined(__aarch64__)
-constexpr int kMaxTokens = 2;
-#else
-constexpr int kMaxTokens = 1;
-#endif
-constexpr size_t kBatchTokens = 8;
-constexpr size_t kSpanBlocks = 8;
 
 // acc + a · b[I], fused where the target has FMA (aarch64, VFPv4).
 template <int I>
@@ -125,7 +120,7 @@ inline void Quarter(int32x4_t v, const float* const* xb, size_t j0, int m,
   float32x4_t xv[T];
   for (int t = 0; t < T; ++t) xv[t] = vld1q_f32(xb[t] + j0);
   float32x4_t f[4];
-  if constexpr (Q::kBits != 4) {
+  if constexpr (Q::kBits == 8) {
     f[0] = ByteAsFloat<0>(v);
     f[1] = ByteAsFloat<1>(v);
     f[2] = ByteAsFloat<2>(v);
@@ -170,127 +165,84 @@ inline void BlockSums(const uint8_t* blk, const float* const* xb, float32x4_t (*
   }
 }
 
-// What a group needs to read one panel: the block geometry and each token's activations.
-struct PanelArgs {
-  const uint8_t* panel;
-  uint64_t scale_bytes, block_bytes;
-  size_t full_blocks;  // blocks with 32 activations in x (the last may be partial)
-  const float* x;      // token t0 of the batch
-  size_t x_stride;
-  const float (*x_tail)[kQuantBlock];  // [batch][32]: the partial last block, zero-padded
-};
+// Tokens per group: tokens × 4 partial sums + tokens × 4 panel accumulators + the loaded, shifted
+// and converted vectors and the activations fit the q registers: 32 on aarch64 (2 tokens: 16 +
+// about 8), 16 on armv7 (1 token: 8 + about 6). Tokens per batch: the groups that share one pass
+// over memory; with more than one group a panel goes in spans of kSpanBlocks blocks, each done by
+// every group in turn (from L1) before the next.
+struct Neon {
+#if defined(__aarch64__)
+  static constexpr int kMaxTokens = 2;
+#else
+  static constexpr int kMaxTokens = 1;
+#endif
+  static constexpr size_t kBatchTokens = 8;
+  static constexpr size_t kSpanBlocks = 8;
+  static constexpr bool kPrefetch = false;
+  static constexpr bool kOneTokenPasses = false;
+  // The panel's 16 rows: rows 4m..4m + 3 in v[m].
+  struct Acc {
+    float32x4_t v[4];
+  };
+  static Acc Zero() {
+    Acc a;
+    for (int m = 0; m < 4; ++m) a.v[m] = vdupq_n_f32(0.0f);
+    return a;
+  }
 
-// acc[4t + m] += Σ_{b0 <= b < b1} scale[b] · (block b's sums) for the T tokens of a group (the
-// batch's tokens from `first`), quarter m of the panel; acc in memory between spans.
-template <int T, typename Q>
-void GroupSpan(const PanelArgs& a, size_t first, size_t b0, size_t b1, float32x4_t* acc) {
-  for (size_t b = b0; b < b1; ++b) {
-    const float* xb[T];
-    for (int t = 0; t < T; ++t) {
-      xb[t] = b < a.full_blocks ? a.x + (first + t) * a.x_stride + b * kQuantBlock
-                                : a.x_tail[first + t];
-    }
+  template <typename Q>
+  static constexpr size_t DecodedBytes() {
+    return 0;
+  }
+  template <typename Q>
+  static void DecodeBlock(const uint8_t* /*blk*/, uint8_t* /*out*/) {}
+
+  template <int T, typename Q>
+  static void AddBlock(const uint8_t* blk, const float* const* xb, const uint8_t* scales,
+                       Acc* acc) {
     float32x4_t part[T][4];
     for (int t = 0; t < T; ++t) {
       for (int m = 0; m < 4; ++m) part[t][m] = vdupq_n_f32(0.0f);
     }
-    BlockSums<T, Q>(a.panel + a.scale_bytes + b * a.block_bytes, xb, part);
+    BlockSums<T, Q>(blk, xb, part);
     float32x4_t scale[4];
-    LoadScales(a.panel + b * 2 * kQuantPanelRows, scale);
+    LoadScales(scales, scale);
     for (int t = 0; t < T; ++t) {
       for (int m = 0; m < 4; ++m) {
 #if defined(__aarch64__) || defined(__ARM_FEATURE_FMA)
-        acc[4 * t + m] = vfmaq_f32(acc[4 * t + m], part[t][m], scale[m]);
+        acc[t].v[m] = vfmaq_f32(acc[t].v[m], part[t][m], scale[m]);
 #else
-        acc[4 * t + m] = vmlaq_f32(acc[4 * t + m], part[t][m], scale[m]);
+        acc[t].v[m] = vmlaq_f32(acc[t].v[m], part[t][m], scale[m]);
 #endif
       }
     }
   }
-}
+  // Not used (kOneTokenPasses is false).
+  template <int P, typename Q>
+  static void AddBlockPanels(const uint8_t*, uint64_t, const float* const*, const uint8_t*,
+                             Acc*) {}
 
-template <typename Q, int T = 1>
-void GroupSpanOf(size_t tokens, const PanelArgs& a, size_t first, size_t b0, size_t b1,
-                 float32x4_t* acc) {
-  if constexpr (T < kMaxTokens) {
-    if (tokens != T) {
-      GroupSpanOf<Q, T + 1>(tokens, a, first, b0, b1, acc);
-      return;
+  // n < 16: the last, partial panel, through memory.
+  static void Store(const Acc& acc, const float* bias, size_t r0, size_t n, float* yt) {
+    if (n == kQuantPanelRows) {
+      for (int m = 0; m < 4; ++m) {
+        float32x4_t v = acc.v[m];
+        if (bias != nullptr) v = vaddq_f32(vld1q_f32(bias + r0 + 4 * m), v);
+        vst1q_f32(yt + 4 * m, v);
+      }
+    } else {
+      float sums[kQuantPanelRows];
+      for (int m = 0; m < 4; ++m) vst1q_f32(sums + 4 * m, acc.v[m]);
+      for (size_t r = 0; r < n; ++r) yt[r] = bias != nullptr ? bias[r0 + r] + sums[r] : sums[r];
     }
   }
-  GroupSpan<T, Q>(a, first, b0, b1, acc);
-}
-
-template <typename Q>
-void QGemv(size_t c, size_t k, size_t rows, const uint8_t* w, const float* bias, const float* x,
-           size_t x_stride, float* y, size_t y_stride) {
-  const QuantGeometry g = QuantMatrixGeometry(Q::kType, rows, k);
-  const size_t full_blocks = k / kQuantBlock, tail = k % kQuantBlock;
-  for (size_t p = 0; p < g.panels; ++p) {
-    const uint8_t* panel = w + p * g.panel_bytes;
-    const size_t r0 = p * kQuantPanelRows;
-    const size_t n = rows - r0 < kQuantPanelRows ? rows - r0 : kQuantPanelRows;
-    for (size_t t0 = 0; t0 < c; t0 += kBatchTokens) {
-      const size_t batch = c - t0 < kBatchTokens ? c - t0 : kBatchTokens;
-      // Groups split evenly; the grouping changes no result.
-      size_t group_size[kBatchTokens];
-      size_t groups = 0;
-      for (size_t t = 0; t < batch; ++groups) {
-        const size_t left = batch - t;
-        const size_t groups_left = (left + kMaxTokens - 1) / kMaxTokens;
-        group_size[groups] = (left + groups_left - 1) / groups_left;
-        t += group_size[groups];
-      }
-      // The last block's activations past k are not in x: a zero-padded copy (zero weights
-      // there too, and 0 · 0 adds nothing).
-      float x_tail[kBatchTokens][kQuantBlock];
-      if (tail != 0) {
-        for (size_t t = 0; t < batch; ++t) {
-          std::memset(x_tail[t], 0, sizeof(x_tail[t]));
-          std::memcpy(x_tail[t], x + (t0 + t) * x_stride + full_blocks * kQuantBlock,
-                      tail * sizeof(float));
-        }
-      }
-      const PanelArgs args = {panel,       g.scale_bytes,     g.block_panel_bytes,
-                              full_blocks, x + t0 * x_stride, x_stride,
-                              x_tail};
-      float32x4_t acc[4 * kBatchTokens];
-      for (size_t i = 0; i < 4 * batch; ++i) acc[i] = vdupq_n_f32(0.0f);
-      const size_t span = groups > 1 ? kSpanBlocks : g.k_blocks;
-      for (size_t b0 = 0; b0 < g.k_blocks; b0 += span) {
-        const size_t b1 = g.k_blocks - b0 < span ? g.k_blocks : b0 + span;
-        for (size_t gi = 0, t = 0; gi < groups; t += group_size[gi++]) {
-          GroupSpanOf<Q>(group_size[gi], args, t, b0, b1, acc + 4 * t);
-        }
-      }
-      for (size_t t = 0; t < batch; ++t) {
-        float* yt = y + (t0 + t) * y_stride + r0;
-        if (n == kQuantPanelRows) {
-          for (int m = 0; m < 4; ++m) {
-            float32x4_t v = acc[4 * t + m];
-            if (bias != nullptr) v = vaddq_f32(vld1q_f32(bias + r0 + 4 * m), v);
-            vst1q_f32(yt + 4 * m, v);
-          }
-        } else {
-          // The last, partial panel, through memory: nothing past `rows` is read or written.
-          float sums[kQuantPanelRows];
-          for (int m = 0; m < 4; ++m) vst1q_f32(sums + 4 * m, acc[4 * t + m]);
-          for (size_t r = 0; r < n; ++r) yt[r] = bias != nullptr ? bias[r0 + r] + sums[r] : sums[r];
-        }
-      }
-    }
-  }
-}
+};
 
 }  // namespace
 
 void QGemvNeon(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type, const float* bias,
                const float* x, size_t x_stride, float* y, size_t y_stride) {
-  switch (type) {
-    case QuantType::kQ8: QGemv<Q8>(c, k, rows, w, bias, x, x_stride, y, y_stride); break;
-    case QuantType::kQ4: QGemv<Q4>(c, k, rows, w, bias, x, x_stride, y, y_stride); break;
-    default: break;  // validated by the caller: nothing else reaches a kernel
-  }
+  qgemv_neon::QGemvOf<Neon>(c, k, rows, w, type, bias, x, x_stride, y, y_stride);
 }
 
 }  // namespace fflite
