@@ -27,7 +27,7 @@ static_assert(static_cast<uint8_t>(Activation::RELU) == 1 &&
                   static_cast<uint8_t>(Activation::GELU_TANH) == 3 &&
                   static_cast<uint8_t>(Activation::SILU) == 4 &&
                   static_cast<uint8_t>(Activation::SIGMOID) == 5,
-              "cuda_kernels.cu's Act() switches on these values");
+              "cuda_device.cuh's Act() switches on these values");
 
 // Up to this many tokens a product runs on the f32-activation kernel (each weight row read once
 // per 8 tokens); above it on cuBLAS.
