@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "backends/backend.h"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/reference/reference_backend.h"
 #include "base/half.h"
 #include "gtest/gtest.h"
 #include "kernels/quant_kernels.h"
@@ -36,21 +37,10 @@ using testing::FfnTester;
 using testing::MoeParams;
 using testing::MoeTester;
 using testing::ParamsFor;
+using testing::OneExpert;
 using testing::Rng;
+using testing::TakesBudget;
 using testing::Variant;
-
-// Whether the backend takes an expert budget (others refuse a nonzero one).
-bool TakesBudget(const std::string& backend) { return backend == "xnnpack"; }
-
-// Bytes of one packed expert of these experts' shape (the CPU backend budget's unit).
-uint64_t OneExpert(uint32_t d_model, uint32_t d_ff, bool gated) {
-  FfnView f;
-  f.d_model = d_model;
-  f.d_ff = d_ff;
-  f.d_ff_padded = (d_ff + 63) / 64 * 64;
-  f.gated = gated;
-  return CpuPackedFfnBytes(f);
-}
 
 constexpr Activation kActivations[] = {Activation::RELU, Activation::GELU_ERF,
                                        Activation::GELU_TANH, Activation::SILU,
@@ -580,16 +570,83 @@ TEST_P(NeuronEditTest, BadArgumentsAreRefused) {
 // The reference too: its edit against the scaled file is a test of the edit, not of itself.
 INSTANTIATE_TEST_SUITE_P(All, NeuronEditTest, ::testing::ValuesIn(EveryBackend()), BackendName);
 
-// The registry lists what this build has: cuda exactly when it was built with the toolkit.
-TEST(BackendRegistryTest, CudaIsListedExactlyWhenBuilt) {
+// `auto`'s rule over a table of backends: in order, skipping those `auto` may not choose and those
+// that cannot run here, the first that takes the model; after refusals, the last one's error.
+bool Runs(std::string* /*why*/) { return true; }
+bool DoesNotRun(std::string* why) {
+  *why = "not here";
+  return false;
+}
+absl::StatusOr<std::unique_ptr<Backend>> RefusesA(const Model&, const BackendConfig&) {
+  return absl::UnimplementedError("a refuses");
+}
+absl::StatusOr<std::unique_ptr<Backend>> RefusesB(const Model&, const BackendConfig&) {
+  return absl::ResourceExhaustedError("b refuses");
+}
+
+TEST(BackendRegistryTest, AutoTakesTheFirstBackendThatRunsAndTakesTheModel) {
+  Rng rng(3);
+  ModelSpec spec;
+  spec.d_model = 16;
+  LayerSpec layer;
+  layer.ffn = testing::RandomFfn(FfnParams{16, 24}, rng);
+  spec.layers.push_back(layer);
+  auto built = testing::BuildModel(spec);
+  ASSERT_TRUE(built.ok()) << built.status();
+  BackendConfig config;
+  config.max_tokens = 4;
+  const BackendEntry table[] = {
+      {"not-here", DoesNotRun, CreateReferenceBackend, true},
+      {"refuses", Runs, RefusesA, true},
+      {"by-name-only", Runs, CreateReferenceBackend, false},
+      {"takes", Runs, CreateReferenceBackend, true},
+      {"later", Runs, CreateReferenceBackend, true},
+  };
+  const BackendEntry* chosen = nullptr;
+  auto backend = CreateAutoBackend(table, *built->model, config, &chosen);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  ASSERT_NE(chosen, nullptr);
+  EXPECT_STREQ(chosen->name, "takes");
+
+  // Every one refuses: the last refusal is reported.
+  const BackendEntry refusing[] = {{"a", Runs, RefusesA, true}, {"b", Runs, RefusesB, true}};
+  backend = CreateAutoBackend(refusing, *built->model, config, &chosen);
+  EXPECT_EQ(backend.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(backend.status().message(), "b refuses");
+  // None runs here.
+  const BackendEntry none[] = {{"x", DoesNotRun, CreateReferenceBackend, true},
+                               {"y", Runs, CreateReferenceBackend, false}};
+  backend = CreateAutoBackend(none, *built->model, config, &chosen);
+  EXPECT_EQ(backend.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// The registry's order is auto's preference: cuda (where built), then the CPU backend, then the
+// reference; an auto session takes the first of them that runs here.
+TEST(BackendRegistryTest, AutoPrefersCudaThenTheCpuThenTheReference) {
+  std::vector<std::string> want = {"xnnpack", "reference"};
 #ifdef FFLITE_HAVE_CUDA
-  const bool built = true;
-#else
-  const bool built = false;
+  want.insert(want.begin(), "cuda");
 #endif
-  EXPECT_EQ(FindBackend("cuda") != nullptr, built);
-  ASSERT_NE(FindBackend("xnnpack"), nullptr);
-  ASSERT_NE(FindBackend("reference"), nullptr);
+  EXPECT_EQ(testing::EveryBackend(), want);
+  Rng rng(4);
+  ModelSpec spec;
+  spec.d_model = 16;
+  LayerSpec layer;
+  layer.ffn = testing::RandomFfn(FfnParams{16, 24}, rng);
+  spec.layers.push_back(layer);
+  auto built = testing::BuildModel(spec);
+  ASSERT_TRUE(built.ok()) << built.status();
+  auto session = Session::Create(*built->model, SessionOptions());
+  ASSERT_TRUE(session.ok()) << session.status();
+  std::string first_here;
+  for (const std::string& name : want) {
+    std::string why;
+    if (FindBackend(name)->available(&why)) {
+      first_here = name;
+      break;
+    }
+  }
+  EXPECT_EQ((*session)->backend_name(), first_here);
 }
 
 }  // namespace

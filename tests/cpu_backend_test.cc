@@ -439,24 +439,5 @@ TEST(CpuFileTest, ReleasesPagesAndStillMatches) {
   std::remove(path.c_str());
 }
 
-// auto takes xnnpack on a CPU (on a machine with a usable GPU, cuda comes first:
-// cuda_backend_test covers that).
-TEST(CpuRegistryTest, AutoPicksXnnpackWithoutAGpu) {
-  std::string why;
-  ASSERT_TRUE(CpuBackendAvailable(&why)) << why;
-  for (const BackendEntry& e : Backends()) {
-    if (e.auto_choice && std::string(e.name) != "xnnpack" && e.available(&why)) {
-      GTEST_SKIP() << "auto takes " << e.name << " here, before xnnpack";
-    }
-    if (std::string(e.name) == "xnnpack") break;
-  }
-  Rng rng(13);
-  auto built = testing::BuildModel(OneLayer(FfnParams(), rng));
-  ASSERT_TRUE(built.ok());
-  auto session = Session::Create(*built->model, SessionOptions());
-  ASSERT_TRUE(session.ok()) << session.status();
-  EXPECT_STREQ((*session)->backend_name(), "xnnpack");
-}
-
 }  // namespace
 }  // namespace fflite

@@ -1,7 +1,10 @@
-// MoE on the CPU backend against the reference: every routing variant, 1 to 300 tokens, odd
-// sizes, idle experts, all tokens on one expert, ties, 1 and 3 threads, with and without an expert
-// budget (down to a single expert and below), routing statistics (C++ and C API), converted
-// Mixtral / Qwen2-MoE / DeepSeek-V3 checkpoints end to end, and sessions on several threads.
+// MoE on the CPU backend against the reference: the expert budget (down to a single expert and
+// below; identical bits whatever the budget), 1 and 3 threads, the direct and packed paths and the
+// bytes each reads, experts alone, rows shared among threads, every bf16 gemm kernel on packed
+// experts, the mapped pages a budget bounds. The routing variants, shapes and corner cases run on
+// every backend (backend_conformance_test.cc), and so do routing statistics through the C API,
+// sessions sharing a model, converted checkpoints and quantised conformance
+// (backend_suites_test.cc).
 //
 // Near-ties. xnnpack computes the router product in f32 and routes on those logits (in double);
 // the reference computes the logits in double. Two experts whose scores differ by less than the
@@ -18,7 +21,6 @@
 #include <cstring>
 #include <map>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -26,8 +28,6 @@
 #include "backends/cpu/cpu_backend.h"
 #include "testing/backends.h"
 #include "kernels/gemm.h"
-#include "converter_test_util.h"
-#include "fflite/fflite.h"
 #include "gtest/gtest.h"
 #include "session/session.h"
 #include "testing/model_builder.h"
@@ -41,19 +41,10 @@ namespace {
 using testing::FfnParams;
 using testing::MoeParams;
 using testing::MoeTester;
+using testing::OneExpert;
 using testing::Rng;
 
 bool UnderQemu() { return std::getenv("FFLITE_UNDER_QEMU") != nullptr; }
-
-// Bytes of one packed expert of these experts' shape (the budget's unit).
-uint64_t OneExpert(uint32_t d_model, uint32_t d_ff, bool gated, uint32_t alignment = 64) {
-  FfnView f;
-  f.d_model = d_model;
-  f.d_ff = d_ff;
-  f.d_ff_padded = (d_ff + alignment - 1) / alignment * alignment;
-  f.gated = gated;
-  return CpuPackedFfnBytes(f);
-}
 
 using testing::ParamsFor;
 using testing::Variant;
@@ -63,35 +54,10 @@ using testing::Variant;
 
 // --- Expert budget: identical results whatever the budget, and the budget is kept. ---
 
-// Two MoE layers (sharing one budget) and a dense layer; a stream of varied inputs of varied
-// sizes so that the routing, and with it the resident set, keeps changing.
-ModelSpec BudgetModel(Rng& rng, uint32_t d, uint32_t ff) {
-  ModelSpec spec;
-  spec.d_model = d;
-  for (int l = 0; l < 3; ++l) {
-    LayerSpec layer;
-    FfnParams f;
-    f.d_model = d;
-    f.d_ff = ff;
-    if (l == 1) {
-      layer.ffn = testing::RandomFfn(f, rng);
-    } else {
-      MoeParams p = ParamsFor(l == 0 ? Variant::kMixtral : Variant::kQwen2Moe);
-      p.expert = f;
-      layer.kind = LayerKind::kMoe;
-      layer.moe = testing::RandomMoe(p, rng);
-    }
-    layer.norm = testing::RandomNorm(NormKind::RMS_NORM, NormPlacement::PRE, d, rng);
-    layer.residual = true;
-    spec.layers.push_back(std::move(layer));
-  }
-  return spec;
-}
-
 TEST(CpuMoeBudgetTest, SameBitsWhateverTheBudgetAndBudgetKept) {
   const uint32_t d = 24, ff = 40;
   Rng rng(31);
-  auto built = testing::BuildModel(BudgetModel(rng, d, ff));
+  auto built = testing::BuildModel(testing::BudgetModel(rng, d, ff));
   ASSERT_TRUE(built.ok()) << built.status();
   const uint64_t one = OneExpert(d, ff, true);
   const size_t sizes[] = {1, 1, 3, 1, 17, 1, 2, 1, 64, 1, 1, 5};
@@ -101,7 +67,7 @@ TEST(CpuMoeBudgetTest, SameBitsWhateverTheBudgetAndBudgetKept) {
     config.max_tokens = 64;
     auto unlimited = CreateCpuBackend(*built->model, config);
     ASSERT_TRUE(unlimited.ok()) << unlimited.status();
-    // Experts are prepared on first use, budget or not: nothing is packed at creation.
+    // Routed experts are prepared on first use, budget or not: none is packed at creation.
     EXPECT_EQ((*unlimited)->Stats().resident_expert_bytes, 0u);
     for (uint64_t budget : {uint64_t{1}, one, 3 * one, 5 * one}) {
       config.expert_budget_bytes = budget;
@@ -140,7 +106,7 @@ TEST(CpuMoeBudgetTest, SameBitsWhateverTheBudgetAndBudgetKept) {
 TEST(CpuMoeBudgetTest, SlicedAndChunkedExperts) {
   const uint32_t d = 37, ff = 150;
   Rng rng(51);
-  auto built = testing::BuildModel(BudgetModel(rng, d, ff));
+  auto built = testing::BuildModel(testing::BudgetModel(rng, d, ff));
   ASSERT_TRUE(built.ok()) << built.status();
   const size_t tokens = 47;
   const std::vector<float> x = rng.Vec(tokens * d, 2.0f);
@@ -167,7 +133,7 @@ TEST(CpuMoeBudgetTest, SlicedAndChunkedExperts) {
 // Results do not depend on the thread count (XNNPACK never splits the reduction).
 TEST(CpuMoeThreadsTest, SameBitsForOneAndThreeThreads) {
   Rng rng(61);
-  auto built = testing::BuildModel(BudgetModel(rng, 48, 100));
+  auto built = testing::BuildModel(testing::BudgetModel(rng, 48, 100));
   ASSERT_TRUE(built.ok()) << built.status();
   for (size_t tokens : {1, 7, 130}) {
     const std::vector<float> x = Rng(62).Vec(tokens * 48, 2.0f);
@@ -178,137 +144,6 @@ TEST(CpuMoeThreadsTest, SameBitsForOneAndThreeThreads) {
       EXPECT_EQ(*one, *three) << "tokens " << tokens << ", layer " << layer;
     }
   }
-}
-
-// --- Routing statistics through the C API, against the reference's. ---
-
-TEST(CpuMoeStatsTest, CApiCountsMatchReferenceAndReset) {
-  Rng rng(71);
-  const uint32_t d = 20;
-  auto built = testing::BuildModel(BudgetModel(rng, d, 30));
-  ASSERT_TRUE(built.ok()) << built.status();
-  fflite_model* model = nullptr;
-  ASSERT_EQ(fflite_model_load_buffer(built->bytes.data(), built->bytes.size(), &model),
-            FFLITE_STATUS_OK);
-  fflite_session* sessions[2] = {nullptr, nullptr};
-  const fflite_backend backends[2] = {FFLITE_BACKEND_REFERENCE, FFLITE_BACKEND_XNNPACK};
-  for (int i = 0; i < 2; ++i) {
-    fflite_session_options opts;
-    fflite_session_options_init(&opts);
-    opts.backend = backends[i];
-    opts.max_tokens = 50;
-    opts.expert_budget_bytes = i == 1 ? static_cast<int64_t>(OneExpert(d, 30, true) * 2) : 0;
-    ASSERT_EQ(fflite_session_create(model, &opts, &sessions[i]), FFLITE_STATUS_OK)
-        << fflite_last_error_message();
-  }
-  for (size_t n : {size_t{1}, size_t{50}, size_t{7}}) {
-    const std::vector<float> x = rng.Vec(n * d, 2.0f);
-    std::vector<float> y(n * d);
-    for (int32_t layer = 0; layer < 3; ++layer) {
-      for (fflite_session* s : sessions) {
-        ASSERT_EQ(fflite_session_run(s, layer, x.data(), n, y.data()), FFLITE_STATUS_OK);
-      }
-    }
-  }
-  const size_t expected_experts[3] = {8, 0, 12};
-  const uint64_t top_k[3] = {2, 0, 4};
-  for (int32_t layer = 0; layer < 3; ++layer) {
-    std::vector<uint64_t> counts[2];
-    for (int i = 0; i < 2; ++i) {
-      size_t num = 99;
-      // A size query first, then the counts.
-      ASSERT_EQ(fflite_session_expert_counts(sessions[i], layer, nullptr, 0, &num),
-                FFLITE_STATUS_OK);
-      ASSERT_EQ(num, expected_experts[layer]);
-      counts[i].assign(num + 1, 12345);
-      ASSERT_EQ(fflite_session_expert_counts(sessions[i], layer, counts[i].data(), num + 1, &num),
-                FFLITE_STATUS_OK);
-      EXPECT_EQ(counts[i][num], 12345u) << "wrote past the expert count";
-    }
-    EXPECT_EQ(counts[0], counts[1]) << "layer " << layer;
-    uint64_t total = 0;
-    for (size_t e = 0; e < expected_experts[layer]; ++e) total += counts[1][e];
-    EXPECT_EQ(total, 58 * top_k[layer]) << "layer " << layer;
-  }
-  // Errors.
-  size_t num = 0;
-  uint64_t few[4];
-  EXPECT_EQ(fflite_session_expert_counts(sessions[1], 0, few, 4, &num),
-            FFLITE_STATUS_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(fflite_last_error_message()).find("capacity 4"), std::string::npos);
-  EXPECT_EQ(num, 8u);
-  EXPECT_EQ(fflite_session_expert_counts(sessions[1], 3, few, 4, &num), FFLITE_STATUS_OUT_OF_RANGE);
-  EXPECT_EQ(fflite_session_expert_counts(sessions[1], -1, few, 4, &num),
-            FFLITE_STATUS_OUT_OF_RANGE);
-  EXPECT_EQ(fflite_session_expert_counts(nullptr, 0, few, 4, &num), FFLITE_STATUS_INVALID_ARGUMENT);
-  EXPECT_EQ(fflite_session_expert_counts(sessions[1], 0, few, 4, nullptr),
-            FFLITE_STATUS_INVALID_ARGUMENT);
-  EXPECT_EQ(fflite_session_reset_expert_counts(nullptr), FFLITE_STATUS_INVALID_ARGUMENT);
-  // Reset.
-  ASSERT_EQ(fflite_session_reset_expert_counts(sessions[1]), FFLITE_STATUS_OK);
-  std::vector<uint64_t> after(12, 7);
-  ASSERT_EQ(fflite_session_expert_counts(sessions[1], 2, after.data(), 12, &num), FFLITE_STATUS_OK);
-  EXPECT_EQ(after, std::vector<uint64_t>(12, 0));
-  // A negative budget is refused.
-  fflite_session_options opts;
-  fflite_session_options_init(&opts);
-  opts.expert_budget_bytes = -1;
-  fflite_session* bad = nullptr;
-  EXPECT_EQ(fflite_session_create(model, &opts, &bad), FFLITE_STATUS_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(fflite_last_error_message()).find("expert_budget_bytes"),
-            std::string::npos);
-  for (fflite_session* s : sessions) fflite_session_free(s);
-  fflite_model_free(model);
-}
-
-// --- Sessions on several threads share one model (file-backed, so page releases happen), each
-// with its own budget. The TSan suite runs this too. ---
-TEST(CpuMoeThreadsTest, SessionsOnSeveralThreadsShareOneModel) {
-  Rng rng(81);
-  const uint32_t d = 32, ff = 48;
-  const std::string path = absl::StrFormat("%s/xnnpack_moe_test_%d.fflite", ::testing::TempDir(),
-                                           static_cast<int>(getpid()));
-  ASSERT_TRUE(WriteModelFile(BudgetModel(rng, d, ff), WriteOptions(), path).ok());
-  auto model = Model::LoadFile(path);
-  ASSERT_TRUE(model.ok()) << model.status();
-  const size_t calls = 6, n = 5;
-  std::vector<std::vector<float>> inputs, want;
-  for (size_t c = 0; c < calls; ++c) {
-    inputs.push_back(rng.Vec(n * d, 2.0f));
-    auto w = testing::RunLayer(**model, "reference", c % 2 == 0 ? 0 : 2, inputs.back(), n);
-    ASSERT_TRUE(w.ok());
-    want.push_back(*w);
-  }
-  const uint64_t budgets[] = {0, 1, OneExpert(d, ff, true), 4 * OneExpert(d, ff, true)};
-  std::vector<std::vector<std::vector<float>>> got(4);
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < 4; ++i) {
-    threads.emplace_back([&, i] {
-      SessionOptions options;
-      options.backend = "xnnpack";
-      options.max_tokens = n;
-      options.num_threads = i == 3 ? 2 : 1;
-      options.expert_budget_bytes = budgets[i];
-      auto session = Session::Create(**model, options);
-      if (!session.ok()) return;
-      for (size_t rep = 0; rep < 2; ++rep) {
-        for (size_t c = 0; c < calls; ++c) {
-          std::vector<float> y(n * d);
-          if (!(*session)->Run(c % 2 == 0 ? 0 : 2, inputs[c].data(), n, y.data()).ok()) return;
-          if (rep == 1) got[i].push_back(std::move(y));
-        }
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  for (size_t i = 0; i < 4; ++i) {
-    ASSERT_EQ(got[i].size(), calls) << "session " << i << " failed";
-    for (size_t c = 0; c < calls; ++c) {
-      testing::ExpectOutputsNear(want[c], got[i][c], n, d, testing::kF32RelTol,
-                                 absl::StrFormat("session %d, call %d", i, c));
-    }
-  }
-  std::remove(path.c_str());
 }
 
 // --- A larger layer (several 2 MiB slices per expert matrix, 130 tokens): natively only. ---
@@ -502,9 +337,11 @@ TEST(CpuMoeThreadsTest, ExpertsAloneGiveTheSameBits) {
 }
 
 // The bytes routed experts read (fflite-bench bounds routed prefill with them): each batch counts
-// the form it ran on. One token: its top_k experts on the direct path, the file bytes of each;
-// 20 tokens with every expert packed (direct_max_tokens 0; one batch each): the packed bytes of
-// each expert that got a token. bf16 weights, whose two forms differ in size.
+// the form it ran on, summed here from the tensors' shapes. One token: its top_k experts on the
+// direct path, the file bytes of each; 20 tokens with every expert packed (direct_max_tokens 0;
+// one batch each): the packed bytes of each expert that got a token, in each engine's layout
+// (XNNPACK: rows padded to 16, a bias row; the gemm engine's scalar kernel: rows padded to its
+// panels, f32 or 16-bit slots, f32 biases). bf16 weights, whose forms differ in size.
 TEST(CpuMoeDirectTest, RoutedBytesCountTheFormEachBatchRanOn) {
   const uint32_t d = 29, ff = 67;
   Rng rng(5);
@@ -522,26 +359,62 @@ TEST(CpuMoeDirectTest, RoutedBytesCountTheFormEachBatchRanOn) {
     if (t->present()) file += t->size;
   }
   ASSERT_GT(file, 0u);
+  const GemmKernel* scalar = AvailableGemmKernels(FloatType::kF32).front();
+  ASSERT_STREQ(scalar->isa, "scalar");
+  const auto round_up = [](uint64_t v, uint64_t m) { return (v + m - 1) / m * m; };
+  // Bytes of the expert's three matrices packed as `per_matrix(out, in)` gives.
+  const auto packed = [&](auto per_matrix) {
+    uint64_t bytes = 0;
+    for (const TensorView* t : {&expert.up, &expert.gate, &expert.down}) {
+      bytes += per_matrix(static_cast<uint64_t>(t->shape[0]), static_cast<uint64_t>(t->shape[1]));
+    }
+    return bytes;
+  };
+  struct Form {
+    const char* name;
+    CpuBackendOptions::PackedEngine engine;
+    bool half_panels;
+    uint64_t bytes;
+  };
+  const Form forms[] = {
+      {"xnnpack", CpuBackendOptions::PackedEngine::kXnnpack, false,
+       packed([&](uint64_t out, uint64_t in) { return round_up(out, 16) * (in + 1) * 4; })},
+      {"gemm f32 panels", CpuBackendOptions::PackedEngine::kGemm, false,
+       packed([&](uint64_t out, uint64_t in) {
+         return round_up(out, scalar->nr) * in * 4 + out * 4;
+       })},
+      {"gemm 16-bit panels", CpuBackendOptions::PackedEngine::kGemm, true,
+       packed([&](uint64_t out, uint64_t in) {
+         return round_up(out, scalar->nr) * in * 2 + out * 4;
+       })},
+  };
   for (size_t tokens : {size_t{1}, size_t{20}}) {
-    CpuBackendOptions options;
-    if (tokens > 1) options.direct_max_tokens = 0;
-    BackendConfig config;
-    config.max_tokens = 64;
-    auto backend = CreateCpuBackendWithOptions(*built->model, config, options);
-    ASSERT_TRUE(backend.ok()) << backend.status();
-    EXPECT_EQ((*backend)->Stats().routed_expert_bytes, 0u);
-    const std::vector<float> x = rng.Vec(tokens * d, 2.0f);
-    std::vector<float> y(tokens * d);
-    ASSERT_TRUE((*backend)->Run(0, x.data(), tokens, y.data()).ok());
-    const auto counts = (*backend)->expert_counts()->layer(0);
-    const uint64_t active = static_cast<uint64_t>(
-        std::count_if(counts.begin(), counts.end(), [](uint64_t c) { return c != 0; }));
-    if (tokens == 1) {
-      EXPECT_EQ(active, p.top_k);
-      EXPECT_EQ((*backend)->Stats().routed_expert_bytes, p.top_k * file);
-    } else {
-      EXPECT_GT(active, p.top_k);
-      EXPECT_EQ((*backend)->Stats().routed_expert_bytes, active * CpuPackedFfnBytes(expert));
+    for (const Form& form : forms) {
+      SCOPED_TRACE(::testing::Message() << tokens << " tokens, " << form.name);
+      CpuBackendOptions options;
+      options.packed_engine = form.engine;
+      options.gemm_f32 = scalar;
+      options.bf16_arithmetic = false;
+      options.half_panels = form.half_panels;
+      if (tokens > 1) options.direct_max_tokens = 0;
+      BackendConfig config;
+      config.max_tokens = 64;
+      auto backend = CreateCpuBackendWithOptions(*built->model, config, options);
+      ASSERT_TRUE(backend.ok()) << backend.status();
+      EXPECT_EQ((*backend)->Stats().routed_expert_bytes, 0u);
+      const std::vector<float> x = rng.Vec(tokens * d, 2.0f);
+      std::vector<float> y(tokens * d);
+      ASSERT_TRUE((*backend)->Run(0, x.data(), tokens, y.data()).ok());
+      const auto counts = (*backend)->expert_counts()->layer(0);
+      const uint64_t active = static_cast<uint64_t>(
+          std::count_if(counts.begin(), counts.end(), [](uint64_t c) { return c != 0; }));
+      if (tokens == 1) {
+        EXPECT_EQ(active, p.top_k);
+        EXPECT_EQ((*backend)->Stats().routed_expert_bytes, p.top_k * file);
+      } else {
+        EXPECT_GT(active, p.top_k);
+        EXPECT_EQ((*backend)->Stats().routed_expert_bytes, active * form.bytes);
+      }
     }
   }
 }
@@ -701,105 +574,6 @@ TEST(CpuMoeDirectTest, BudgetBoundsTheMappedPagesOfAFileModel) {
   if (!UnderQemu()) {
     EXPECT_GE(MappingRssBytes(free_map), static_cast<int64_t>(used * mapped_one) - 65536);
   }
-}
-
-// --- Converted checkpoints end to end: xnnpack against the reference. ---
-
-using testing::AddGatedMlp;
-using testing::CheckpointWriter;
-using json = nlohmann::json;
-
-class CpuMoeCheckpointTest : public testing::ConverterTest {
- protected:
-  // Every layer, 1 and 9 tokens, without and with a budget of a single expert.
-  void ExpectMatches(const Model& model, uint64_t one_expert) {
-    const size_t d = model.d_model();
-    for (size_t tokens : {size_t{1}, size_t{9}}) {
-      const std::vector<float> x = Rng(5).Vec(tokens * d, 1.0f);
-      for (size_t layer = 0; layer < model.layers().size(); ++layer) {
-        auto want = testing::RunLayer(model, "reference", layer, x, tokens);
-        ASSERT_TRUE(want.ok()) << want.status();
-        for (uint64_t budget : {uint64_t{0}, one_expert}) {
-          auto got = testing::RunLayer(model, "xnnpack", layer, x, tokens, 1, budget);
-          ASSERT_TRUE(got.ok()) << got.status();
-          testing::ExpectOutputsNear(*want, *got, tokens, d, testing::kF32RelTol,
-                                     absl::StrFormat("%s, %d tokens, budget %d",
-                                                     model.layers()[layer].name, tokens, budget));
-        }
-      }
-    }
-  }
-  uint64_t OneExpertOf(const Model& model, size_t layer) {
-    return CpuPackedFfnBytes(model.layers()[layer].moe.experts[0]);
-  }
-};
-
-constexpr uint64_t kD = 24;
-
-TEST_F(CpuMoeCheckpointTest, Mixtral) {
-  Rng rng(91);
-  CheckpointWriter w;
-  for (int l = 0; l < 2; ++l) {
-    const std::string p = "model.layers." + std::to_string(l);
-    w.AddRandom(p + ".post_attention_layernorm.weight", {kD}, rng, 0.2f, "", 1.0f);
-    w.AddRandom(p + ".block_sparse_moe.gate.weight", {8, kD}, rng, 0.5f);
-    for (int e = 0; e < 8; ++e) {
-      AddGatedMlp(w, rng, p + ".block_sparse_moe.experts." + std::to_string(e), kD, 40, "w1", "w3",
-                  "w2", "BF16");
-    }
-  }
-  const json config = {{"model_type", "mixtral"}, {"hidden_size", kD}, {"intermediate_size", 40},
-                       {"num_hidden_layers", 2}, {"num_local_experts", 8},
-                       {"num_experts_per_tok", 2}, {"rms_norm_eps", 1e-5}};
-  auto model = Convert(w, config);
-  ASSERT_NE(model, nullptr);
-  ExpectMatches(*model, OneExpertOf(*model, 0));
-}
-
-TEST_F(CpuMoeCheckpointTest, Qwen2Moe) {
-  Rng rng(92);
-  CheckpointWriter w;
-  for (int l = 0; l < 2; ++l) {
-    const std::string p = "model.layers." + std::to_string(l);
-    w.AddRandom(p + ".post_attention_layernorm.weight", {kD}, rng, 0.2f, "", 1.0f);
-    w.AddRandom(p + ".mlp.gate.weight", {12, kD}, rng, 0.5f);
-    for (int e = 0; e < 12; ++e) AddGatedMlp(w, rng, p + ".mlp.experts." + std::to_string(e), kD, 20);
-    AddGatedMlp(w, rng, p + ".mlp.shared_expert", kD, 44);
-    w.AddRandom(p + ".mlp.shared_expert_gate.weight", {1, kD}, rng, 0.5f);
-  }
-  const json config = {{"model_type", "qwen2_moe"}, {"hidden_size", kD},
-                       {"intermediate_size", 64}, {"moe_intermediate_size", 20},
-                       {"shared_expert_intermediate_size", 44}, {"num_hidden_layers", 2},
-                       {"num_experts", 12}, {"num_experts_per_tok", 4}, {"norm_topk_prob", false},
-                       {"decoder_sparse_step", 1}, {"rms_norm_eps", 1e-6}};
-  auto model = Convert(w, config);
-  ASSERT_NE(model, nullptr);
-  ExpectMatches(*model, OneExpertOf(*model, 0));
-}
-
-TEST_F(CpuMoeCheckpointTest, DeepseekV3) {
-  Rng rng(93);
-  CheckpointWriter w;
-  w.AddRandom("model.layers.0.post_attention_layernorm.weight", {kD}, rng, 0.2f, "", 1.0f);
-  AddGatedMlp(w, rng, "model.layers.0.mlp", kD, 50);
-  const std::string p = "model.layers.1";
-  w.AddRandom(p + ".post_attention_layernorm.weight", {kD}, rng, 0.2f, "", 1.0f);
-  w.AddRandom(p + ".mlp.gate.weight", {16, kD}, rng, 0.5f);
-  w.AddRandom(p + ".mlp.gate.e_score_correction_bias", {16}, rng, 0.1f, "F32", 0.05f);
-  for (int e = 0; e < 16; ++e) AddGatedMlp(w, rng, p + ".mlp.experts." + std::to_string(e), kD, 12);
-  AddGatedMlp(w, rng, p + ".mlp.shared_experts", kD, 24);
-  const json config = {{"model_type", "deepseek_v3"}, {"hidden_size", kD},
-                       {"intermediate_size", 50}, {"moe_intermediate_size", 12},
-                       {"num_hidden_layers", 2}, {"n_routed_experts", 16},
-                       {"n_shared_experts", 2}, {"num_experts_per_tok", 4}, {"n_group", 4},
-                       {"topk_group", 2}, {"topk_method", "noaux_tc"}, {"norm_topk_prob", true},
-                       {"routed_scaling_factor", 2.5}, {"first_k_dense_replace", 1},
-                       {"moe_layer_freq", 1}, {"rms_norm_eps", 1e-6}, {"hidden_act", "silu"},
-                       {"scoring_func", "sigmoid"}};
-  auto model = Convert(w, config);
-  ASSERT_NE(model, nullptr);
-  ASSERT_EQ(model->layers()[1].kind, LayerKind::kMoe);
-  ExpectMatches(*model, OneExpertOf(*model, 1));
 }
 
 }  // namespace

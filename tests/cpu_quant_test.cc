@@ -1,6 +1,8 @@
 // Quantised weights (I8, I4; plain and block-rotated layouts) on the CPU backend against the
-// reference on the same file: dense and MoE layers, odd shapes, 1..300 tokens (both the
-// float-activation and the int8-activation kernels), 1 and 3 threads, every kernel this CPU has.
+// reference on the same file: odd shapes, MoE layers, 1..300 tokens (both the float-activation
+// and the int8-activation kernels), 1 and 3 threads, every kernel this CPU has, gate/up pairs,
+// mixed dtypes, NaN. The sweep over dtype, layout, activation and tokens runs on every backend
+// (backend_suites_test.cc).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -40,35 +42,6 @@ double ToleranceFor(DType dtype, size_t tokens,
                     const CpuBackendOptions& options = CpuBackendOptions()) {
   return tokens >= GemmTokens(dtype, options) ? testing::kInt8ActRelTol : testing::kF32RelTol;
 }
-
-// dtype x rotated x activation x gated x tokens: odd shapes (d_model 45: k not a multiple of 32,
-// d_ff 83 padded to 128 rows; down's k = 128 and its 45 rows a partial panel).
-using SweepParam = std::tuple<DType, bool, Activation, bool, size_t>;
-class QuantSweepTest : public ::testing::TestWithParam<SweepParam> {};
-
-TEST_P(QuantSweepTest, MatchesReference) {
-  const auto [dtype, rotate, activation, gated, tokens] = GetParam();
-  FfnTester()
-      .d_model(45)
-      .d_ff(83)
-      .activation(activation)
-      .gated(gated)
-      .bias(!gated)
-      .norm(NormKind::RMS_NORM, NormPlacement::PRE)
-      .residual(true)
-      .dtype(dtype)
-      .rotate(rotate)
-      .tokens(tokens)
-      .tolerance(ToleranceFor(dtype, tokens))
-      .Test("xnnpack");
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    All, QuantSweepTest,
-    ::testing::Combine(::testing::Values(DType::I8, DType::I4), ::testing::Bool(),
-                       ::testing::Values(Activation::RELU, Activation::GELU_ERF,
-                                         Activation::SILU),
-                       ::testing::Bool(), ::testing::Values(size_t{1}, size_t{3}, size_t{130})));
 
 // Shapes: k of 1, 31, 33 and 200; rows from 1 to 300; every token count class; 1 and 3 threads.
 TEST(QuantShapeTest, OddShapesTokensAndThreads) {

@@ -3,6 +3,7 @@
 #ifndef FFLITE_TESTS_TESTING_BACKENDS_H_
 #define FFLITE_TESTS_TESTING_BACKENDS_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,20 @@ inline absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackendWithOptions(
 }
 
 namespace testing {
+
+// Whether the backend takes an expert budget (the others refuse a nonzero one).
+inline bool TakesBudget(const std::string& backend) { return backend == "xnnpack"; }
+
+// Bytes of one packed expert of this shape (the CPU backend budget's unit), d_ff padded to
+// `alignment` as the writer pads it.
+inline uint64_t OneExpert(uint32_t d_model, uint32_t d_ff, bool gated, uint32_t alignment = 64) {
+  FfnView f;
+  f.d_model = d_model;
+  f.d_ff = d_ff;
+  f.d_ff_padded = (d_ff + alignment - 1) / alignment * alignment;
+  f.gated = gated;
+  return CpuPackedFfnBytes(f);
+}
 
 // Every backend in the registry, the reference included.
 inline std::vector<std::string> EveryBackend() {

@@ -69,6 +69,31 @@ inline const char* VariantName(Variant v) {
   return kNames[static_cast<int>(v)];
 }
 
+// Two MoE layers (sharing one budget) and a dense layer; a stream of varied inputs of varied
+// sizes so that the routing, and with it the resident set, keeps changing.
+inline ModelSpec BudgetModel(Rng& rng, uint32_t d, uint32_t ff) {
+  ModelSpec spec;
+  spec.d_model = d;
+  for (int l = 0; l < 3; ++l) {
+    LayerSpec layer;
+    FfnParams f;
+    f.d_model = d;
+    f.d_ff = ff;
+    if (l == 1) {
+      layer.ffn = RandomFfn(f, rng);
+    } else {
+      MoeParams p = ParamsFor(l == 0 ? Variant::kMixtral : Variant::kQwen2Moe);
+      p.expert = f;
+      layer.kind = LayerKind::kMoe;
+      layer.moe = RandomMoe(p, rng);
+    }
+    layer.norm = RandomNorm(NormKind::RMS_NORM, NormPlacement::PRE, d, rng);
+    layer.residual = true;
+    spec.layers.push_back(std::move(layer));
+  }
+  return spec;
+}
+
 }  // namespace testing
 }  // namespace fflite
 

@@ -1,7 +1,8 @@
 // The interface every backend implements, and the registry that lists them. Adding a backend
-// touches its own folder, one line of registry.cc and its CMake option; the tests iterate the
-// registry. What a layer means is written once, outside every backend: a backend implements the
-// executors of layer/layer_runner.h and moe/moe_runner.h and runs its layers through runner_.
+// touches its own folder, one line of registry.cc, its sources and option in CMake and, to be
+// named from C, an fflite_backend value in fflite.h with its line in c_api.cc; the tests iterate
+// the registry. What a layer means is written once, outside every backend: a backend implements
+// the executors of layer/layer_runner.h and moe/moe_runner.h and runs its layers through runner_.
 #ifndef FFLITE_RUNTIME_SRC_BACKENDS_BACKEND_H_
 #define FFLITE_RUNTIME_SRC_BACKENDS_BACKEND_H_
 
@@ -120,6 +121,15 @@ struct BackendEntry {
 absl::Span<const BackendEntry> Backends();
 // nullptr if no backend has that name.
 const BackendEntry* FindBackend(const std::string& name);
+
+// `auto`: the first of `entries` (in order) that `auto` may choose, runs here and takes this
+// model and config (cuda refuses expert budgets, say, and can run out of device memory): after a
+// refusal the next one is tried, and the last refusal is the error returned
+// (FAILED_PRECONDITION when none runs here). *chosen: the entry that took it.
+absl::StatusOr<std::unique_ptr<Backend>> CreateAutoBackend(absl::Span<const BackendEntry> entries,
+                                                           const Model& model,
+                                                           const BackendConfig& config,
+                                                           const BackendEntry** chosen);
 
 }  // namespace fflite
 

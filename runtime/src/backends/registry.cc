@@ -46,4 +46,23 @@ const BackendEntry* FindBackend(const std::string& name) {
   return nullptr;
 }
 
+absl::StatusOr<std::unique_ptr<Backend>> CreateAutoBackend(absl::Span<const BackendEntry> entries,
+                                                           const Model& model,
+                                                           const BackendConfig& config,
+                                                           const BackendEntry** chosen) {
+  absl::Status last = absl::FailedPreconditionError("no backend can run on this machine");
+  for (const BackendEntry& e : entries) {
+    if (!e.auto_choice) continue;
+    std::string why;
+    if (!e.available(&why)) continue;
+    absl::StatusOr<std::unique_ptr<Backend>> backend = e.create(model, config);
+    if (backend.ok()) {
+      *chosen = &e;
+      return backend;
+    }
+    last = backend.status();
+  }
+  return last;
+}
+
 }  // namespace fflite

@@ -30,19 +30,10 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const Model& model,
   config.cpu_options = options.cpu_options;
   config.time_routed_experts = options.time_routed_experts;
   if (options.backend == "auto") {
-    // The first backend in the table's order that runs here and takes this model and these
-    // options (cuda refuses expert budgets, say, and can run out of device memory): the next
-    // one is tried after a refusal, and the last refusal is the one reported.
-    absl::Status last = absl::FailedPreconditionError("no backend can run on this machine");
-    for (const BackendEntry& e : Backends()) {
-      if (!e.auto_choice) continue;
-      std::string why;
-      if (!e.available(&why)) continue;
-      absl::StatusOr<std::unique_ptr<Backend>> backend = e.create(model, config);
-      if (backend.ok()) return Finish(model, e.name, options.max_tokens, std::move(*backend));
-      last = backend.status();
-    }
-    return last;
+    const BackendEntry* chosen = nullptr;
+    FFLITE_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
+                            CreateAutoBackend(Backends(), model, config, &chosen));
+    return Finish(model, chosen->name, options.max_tokens, std::move(backend));
   }
   const BackendEntry* entry = FindBackend(options.backend);
   if (entry == nullptr) {
