@@ -105,7 +105,7 @@ ABSL_FLAG(int64_t, quant_gemm_tokens, -1,
           "kernel (0: never; default: the backend's)");
 ABSL_FLAG(double, expert_budget_fraction, 0.0,
           "MoE: the session's expert budget as a fraction of all routed experts' packed bytes "
-          "(0: no budget, every expert packed at creation)");
+          "(0: no budget; experts are prepared on first use either way)");
 ABSL_FLAG(bool, vary_tokens, false,
           "a different random input for each call (from a pool of 64), so that MoE routing "
           "varies from call to call; both sets get the same inputs");

@@ -165,8 +165,9 @@ FFLITE_API const char* fflite_session_backend_name(const fflite_session* session
 /* Runs one layer: output[n_tokens, d_model] = layer(input[n_tokens, d_model]), f32, row-major.
  * input and output are the caller's and must not overlap. 1 <= n_tokens <= max_tokens.
  * Errors: INVALID_ARGUMENT (null pointers, overlapping buffers), OUT_OF_RANGE (layer, n_tokens),
- * OUT_OF_MEMORY (the xnnpack backend prepares a dense layer's or an expert's weights the first
- * time a call needs them; nothing is packed at session creation).
+ * OUT_OF_MEMORY (the xnnpack backend prepares a dense layer's or a routed expert's weights the
+ * first time a call needs them; only MoE routers and shared experts are packed at session
+ * creation).
  * NaN or Inf in the input propagate to the output; they never crash. */
 FFLITE_API fflite_status fflite_session_run(fflite_session* session, int32_t layer,
                                             const float* input, size_t n_tokens, float* output);
@@ -175,10 +176,13 @@ FFLITE_API fflite_status fflite_session_run(fflite_session* session, int32_t lay
  * engines that keep activations on the device between sublayers. `stream` is a cudaStream_t
  * passed as void* (so this header needs no CUDA headers): the run is queued on it and the call
  * returns without waiting, except that an MoE layer waits once for its routing (to group tokens
- * by expert). With stream NULL the session's own stream runs it and the call returns when the
- * output is written. Same checks as fflite_session_run, plus INVALID_ARGUMENT when a pointer is
- * not device memory. Errors: UNSUPPORTED on backends that run on host memory (reference,
- * xnnpack); INTERNAL when the CUDA runtime reports an error (the message names it). */
+ * by expert) when it does not run fused on the device: more than 8 tokens, a capture attached,
+ * an input not 16-byte aligned, or experts the fused kernels do not take (mixed weight types,
+ * rows not a multiple of 16 bytes, top_k above 32). With stream NULL the session's own stream
+ * runs it and the call returns when the output is written. Same checks as fflite_session_run,
+ * plus INVALID_ARGUMENT when a pointer is not device memory. Errors: UNSUPPORTED on backends
+ * that run on host memory (reference, xnnpack); INTERNAL when the CUDA runtime reports an error
+ * (the message names it). */
 FFLITE_API fflite_status fflite_session_run_device(fflite_session* session, int32_t layer,
                                                    const float* input, size_t n_tokens,
                                                    float* output, void* stream);

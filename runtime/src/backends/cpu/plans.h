@@ -48,7 +48,8 @@ struct MoePlan {
 // What one layer runs.
 struct LayerPlan {
   bool moe = false;
-  // Dense layers, prepared on first use (nothing is packed at session creation):
+  // Dense layers, prepared on first use (of a layer, only MoE routers and shared experts are
+  // packed at session creation):
   //  - f16/bf16 float matrices (`direct_small`): calls of at most the direct limit run the
   //    direct kernel on the file's rows, which reads half the bytes of packed f32; larger calls
   //    pack the float matrices the first time. The path depends only on the call's token count.
