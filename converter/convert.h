@@ -10,13 +10,15 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "fflite/fflite_version.h"
 #include "format/model.h"
 #include "format/quantize.h"
 
 namespace fflite {
 namespace converter {
 
-inline constexpr char kConverterVersion[] = "fflite-convert 0.1.0";
+// Written into every file it converts (metadata "converter.version"): the project's version.
+inline constexpr char kConverterVersion[] = "fflite-convert " FFLITE_VERSION_STRING;
 
 struct ConvertProgress {
   uint64_t tensors_done = 0, tensors_total = 0;

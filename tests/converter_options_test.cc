@@ -9,6 +9,7 @@
 #include "converter/inspect.h"
 #include "converter/progress.h"
 #include "converter_test_util.h"
+#include "fflite/fflite.h"
 
 namespace fflite {
 namespace testing {
@@ -260,6 +261,8 @@ TEST_F(ConverterTest, PageAlignedExpertsAndMetadata) {
   EXPECT_EQ(meta["converter.page_align_experts"], "true");
   EXPECT_EQ(meta["converter.norm"].rfind("included", 0), 0u);
   EXPECT_EQ(meta["source.hidden_act"], "silu");
+  // The converter's version is the library's (CMake's project version, written once).
+  EXPECT_EQ(meta["converter.version"], std::string("fflite-convert ") + fflite_version());
   EXPECT_THAT(converter::ProgressReporter::FormatBar(seen.back(), 2.0, 10),
               HasSubstr("100%  42/42 tensors"));
 }
