@@ -174,7 +174,9 @@ absl::Status QuantizeMatrix(DType dtype, uint64_t rows, uint64_t k, const float*
 
   // The block quantiser of the type's traits.
   uint16_t (*const quantize_block)(const float*, bool, int8_t*) =
-      QuantTypeOf(dtype) == QuantType::kQ4 ? QuantizeBlock<Q4> : QuantizeBlock<Q8>;
+      WithQuantTraits(QuantTypeOf(dtype), [](auto traits) {
+        return &QuantizeBlock<decltype(traits)>;
+      });
   const bool rotate = options.rotate;
   const QuantGeometry g = QuantMatrixGeometry(dtype, rows, k);
   const uint64_t k_pad = g.k_blocks * kQuantBlock;  // same geometry as k: the padding is stored

@@ -111,14 +111,14 @@ void PrepareTokens(void* context, size_t first, size_t n) {
 }  // namespace
 
 QuantEngine::QuantEngine(const QGemvKernel& gemv, const QGemmKernel& gemm, size_t gemm_min_tokens)
-    : gemv_(gemv),
-      gemm_(gemm),
-      gemm_min_tokens_i8_(gemm_min_tokens != kQuantGemmTokensAuto
-                              ? gemm_min_tokens
-                              : DefaultQuantGemmMinTokens(QuantType::kQ8, gemv, gemm)),
-      gemm_min_tokens_i4_(gemm_min_tokens != kQuantGemmTokensAuto
-                              ? gemm_min_tokens
-                              : DefaultQuantGemmMinTokens(QuantType::kQ4, gemv, gemm)) {}
+    : gemv_(gemv), gemm_(gemm) {
+  for (size_t t = 0; t < kQuantTypeCount; ++t) {
+    gemm_min_tokens_[t] =
+        gemm_min_tokens != kQuantGemmTokensAuto
+            ? gemm_min_tokens
+            : DefaultQuantGemmMinTokens(static_cast<QuantType>(t), gemv, gemm);
+  }
+}
 
 bool QuantEngine::Reserve(size_t max_tokens, size_t max_k) {
   const size_t kp = (max_k + kQuantBlock - 1) / kQuantBlock * kQuantBlock;

@@ -58,7 +58,7 @@ class QuantEngine {
   // Whether a call of c tokens over weights of `type` takes the int8 path (gemm) or the float
   // one.
   bool UsesGemm(QuantType type, size_t c) const {
-    const size_t min = type == QuantType::kQ4 ? gemm_min_tokens_i4_ : gemm_min_tokens_i8_;
+    const size_t min = gemm_min_tokens_[static_cast<size_t>(type)];
     return min != 0 && c >= min;
   }
   const QGemvKernel& gemv() const { return gemv_; }
@@ -73,7 +73,7 @@ class QuantEngine {
 
   const QGemvKernel& gemv_;
   const QGemmKernel& gemm_;
-  size_t gemm_min_tokens_i8_, gemm_min_tokens_i4_;
+  size_t gemm_min_tokens_[kQuantTypeCount];  // per QuantType
   size_t max_tokens_ = 0, max_k_ = 0;
   AlignedBuffer<float> rotated_;  // [max_tokens, max_k rounded up to 32]: R·x per block
   AlignedBuffer<QActBlock> xq_;   // [max_tokens, max_k / 32]: quantised activations
