@@ -584,14 +584,18 @@ absl::StatusOr<std::unique_ptr<Backend>> RefusesB(const Model&, const BackendCon
   return absl::ResourceExhaustedError("b refuses");
 }
 
-TEST(BackendRegistryTest, AutoTakesTheFirstBackendThatRunsAndTakesTheModel) {
-  Rng rng(3);
+ModelSpec OneDenseLayer(uint32_t seed) {
+  Rng rng(seed);
   ModelSpec spec;
   spec.d_model = 16;
   LayerSpec layer;
   layer.ffn = testing::RandomFfn(FfnParams{16, 24}, rng);
   spec.layers.push_back(layer);
-  auto built = testing::BuildModel(spec);
+  return spec;
+}
+
+TEST(BackendRegistryTest, AutoTakesTheFirstBackendThatRunsAndTakesTheModel) {
+  auto built = testing::BuildModel(OneDenseLayer(3));
   ASSERT_TRUE(built.ok()) << built.status();
   BackendConfig config;
   config.max_tokens = 4;
@@ -628,13 +632,7 @@ TEST(BackendRegistryTest, AutoPrefersCudaThenTheCpuThenTheReference) {
   want.insert(want.begin(), "cuda");
 #endif
   EXPECT_EQ(testing::EveryBackend(), want);
-  Rng rng(4);
-  ModelSpec spec;
-  spec.d_model = 16;
-  LayerSpec layer;
-  layer.ffn = testing::RandomFfn(FfnParams{16, 24}, rng);
-  spec.layers.push_back(layer);
-  auto built = testing::BuildModel(spec);
+  auto built = testing::BuildModel(OneDenseLayer(4));
   ASSERT_TRUE(built.ok()) << built.status();
   auto session = Session::Create(*built->model, SessionOptions());
   ASSERT_TRUE(session.ok()) << session.status();

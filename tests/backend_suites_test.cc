@@ -266,7 +266,9 @@ TEST_P(CheckpointSuiteTest, Qwen2Moe) {
     const std::string p = "model.layers." + std::to_string(l);
     w.AddRandom(p + ".post_attention_layernorm.weight", {kD}, rng, 0.2f, "", 1.0f);
     w.AddRandom(p + ".mlp.gate.weight", {12, kD}, rng, 0.5f);
-    for (int e = 0; e < 12; ++e) AddGatedMlp(w, rng, p + ".mlp.experts." + std::to_string(e), kD, 20);
+    for (int e = 0; e < 12; ++e) {
+      AddGatedMlp(w, rng, p + ".mlp.experts." + std::to_string(e), kD, 20);
+    }
     AddGatedMlp(w, rng, p + ".mlp.shared_expert", kD, 44);
     w.AddRandom(p + ".mlp.shared_expert_gate.weight", {1, kD}, rng, 0.5f);
   }
@@ -344,13 +346,21 @@ TEST_P(QuantSweepTest, MatchesReference) {
       .Test(backend);
 }
 
+// e.g. xnnpack_i4_rotated_SILU_gated_130
+std::string SweepName(const ::testing::TestParamInfo<SweepParam>& info) {
+  const auto& [backend, dtype, rotate, activation, gated, tokens] = info.param;
+  return absl::StrFormat("%s_%s%s_%s%s_%d", backend, DTypeName(dtype), rotate ? "_rotated" : "",
+                         ActivationName(activation), gated ? "_gated" : "", tokens);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     All, QuantSweepTest,
     ::testing::Combine(::testing::ValuesIn(BackendsUnderTest()),
                        ::testing::Values(DType::I8, DType::I4), ::testing::Bool(),
                        ::testing::Values(Activation::RELU, Activation::GELU_ERF,
                                          Activation::SILU),
-                       ::testing::Bool(), ::testing::Values(size_t{1}, size_t{3}, size_t{130})));
+                       ::testing::Bool(), ::testing::Values(size_t{1}, size_t{3}, size_t{130})),
+    SweepName);
 
 }  // namespace
 }  // namespace fflite

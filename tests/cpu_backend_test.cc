@@ -76,28 +76,6 @@ TEST(CpuLargerTest, Bf16GeGluDecode) {
 
 // --- Direct backend runs: options (slices, chunks, kernels), norms FfnTester does not make. ---
 
-// Runs layer 0 of `spec` through the reference and through xnnpack with `options`; compares.
-void CompareWithReference(const ModelSpec& spec, const WriteOptions& write, size_t tokens,
-                          int threads, const CpuBackendOptions& options,
-                          const std::string& what, double tolerance = testing::kF32RelTol,
-                          std::vector<float>* out = nullptr) {
-  auto built = testing::BuildModel(spec, write);
-  ASSERT_TRUE(built.ok()) << built.status();
-  Rng rng(11);
-  const std::vector<float> input = rng.Vec(tokens * spec.d_model, 2.0f);
-  auto want = testing::RunLayer(*built->model, "reference", 0, input, tokens, 1);
-  ASSERT_TRUE(want.ok()) << want.status();
-  BackendConfig config;
-  config.num_threads = threads;
-  config.max_tokens = tokens;
-  auto backend = CreateCpuBackendWithOptions(*built->model, config, options);
-  ASSERT_TRUE(backend.ok()) << backend.status();
-  std::vector<float> got(tokens * spec.d_model);
-  ASSERT_TRUE((*backend)->Run(0, input.data(), tokens, got.data()).ok());
-  testing::ExpectOutputsNear(*want, got, tokens, spec.d_model, tolerance, what);
-  if (out != nullptr) *out = std::move(got);
-}
-
 ModelSpec OneLayer(const FfnParams& p, Rng& rng) {
   ModelSpec spec;
   spec.d_model = p.d_model;
@@ -168,8 +146,9 @@ TEST(CpuOptionsTest, ManySlicesAndSmallChunks) {
       write.d_ff_alignment = 1;
       // 3 threads once: ~70 tiny parallel dispatches per run are slow where threads > cores.
       const int threads = gated && act == Activation::SILU ? 3 : 1;
-      CompareWithReference(spec, write, 23, threads, options,
-                           absl::StrFormat("sliced %s gated %d", ActivationName(act), gated));
+      testing::ExpectCpuMatchesReference(
+          spec, write, 23, threads, options, testing::kF32RelTol,
+          absl::StrFormat("sliced %s gated %d", ActivationName(act), gated));
     }
   }
 }
@@ -182,7 +161,8 @@ TEST(CpuOptionsTest, OneOperatorPerMatrix) {
   CpuBackendOptions options;
   options.packed_engine = CpuBackendOptions::PackedEngine::kXnnpack;
   options.slice_bytes = 0;
-  CompareWithReference(OneLayer(p, rng), WriteOptions(), 9, 1, options, "unsliced");
+  testing::ExpectCpuMatchesReference(OneLayer(p, rng), WriteOptions(), 9, 1, options,
+                                     testing::kF32RelTol, "unsliced");
 }
 
 // Both packed engines, and the gemm engine with each of its kernels this CPU runs (scalar twins
@@ -244,11 +224,11 @@ TEST(CpuOptionsTest, EveryPackedEngineMatchesReference) {
         write.d_ff_alignment = 1;
         const bool bf16_math = setting.bf16_arithmetic && dtype == DType::BF16;
         for (size_t tokens : {size_t{1}, size_t{131}}) {
-          CompareWithReference(
+          testing::ExpectCpuMatchesReference(
               spec, write, tokens, gated ? 3 : 1, options,
+              bf16_math ? testing::kBf16ActRelTol : testing::kF32RelTol,
               absl::StrFormat("%s, %s, gated %d, %d tokens", setting.name, DTypeName(dtype),
-                              gated, tokens),
-              bf16_math ? testing::kBf16ActRelTol : testing::kF32RelTol);
+                              gated, tokens));
         }
       }
     }
@@ -309,8 +289,9 @@ TEST(CpuOptionsTest, GemmTokenSplitMatchesReferenceAndOneThread) {
       for (int threads : {1, 2, 3}) {
         const std::string what = absl::StrFormat("%s, gated %d, %d threads", kernel->isa, gated,
                                                  threads);
-        CompareWithReference(spec, write, tokens, threads, options, what,
-                             bf16 ? testing::kBf16ActRelTol : testing::kF32RelTol, &got);
+        testing::ExpectCpuMatchesReference(
+            spec, write, tokens, threads, options,
+            bf16 ? testing::kBf16ActRelTol : testing::kF32RelTol, what, &got);
         ASSERT_FALSE(HasFatalFailure()) << what;
         if (threads == 1) {
           one = got;
@@ -337,8 +318,9 @@ TEST(CpuOptionsTest, ScalarKernelsMatchReference) {
       spec.layers[0].residual = true;
       CpuBackendOptions options;
       options.kernels = &ScalarKernels();
-      CompareWithReference(spec, WriteOptions(), 6, 1, options,
-                           absl::StrFormat("scalar kernels, %s", ActivationName(act)));
+      testing::ExpectCpuMatchesReference(
+          spec, WriteOptions(), 6, 1, options, testing::kF32RelTol,
+          absl::StrFormat("scalar kernels, %s", ActivationName(act)));
     }
   }
 }
@@ -356,7 +338,8 @@ TEST(CpuNormTest, UnitOffsetEpsAndLayerNormWithoutBias) {
       norm.eps = 0.5f;          // large enough that a dropped eps shows
       norm.bias = TensorSource();
       spec.layers[0].norm = std::move(norm);
-      CompareWithReference(spec, WriteOptions(), 4, 1, CpuBackendOptions(), "unit offset");
+      testing::ExpectCpuMatchesReference(spec, WriteOptions(), 4, 1, CpuBackendOptions(),
+                                         testing::kF32RelTol, "unit offset");
     }
   }
 }

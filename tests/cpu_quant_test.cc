@@ -114,26 +114,6 @@ TEST(QuantMoeTest, ExpertProductsSharedAmongThreads) {
   }
 }
 
-// Runs `spec` (written with `write`) through the CPU backend with `options` and through the
-// reference, `tokens` tokens, and compares with `tol`.
-void CompareWithReference(const ModelSpec& spec, const WriteOptions& write, size_t tokens,
-                          int threads, const CpuBackendOptions& options, double tol,
-                          const std::string& what, std::vector<float>* out = nullptr) {
-  auto built = testing::BuildModel(spec, write);
-  ASSERT_TRUE(built.ok()) << built.status();
-  const std::vector<float> input = Rng(11).Vec(tokens * spec.d_model, 2.0f);
-  auto want = testing::RunLayer(*built->model, "reference", 0, input, tokens, 1);
-  ASSERT_TRUE(want.ok()) << want.status();
-  BackendConfig config;
-  config.num_threads = threads;
-  config.max_tokens = tokens;
-  auto backend = CreateCpuBackendWithOptions(*built->model, config, options);
-  ASSERT_TRUE(backend.ok()) << backend.status();
-  std::vector<float> got(tokens * spec.d_model);
-  ASSERT_TRUE((*backend)->Run(0, input.data(), tokens, got.data()).ok());
-  testing::ExpectOutputsNear(*want, got, tokens, spec.d_model, tol, what);
-  if (out != nullptr) *out = got;
-}
 
 WriteOptions Quantized(DType dtype, bool rotate) {
   WriteOptions write;
@@ -166,10 +146,11 @@ TEST(QuantKernelSetsTest, EveryKernelMatchesReference) {
           CpuBackendOptions options;
           options.qgemv = gemv;
           options.qgemm = gemm;
-          CompareWithReference(spec, Quantized(dtype, false), tokens, 1, options,
-                               ToleranceFor(dtype, tokens, options),
-                               absl::StrFormat("%s qgemv %s qgemm %s, %d tokens", DTypeName(dtype),
-                                               gemv->isa, gemm->isa, tokens));
+          testing::ExpectCpuMatchesReference(
+              spec, Quantized(dtype, false), tokens, 1, options,
+              ToleranceFor(dtype, tokens, options),
+              absl::StrFormat("%s qgemv %s qgemm %s, %d tokens", DTypeName(dtype), gemv->isa,
+                              gemm->isa, tokens));
         }
       }
     }
@@ -182,8 +163,9 @@ TEST(QuantKernelSetsTest, FloatActivationsForManyTokens) {
   const ModelSpec spec = OneLayer(64, 96, rng);
   CpuBackendOptions options;
   options.quant_gemm_min_tokens = 0;
-  CompareWithReference(spec, Quantized(DType::I4, true), 300, 3, options, testing::kF32RelTol,
-                       "i4 rotated, float activations, 300 tokens");
+  testing::ExpectCpuMatchesReference(spec, Quantized(DType::I4, true), 300, 3, options,
+                                     testing::kF32RelTol,
+                                     "i4 rotated, float activations, 300 tokens");
 }
 
 // Rows are shared among threads at panel boundaries, and for many tokens the rotation and the
@@ -195,10 +177,12 @@ TEST(QuantThreadsTest, SameBitsForOneAndThreeThreads) {
   for (const auto& [dtype, rotate] : {std::pair{DType::I8, false}, std::pair{DType::I4, true}}) {
     for (size_t tokens : {size_t{1}, size_t{64}}) {
       std::vector<float> one, three;
-      CompareWithReference(spec, Quantized(dtype, rotate), tokens, 1, CpuBackendOptions(),
-                           ToleranceFor(dtype, tokens), "1 thread", &one);
-      CompareWithReference(spec, Quantized(dtype, rotate), tokens, 3, CpuBackendOptions(),
-                           ToleranceFor(dtype, tokens), "3 threads", &three);
+      testing::ExpectCpuMatchesReference(spec, Quantized(dtype, rotate), tokens, 1,
+                                         CpuBackendOptions(), ToleranceFor(dtype, tokens),
+                                         "1 thread", &one);
+      testing::ExpectCpuMatchesReference(spec, Quantized(dtype, rotate), tokens, 3,
+                                         CpuBackendOptions(), ToleranceFor(dtype, tokens),
+                                         "3 threads", &three);
       EXPECT_EQ(one, three) << tokens << " tokens, rotated " << rotate;
     }
   }
@@ -285,11 +269,10 @@ TEST(QuantPairTest, GateAndUpOfDifferentDtypes) {
       return up ? up_dtype : DType::I8;
     };
     for (size_t tokens : {size_t{2}, size_t{64}}) {
-      CompareWithReference(spec, write, tokens, 3, CpuBackendOptions(),
-                           std::max(ToleranceFor(DType::I8, tokens),
-                                    ToleranceFor(DType::I4, tokens)),
-                           absl::StrFormat("gate i8, up %s, %d tokens", DTypeName(up_dtype),
-                                           tokens));
+      testing::ExpectCpuMatchesReference(
+          spec, write, tokens, 3, CpuBackendOptions(),
+          std::max(ToleranceFor(DType::I8, tokens), ToleranceFor(DType::I4, tokens)),
+          absl::StrFormat("gate i8, up %s, %d tokens", DTypeName(up_dtype), tokens));
     }
   }
 }
@@ -306,9 +289,9 @@ TEST(QuantMixedTest, QuantisedAndFloatMatricesInOneFfn) {
       return down == down_kept ? DType::F16 : DType::I4;
     };
     for (size_t tokens : {size_t{1}, size_t{50}}) {
-      CompareWithReference(spec, write, tokens, 1, CpuBackendOptions(),
-                           ToleranceFor(DType::I4, tokens),
-                           absl::StrFormat("mixed, down kept %d, %d tokens", down_kept, tokens));
+      testing::ExpectCpuMatchesReference(
+          spec, write, tokens, 1, CpuBackendOptions(), ToleranceFor(DType::I4, tokens),
+          absl::StrFormat("mixed, down kept %d, %d tokens", down_kept, tokens));
     }
   }
 }

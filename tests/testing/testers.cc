@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "backends/cpu/cpu_backend.h"
 #include "session/session.h"
+#include "testing/backends.h"
 #include "testing/tolerances.h"
 
 namespace fflite {
@@ -128,6 +129,25 @@ void MoeTester::Test(const std::string& backend) const {
 
 template class LayerTesterBase<FfnTester>;
 template class LayerTesterBase<MoeTester>;
+
+void ExpectCpuMatchesReference(const ModelSpec& spec, const WriteOptions& write, size_t tokens,
+                               int threads, const CpuBackendOptions& options, double tolerance,
+                               const std::string& what, std::vector<float>* out) {
+  auto built = BuildModel(spec, write);
+  ASSERT_TRUE(built.ok()) << built.status();
+  const std::vector<float> input = Rng(11).Vec(tokens * spec.d_model, 2.0f);
+  auto want = RunLayer(*built->model, "reference", 0, input, tokens, 1);
+  ASSERT_TRUE(want.ok()) << want.status();
+  BackendConfig config;
+  config.num_threads = threads;
+  config.max_tokens = tokens;
+  auto backend = CreateCpuBackendWithOptions(*built->model, config, options);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  std::vector<float> got(tokens * spec.d_model);
+  ASSERT_TRUE((*backend)->Run(0, input.data(), tokens, got.data()).ok());
+  ExpectOutputsNear(*want, got, tokens, spec.d_model, tolerance, what);
+  if (out != nullptr) *out = got;
+}
 
 }  // namespace testing
 }  // namespace fflite

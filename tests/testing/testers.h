@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "format/model.h"
+#include "backends/cpu/cpu_options.h"
 #include "format/writer.h"
 #include "testing/model_builder.h"
 
@@ -34,6 +35,13 @@ double FloatRelTol(DType dtype);
 // meet tensor cores, else kF32RelTol (f32 weights keep f32 arithmetic; quantised ones are
 // dequantised to f32 exactly).
 double BackendRelTol(const std::string& backend, DType dtype);
+
+// Runs layer 0 of `spec` (written with `write`) through the reference and through the CPU backend
+// with `options`, `tokens` tokens on `threads` threads, and compares with `tolerance` (see
+// ExpectOutputsNear); *out, where given, receives the CPU backend's output.
+void ExpectCpuMatchesReference(const ModelSpec& spec, const WriteOptions& write, size_t tokens,
+                               int threads, const CpuBackendOptions& options, double tolerance,
+                               const std::string& what, std::vector<float>* out = nullptr);
 
 // Common layer options of both testers.
 template <typename Derived>
