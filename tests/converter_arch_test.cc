@@ -252,6 +252,95 @@ TEST_F(ConverterTest, Qwen2Moe) {
   }
 }
 
+// ---- qwen3_moe: routed experts only; decoder_sparse_step and mlp_only_layers place the MoE
+// layers; norm_topk_prob renormalises the top-k softmax weights or leaves them ----
+
+struct Qwen3MoeCase {
+  bool norm_topk_prob;
+  int decoder_sparse_step;
+  std::vector<int> mlp_only_layers;
+  const char* kinds;  // per layer, as Qwen3MoeDecoderLayer.__init__ places them: M (MoE), D
+};
+
+void PrintTo(const Qwen3MoeCase& c, std::ostream* os) {
+  *os << "norm=" << c.norm_topk_prob << "/step=" << c.decoder_sparse_step << "/" << c.kinds;
+}
+
+class Qwen3MoeTest : public ConverterTest, public ::testing::WithParamInterface<Qwen3MoeCase> {};
+
+TEST_P(Qwen3MoeTest, MatchesHfSparseMoeBlock) {
+  const Qwen3MoeCase& c = GetParam();
+  const std::string kinds = c.kinds;
+  Rng rng(16);
+  CheckpointWriter w;
+  const size_t E = 6, K = 3, moe_ff = 6;
+  for (size_t l = 0; l < kinds.size(); ++l) {
+    const std::string p = "model.layers." + std::to_string(l);
+    w.AddRandom(p + ".post_attention_layernorm.weight", {kD}, rng, 0.2f, "", 1.0f);
+    if (kinds[l] == 'D') {  // a Qwen3MoeMLP of intermediate_size
+      AddGatedMlp(w, rng, p + ".mlp", kD, kFf);
+      continue;
+    }
+    w.AddRandom(p + ".mlp.gate.weight", {E, kD}, rng, 1.0f);
+    for (size_t e = 0; e < E; ++e) {
+      AddGatedMlp(w, rng, p + ".mlp.experts." + std::to_string(e), kD, moe_ff);
+    }
+  }
+  const json config = {{"model_type", "qwen3_moe"}, {"architectures", {"Qwen3MoeForCausalLM"}},
+                       {"hidden_size", kD}, {"intermediate_size", kFf},
+                       {"moe_intermediate_size", moe_ff}, {"num_hidden_layers", kinds.size()},
+                       {"num_experts", E}, {"num_experts_per_tok", K},
+                       {"norm_topk_prob", c.norm_topk_prob},
+                       {"decoder_sparse_step", c.decoder_sparse_step},
+                       {"mlp_only_layers", c.mlp_only_layers}, {"rms_norm_eps", 1e-6},
+                       {"hidden_act", "silu"}};
+  auto model = Convert(w, config);
+  ASSERT_NE(model, nullptr);
+  ASSERT_EQ(model->layers().size(), kinds.size());
+  for (size_t l = 0; l < kinds.size(); ++l) {
+    const std::string p = "model.layers." + std::to_string(l);
+    const LayerView& lv = model->layers()[l];
+    EXPECT_EQ(lv.name, p + ".mlp");
+    if (kinds[l] == 'D') {
+      ASSERT_EQ(lv.kind, LayerKind::kDense) << p;
+      EXPECT_EQ(lv.ffn.d_ff, kFf);
+    } else {
+      ASSERT_EQ(lv.kind, LayerKind::kMoe) << p;
+      EXPECT_EQ(lv.moe.experts.size(), E);
+      EXPECT_EQ(lv.moe.top_k, K);
+      EXPECT_EQ(lv.moe.normalize_top_k, c.norm_topk_prob);
+      EXPECT_TRUE(lv.moe.shared_experts.empty());
+      EXPECT_FALSE(lv.moe.shared_expert_gate.present());
+    }
+    ExpectLayer(*model, l, [&](const Vec& x) {
+      const Vec h = HfRmsNorm(x, w.Get(p + ".post_attention_layernorm.weight"), 1e-6);
+      if (kinds[l] == 'D') return Add(x, HfGatedMlp(w, p + ".mlp", "silu", h));
+      // softmax over all experts, then top-k; the k weights divided by their sum iff norm_topk_prob
+      const Vec probs = Softmax(HfLinear(w.Get(p + ".mlp.gate.weight"), nullptr, h));
+      const auto top = TopK(probs, K, std::vector<bool>(E, true));
+      double sum = 0.0;
+      for (size_t e : top) sum += probs[e];
+      Vec y = x;
+      for (size_t e : top) {
+        const double weight = c.norm_topk_prob ? probs[e] / sum : probs[e];
+        y = Add(y, HfGatedMlp(w, p + ".mlp.experts." + std::to_string(e), "silu", h), weight);
+      }
+      return y;
+    }, 4);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, Qwen3MoeTest,
+    ::testing::Values(Qwen3MoeCase{true, 1, {}, "MMM"},  // Qwen3-30B-A3B's own settings
+                      Qwen3MoeCase{false, 1, {}, "MMM"},
+                      Qwen3MoeCase{true, 2, {3}, "DMDDDM"},
+                      Qwen3MoeCase{false, 1, {0, 2}, "DMDM"}),
+    [](const ::testing::TestParamInfo<Qwen3MoeCase>& i) {
+      return absl::StrFormat("%s_step%d_%s", i.param.norm_topk_prob ? "norm" : "nonorm",
+                             i.param.decoder_sparse_step, i.param.kinds);
+    });
+
 // ---- deepseek_v2 / deepseek_v3 ----
 
 struct DeepseekCase {

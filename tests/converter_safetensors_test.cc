@@ -289,6 +289,50 @@ TEST_F(ConvertFailureTest, DeepseekGroupedRoutingLimits) {
                                          "most")));
 }
 
+// qwen3_moe's layer placement and expert keys, refused by name before any tensor is read.
+TEST_F(ConvertFailureTest, Qwen3MoeConfigValues) {
+  config_ = {{"model_type", "qwen3_moe"}, {"hidden_size", 8}, {"intermediate_size", 12},
+             {"moe_intermediate_size", 4}, {"num_hidden_layers", 2}, {"num_experts", 4},
+             {"num_experts_per_tok", 2}, {"decoder_sparse_step", 0}};
+  EXPECT_THAT(Fail(), StatusIs(absl::StatusCode::kInvalidArgument,
+                               AllOf(HasSubstr("config.json': decoder_sparse_step 0 must be in "
+                                               "[1, 65536]"),
+                                     Not(HasSubstr("model spec")))));
+  config_["decoder_sparse_step"] = 1;
+  config_["mlp_only_layers"] = json::array({0, 2});
+  EXPECT_THAT(Fail(), StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("config.json': mlp_only_layers index 2 is not a layer: "
+                                         "num_hidden_layers is 2")));
+  config_["mlp_only_layers"] = json::array({-1});
+  EXPECT_THAT(Fail(), StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("mlp_only_layers index -1 is not a layer")));
+  config_["mlp_only_layers"] = json::array({0.5});
+  EXPECT_THAT(Fail(), StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("mlp_only_layers must be a list of layer indices "
+                                         "(integers)")));
+  config_["mlp_only_layers"] = 1;
+  EXPECT_THAT(Fail(), StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("mlp_only_layers must be a list of layer indices")));
+  config_["mlp_only_layers"] = json::array({0});  // layer 1 stays MoE: its keys are read
+  config_.erase("moe_intermediate_size");
+  EXPECT_THAT(Fail(), StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("config.json': moe_intermediate_size is missing (an "
+                                         "integer is required)")));
+  config_["moe_intermediate_size"] = 4;
+  config_["num_experts_per_tok"] = 5;
+  EXPECT_THAT(Fail(), StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("num_experts_per_tok 5 must be in [1, 4]")));
+  // Qwen3MoeConfig's default: 128 experts (qwen2_moe's is 60).
+  config_.erase("num_experts");
+  config_["num_experts_per_tok"] = 129;
+  EXPECT_THAT(Fail(), StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("num_experts_per_tok 129 must be in [1, 128]")));
+  config_["num_experts_per_tok"] = 2;
+  config_["norm_topk_prob"] = "yes";
+  EXPECT_THAT(Fail(), StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("norm_topk_prob must be true or false, got \"yes\"")));
+}
+
 TEST_F(ConvertFailureTest, NoSublayers) {
   config_ = {{"model_type", "whisper"}, {"d_model", 8}, {"encoder_layers", 0},
              {"decoder_layers", 0}};

@@ -105,7 +105,9 @@ absl::StatusOr<ArchPlan> ConvertLlama(const ArchContext& ctx);  // llama, mistra
 absl::StatusOr<ArchPlan> ConvertGemma(const ArchContext& ctx);
 absl::StatusOr<ArchPlan> ConvertPhi3(const ArchContext& ctx);
 absl::StatusOr<ArchPlan> ConvertMixtral(const ArchContext& ctx);
+// qwen2_moe.cc: the two generations share the file (qwen3_moe drops the shared expert).
 absl::StatusOr<ArchPlan> ConvertQwen2Moe(const ArchContext& ctx);
+absl::StatusOr<ArchPlan> ConvertQwen3Moe(const ArchContext& ctx);
 absl::StatusOr<ArchPlan> ConvertDeepseek(const ArchContext& ctx);  // deepseek_v2, deepseek_v3
 absl::StatusOr<ArchPlan> ConvertBert(const ArchContext& ctx);
 absl::StatusOr<ArchPlan> ConvertGpt2(const ArchContext& ctx);

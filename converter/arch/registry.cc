@@ -21,6 +21,7 @@ constexpr ArchEntry kArchitectures[] = {
     {"phi3", ConvertPhi3},
     {"mixtral", ConvertMixtral},
     {"qwen2_moe", ConvertQwen2Moe},
+    {"qwen3_moe", ConvertQwen3Moe},
     {"deepseek_v2", ConvertDeepseek},
     {"deepseek_v3", ConvertDeepseek},
     {"bert", ConvertBert},

@@ -41,7 +41,10 @@
 ABSL_FLAG(std::string, model, "", "a .fflite file to run");
 ABSL_FLAG(std::string, synthetic, "",
           "a built-in shape instead of --model: llama, llama-70b (one 8192/28672 FFN), bert, tiny, "
-          "tiny-moe, mixtral-mini, qwen-moe");
+          "tiny-moe, mixtral-mini, qwen-moe, qwen3-30b-a3b (48 MoE layers of 128 experts, top 8)");
+ABSL_FLAG(std::optional<int64_t>, layers, std::nullopt,
+          "--synthetic: this many layers (at least 1; each with weights of its own) instead of the "
+          "shape's own (48 for qwen3-30b-a3b, 1 for the others): sizes the file to the machine");
 ABSL_FLAG(std::string, tokens, "1,128", "token counts per call, comma-separated");
 ABSL_FLAG(std::string, threads, "1", "thread counts, comma-separated");
 ABSL_FLAG(std::string, backend, "auto", "auto, or a backend name (xnnpack, reference, cuda: device-pointer I/O against the GPU's "
@@ -292,7 +295,7 @@ int Main() {
   if (model_path.empty() == synthetic.empty()) {
     std::fprintf(stderr,
                  "give exactly one of --model PATH or --synthetic "
-                 "llama|llama-70b|bert|tiny|tiny-moe|mixtral-mini|qwen-moe\n");
+                 "llama|llama-70b|bert|tiny|tiny-moe|mixtral-mini|qwen-moe|qwen3-30b-a3b\n");
     return 2;
   }
   const std::vector<int64_t> token_list = ParseList("tokens", absl::GetFlag(FLAGS_tokens));
@@ -325,7 +328,7 @@ int Main() {
   // that it is mapped like a real model and its pages can be released after packing).
   std::string path = model_path;
   if (!synthetic.empty()) {
-    absl::StatusOr<ModelSpec> spec = SyntheticSpec(synthetic);
+    absl::StatusOr<ModelSpec> spec = SyntheticSpec(synthetic, absl::GetFlag(FLAGS_layers));
     if (!spec.ok()) {
       std::fprintf(stderr, "%s\n", std::string(spec.status().message()).c_str());
       return 2;
@@ -363,6 +366,10 @@ int Main() {
   }
   if (synthetic.empty() && absl::GetFlag(FLAGS_sparsity) >= 0.0) {
     std::fprintf(stderr, "--sparsity applies to --synthetic models only\n");
+    return 2;
+  }
+  if (synthetic.empty() && absl::GetFlag(FLAGS_layers).has_value()) {
+    std::fprintf(stderr, "--layers applies to --synthetic models only\n");
     return 2;
   }
   // File read time: one sequential read() of the whole file (from the page cache if it is there).
@@ -460,8 +467,9 @@ int Main() {
 int main(int argc, char** argv) {
   fflite::HelpListsFlagsOf(__FILE__);
   absl::SetProgramUsageMessage(
-      "fflite-bench --synthetic llama|mixtral-mini|qwen-moe --tokens 1,128 --threads 1,2 [--cold] "
-      "[--baseline] [--expert_budget_fraction 0.25 [--vary_tokens] [--vs_unbudgeted]] [--json]");
+      "fflite-bench --synthetic llama|mixtral-mini|qwen-moe|qwen3-30b-a3b [--layers N] --tokens "
+      "1,128 --threads 1,2 [--cold] [--baseline] [--expert_budget_fraction 0.25 [--vary_tokens] "
+      "[--vs_unbudgeted]] [--json]");
   absl::ParseCommandLine(argc, argv);
   return fflite::bench::Main();
 }

@@ -32,7 +32,7 @@ using json = nlohmann::json;
 
 const std::vector<std::string> kModelTypes = {
     "llama", "mistral", "qwen2", "qwen3", "gemma", "phi3", "mixtral", "qwen2_moe", "deepseek_v2",
-    "deepseek_v3", "bert", "gpt2", "t5", "whisper", "opt"};
+    "deepseek_v3", "bert", "gpt2", "t5", "whisper", "opt", "qwen3_moe"};
 
 // transformers' ACT2FN names the converter knows, then ones it does not.
 const std::vector<std::string> kActivations = {
@@ -161,7 +161,8 @@ void GenMixtral(Generator& g) {
   }
 }
 
-void GenQwen2Moe(Generator& g) {
+// qwen2_moe (`shared`: a shared expert behind a sigmoid gate) and qwen3_moe (routed experts only).
+void GenQwenMoe(Generator& g, bool shared) {
   const uint32_t d = g.Dim(), layers = g.Layers();
   const uint32_t ff = g.Dim(), moe_ff = g.Dim(), shared_ff = g.Dim();
   json& c = g.config();
@@ -169,7 +170,7 @@ void GenQwen2Moe(Generator& g) {
   c["num_hidden_layers"] = layers;
   c["intermediate_size"] = ff;
   c["moe_intermediate_size"] = moe_ff;
-  c["shared_expert_intermediate_size"] = shared_ff;
+  if (shared) c["shared_expert_intermediate_size"] = shared_ff;
   uint32_t experts = g.Range(0, 6);
   c["num_experts"] = experts;
   uint32_t step = g.Range(1, 2);
@@ -195,8 +196,10 @@ void GenQwen2Moe(Generator& g) {
     } else {
       g.Matrix(mlp + ".gate.weight", experts, d);
       for (uint32_t e = 0; e < experts; ++e) g.Gated(absl::StrFormat("%s.experts.%d", mlp, e), d, moe_ff);
-      g.Gated(mlp + ".shared_expert", d, shared_ff);
-      g.Matrix(mlp + ".shared_expert_gate.weight", 1, d);
+      if (shared) {
+        g.Gated(mlp + ".shared_expert", d, shared_ff);
+        g.Matrix(mlp + ".shared_expert_gate.weight", 1, d);
+      }
     }
     g.Vector(layer + ".post_attention_layernorm.weight", d, 1.0f);
   }
@@ -516,8 +519,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (in.OneIn(4)) g.set_dtype(in.Bool() ? "F16" : "BF16");
   if (type == "mixtral") {
     GenMixtral(g);
-  } else if (type == "qwen2_moe") {
-    GenQwen2Moe(g);
+  } else if (type == "qwen2_moe" || type == "qwen3_moe") {
+    GenQwenMoe(g, type == "qwen2_moe");
   } else if (type == "deepseek_v2" || type == "deepseek_v3") {
     GenDeepseek(g, type == "deepseek_v3");
   } else if (type == "bert") {

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -43,36 +44,46 @@ TensorSource Ones(uint64_t n) {
   return t;
 }
 
-ModelSpec Dense(uint32_t d, uint32_t ff, Activation act, bool gated, bool bias, NormKind norm,
-                NormPlacement placement) {
-  ModelSpec spec;
-  spec.d_model = d;
-  LayerSpec layer;
-  layer.name = "ffn";
-  FfnSpec& f = layer.ffn;
-  f.activation = act;
-  f.gated = gated;
-  f.d_ff = ff;
-  const float s_in = 1.0f / std::sqrt(static_cast<float>(d));
-  const float s_ff = 1.0f / std::sqrt(static_cast<float>(ff));
-  f.up = Random({ff, d}, s_in, 1);
-  if (gated) f.gate = Random({ff, d}, s_in, 2);
-  f.down = Random({d, ff}, s_ff, 3);
-  if (bias) {
-    f.up_bias = Random({ff}, 0.1f, 4);
-    if (gated) f.gate_bias = Random({ff}, 0.1f, 5);
-    f.down_bias = Random({d}, 0.1f, 6);
-  }
-  NormSpec n;
-  n.kind = norm;
-  n.placement = placement;
-  n.eps = 1e-5f;
-  n.weight = Ones(d);
-  if (norm == NormKind::LAYER_NORM) n.bias = Random({d}, 0.1f, 7);
-  layer.norm = std::move(n);
-  layer.residual = true;
-  spec.layers.push_back(std::move(layer));
-  return spec;
+// A shape: its d_model, its own number of layers, and layer i from its weights' seeds offset by
+// `seed` = i · kLayerSeeds (layer 0 keeps the seeds the one-layer shapes always had).
+struct Shape {
+  uint32_t d_model = 0;
+  uint32_t layers = 1;
+  std::function<LayerSpec(uint32_t seed)> layer;
+};
+
+// Above every seed a layer uses (qwen3-30b-a3b's 128 experts: up to 100 + 3 · 127 + 2).
+constexpr uint32_t kLayerSeeds = 1000;
+
+Shape Dense(uint32_t d, uint32_t ff, Activation act, bool gated, bool bias, NormKind norm,
+            NormPlacement placement) {
+  return {d, 1, [=](uint32_t seed) {
+    LayerSpec layer;
+    layer.name = "ffn";
+    FfnSpec& f = layer.ffn;
+    f.activation = act;
+    f.gated = gated;
+    f.d_ff = ff;
+    const float s_in = 1.0f / std::sqrt(static_cast<float>(d));
+    const float s_ff = 1.0f / std::sqrt(static_cast<float>(ff));
+    f.up = Random({ff, d}, s_in, seed + 1);
+    if (gated) f.gate = Random({ff, d}, s_in, seed + 2);
+    f.down = Random({d, ff}, s_ff, seed + 3);
+    if (bias) {
+      f.up_bias = Random({ff}, 0.1f, seed + 4);
+      if (gated) f.gate_bias = Random({ff}, 0.1f, seed + 5);
+      f.down_bias = Random({d}, 0.1f, seed + 6);
+    }
+    NormSpec n;
+    n.kind = norm;
+    n.placement = placement;
+    n.eps = 1e-5f;
+    n.weight = Ones(d);
+    if (norm == NormKind::LAYER_NORM) n.bias = Random({d}, 0.1f, seed + 7);
+    layer.norm = std::move(n);
+    layer.residual = true;
+    return layer;
+  }};
 }
 
 FfnSpec SwiGlu(uint32_t d, uint32_t ff, uint32_t seed) {
@@ -88,38 +99,37 @@ FfnSpec SwiGlu(uint32_t d, uint32_t ff, uint32_t seed) {
 
 // An MoE layer of SwiGLU experts, softmax routing, pre-RMSNorm + residual. The router's weights
 // (±2/sqrt(d)) give logits of about unit spread on normalised inputs, so that routing varies with
-// the input.
-ModelSpec Moe(uint32_t d, uint32_t ff, uint32_t experts, uint32_t top_k, bool normalize,
-              uint32_t shared_ff) {
-  ModelSpec spec;
-  spec.d_model = d;
-  LayerSpec layer;
-  layer.name = "moe";
-  layer.kind = LayerKind::kMoe;
-  MoeSpec& m = layer.moe;
-  m.top_k = top_k;
-  m.scoring = Scoring::SOFTMAX;
-  m.normalize_top_k = normalize;
-  m.router = Random({experts, d}, 2.0f / std::sqrt(static_cast<float>(d)), 11);
-  for (uint32_t e = 0; e < experts; ++e) m.experts.push_back(SwiGlu(d, ff, 100 + 3 * e));
-  if (shared_ff > 0) {
-    m.shared_experts.push_back(SwiGlu(d, shared_ff, 20));
-    m.shared_expert_gate = Random({1, d}, 1.0f / std::sqrt(static_cast<float>(d)), 23);
-  }
-  NormSpec n;
-  n.kind = NormKind::RMS_NORM;
-  n.placement = NormPlacement::PRE;
-  n.eps = 1e-5f;
-  n.weight = Ones(d);
-  layer.norm = std::move(n);
-  layer.residual = true;
-  spec.layers.push_back(std::move(layer));
-  return spec;
+// the input (and, each layer having its own router, from layer to layer).
+Shape Moe(uint32_t d, uint32_t ff, uint32_t experts, uint32_t top_k, bool normalize,
+          uint32_t shared_ff, uint32_t layers = 1) {
+  return {d, layers, [=](uint32_t seed) {
+    LayerSpec layer;
+    layer.name = "moe";
+    layer.kind = LayerKind::kMoe;
+    MoeSpec& m = layer.moe;
+    m.top_k = top_k;
+    m.scoring = Scoring::SOFTMAX;
+    m.normalize_top_k = normalize;
+    m.router = Random({experts, d}, 2.0f / std::sqrt(static_cast<float>(d)), seed + 11);
+    for (uint32_t e = 0; e < experts; ++e) {
+      m.experts.push_back(SwiGlu(d, ff, seed + 100 + 3 * e));
+    }
+    if (shared_ff > 0) {
+      m.shared_experts.push_back(SwiGlu(d, shared_ff, seed + 20));
+      m.shared_expert_gate = Random({1, d}, 1.0f / std::sqrt(static_cast<float>(d)), seed + 23);
+    }
+    NormSpec n;
+    n.kind = NormKind::RMS_NORM;
+    n.placement = NormPlacement::PRE;
+    n.eps = 1e-5f;
+    n.weight = Ones(d);
+    layer.norm = std::move(n);
+    layer.residual = true;
+    return layer;
+  }};
 }
 
-}  // namespace
-
-absl::StatusOr<ModelSpec> SyntheticSpec(const std::string& name) {
+absl::StatusOr<Shape> FindShape(const std::string& name) {
   if (name == "llama") {
     return Dense(4096, 11008, Activation::SILU, true, false, NormKind::RMS_NORM,
                  NormPlacement::PRE);
@@ -149,9 +159,31 @@ absl::StatusOr<ModelSpec> SyntheticSpec(const std::string& name) {
   if (name == "tiny-moe") return Moe(64, 96, 8, 2, true, 128);  // for the bench's smoke test
   if (name == "mixtral-mini") return Moe(1024, 3584, 8, 2, true, 0);
   if (name == "qwen-moe") return Moe(2048, 1408, 60, 4, false, 5632);
+  if (name == "qwen3-30b-a3b") return Moe(2048, 768, 128, 8, true, 0, 48);
   return absl::InvalidArgumentError("--synthetic: '" + name +
                                     "' is not one of llama, llama-70b, llama-reglu, opt, bert, "
-                                    "tiny, tiny-relu, tiny-moe, mixtral-mini, qwen-moe");
+                                    "tiny, tiny-relu, tiny-moe, mixtral-mini, qwen-moe, "
+                                    "qwen3-30b-a3b");
+}
+
+}  // namespace
+
+absl::StatusOr<ModelSpec> SyntheticSpec(const std::string& name, std::optional<int64_t> layers) {
+  absl::StatusOr<Shape> shape = FindShape(name);
+  if (!shape.ok()) return shape.status();
+  if (layers.has_value() && (*layers < 1 || *layers > kMaxSyntheticLayers)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--layers: %d must be in [1, %d] (without it: %s's own %d)", *layers,
+                        kMaxSyntheticLayers, name, shape->layers));
+  }
+  const uint32_t n = static_cast<uint32_t>(layers.value_or(shape->layers));
+  ModelSpec spec;
+  spec.d_model = shape->d_model;
+  for (uint32_t i = 0; i < n; ++i) {
+    spec.layers.push_back(shape->layer(i * kLayerSeeds));
+    if (n > 1) spec.layers.back().name += absl::StrFormat(".%d", i);
+  }
+  return spec;
 }
 
 absl::Status SetSparsity(double fraction, ModelSpec* spec) {
