@@ -2,6 +2,7 @@
  * Usage: c_api_test MODEL.fflite (the two-layer model written by make_test_model). */
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -308,6 +309,35 @@ static void test_expert_counts(const fflite_model* model) {
           num == 0);
   }
   CHECK(memcmp(counts[0], counts[1], sizeof(counts[0])) == 0);
+  /* Expert statistics: the budgeted xnnpack session streams its experts (a model loaded from a
+   * file) through one slot; the reference keeps none. */
+  {
+    fflite_expert_stats st;
+    memset(&st, 0xff, sizeof(st));
+    st.struct_size = sizeof(st);
+    CHECK(fflite_session_expert_stats(s[0], &st) == FFLITE_STATUS_OK);
+    CHECK(st.struct_size == sizeof(st) && st.misses == 0 && st.reads == 0 && st.slots == 0);
+    memset(&st, 0xff, sizeof(st));
+    st.struct_size = sizeof(st);
+    CHECK(fflite_session_expert_stats(s[1], &st) == FFLITE_STATUS_OK);
+    CHECK(st.slots == 1 && st.slot_bytes % 4096 == 0 && st.slot_bytes > 0);
+    CHECK(st.misses > 0 && st.reads > 0 && st.reads <= st.misses);
+    CHECK(st.bytes_read_buffered + st.bytes_read_direct > 0);
+    CHECK(st.bytes_read_buffered + st.bytes_read_direct <= st.reads * st.slot_bytes);
+    CHECK(st.read_wait_seconds >= 0.0 && st.prefetches_used == 0 && st.prefetches_wasted == 0);
+    /* An older, smaller struct gets only its own fields. */
+    memset(&st, 0xff, sizeof(st));
+    st.struct_size = offsetof(fflite_expert_stats, hits);
+    CHECK(fflite_session_expert_stats(s[1], &st) == FFLITE_STATUS_OK);
+    CHECK(st.struct_size == offsetof(fflite_expert_stats, hits) && st.hits == UINT64_MAX);
+    st.struct_size = 0;
+    CHECK_STATUS(fflite_session_expert_stats(s[1], &st), FFLITE_STATUS_INVALID_ARGUMENT,
+                 "struct_size");
+    CHECK_STATUS(fflite_session_expert_stats(NULL, &st), FFLITE_STATUS_INVALID_ARGUMENT,
+                 "session");
+    CHECK_STATUS(fflite_session_expert_stats(s[1], NULL), FFLITE_STATUS_INVALID_ARGUMENT,
+                 "out_stats");
+  }
   CHECK_STATUS(fflite_session_expert_counts(s[1], 1, counts[0], 3, &num),
                FFLITE_STATUS_INVALID_ARGUMENT, "capacity 3");
   CHECK(num == 4);

@@ -24,6 +24,8 @@
 #include <tuple>
 #include <vector>
 
+#include <unistd.h>
+
 #include "absl/strings/str_format.h"
 #include "backends/cpu/cpu_backend.h"
 #include "testing/backends.h"
@@ -54,13 +56,18 @@ using testing::Variant;
 
 // --- Expert budget: identical results whatever the budget, and the budget is kept. ---
 
+// A model in a buffer reads its experts in place; a file-backed one streams them into the pool's
+// slots (moe/expert_pool.h): both against the unbudgeted session, bit for bit.
 TEST(CpuMoeBudgetTest, SameBitsWhateverTheBudgetAndBudgetKept) {
   const uint32_t d = 24, ff = 40;
   Rng rng(31);
-  auto built = testing::BuildModel(testing::BudgetModel(rng, d, ff));
-  ASSERT_TRUE(built.ok()) << built.status();
+  const ModelSpec spec = testing::BudgetModel(rng, d, ff);
   const uint64_t one = OneExpert(d, ff, true);
   const size_t sizes[] = {1, 1, 3, 1, 17, 1, 2, 1, 64, 1, 1, 5};
+  for (const bool file : {false, true}) {
+  SCOPED_TRACE(file ? "file-backed" : "in a buffer");
+  auto built = file ? testing::BuildModelFile(spec, "budget_bits.fflite") : testing::BuildModel(spec);
+  ASSERT_TRUE(built.ok()) << built.status();
   for (int threads : {1, 3}) {
     BackendConfig config;
     config.num_threads = threads;
@@ -74,6 +81,19 @@ TEST(CpuMoeBudgetTest, SameBitsWhateverTheBudgetAndBudgetKept) {
       auto limited = CreateCpuBackend(*built->model, config);
       ASSERT_TRUE(limited.ok()) << limited.status();
       EXPECT_EQ((*limited)->Stats().resident_expert_bytes, 0u) << "packed on first use";
+      // A file's experts stream into slots (at least one, else as many as the budget holds).
+      const BackendStats created = (*limited)->Stats();
+      if (file) {
+        ASSERT_GT(created.expert_slots, 0u);
+        uint64_t experts = 0;
+        for (const LayerView& l : built->model->layers()) experts += l.moe.num_experts;
+        const uint64_t fit = std::max<uint64_t>(1, budget / created.expert_slot_bytes);
+        EXPECT_EQ(created.expert_slots, std::min(experts, fit));
+      } else {
+        EXPECT_EQ(created.expert_slots, 0u);
+      }
+      // A budget below one expert's largest form keeps just the form last used.
+      const uint64_t largest = std::max(one, created.expert_slot_bytes);
       Rng inputs(41);
       for (size_t call = 0; call < sizeof(sizes) / sizeof(sizes[0]); ++call) {
         const size_t n = sizes[call];
@@ -85,9 +105,17 @@ TEST(CpuMoeBudgetTest, SameBitsWhateverTheBudgetAndBudgetKept) {
           ASSERT_EQ(want, got) << "budget " << budget << ", call " << call << ", layer " << layer
                                << ", threads " << threads;
           const uint64_t resident = (*limited)->Stats().resident_expert_bytes;
-          // A budget below one expert keeps just the expert last used.
-          EXPECT_LE(resident, std::max(budget, one)) << "budget " << budget;
+          EXPECT_LE(resident, std::max(budget, largest)) << "budget " << budget;
         }
+      }
+      const BackendStats stats = (*limited)->Stats();
+      EXPECT_GT(stats.expert_misses, 0u);
+      if (file) {
+        EXPECT_GT(stats.expert_reads, 0u);
+        EXPECT_GE(stats.expert_read_buffered_bytes + stats.expert_read_direct_bytes,
+                  stats.expert_reads * (one / 4)) << "each read holds an expert's matrices";
+      } else {
+        EXPECT_EQ(stats.expert_reads, 0u);
       }
       // The routing statistics do not depend on the budget either.
       for (size_t layer : {size_t{0}, size_t{2}}) {
@@ -98,6 +126,7 @@ TEST(CpuMoeBudgetTest, SameBitsWhateverTheBudgetAndBudgetKept) {
       }
       (*unlimited)->expert_counts()->Reset();
     }
+  }
   }
 }
 
@@ -517,10 +546,10 @@ int64_t MappingRssBytes(const void* p) {
   return rss;
 }
 
-// A file-backed model under a budget: decode on varied tokens reads experts through their file
-// pages, and the LRU drops them again, so the mapping's resident pages stay within the budget (plus
-// the file's metadata and page rounding), and no expert is packed; without a budget the pages read
-// stay. Results are identical either way.
+// A file-backed model under a budget: decode on varied tokens reads experts into the pool's slots
+// with explicit reads, never through the mapping, so none of the experts' pages is mapped in (only
+// the file's metadata and the router's); without a budget the pages read stay mapped. Results are
+// identical either way.
 TEST(CpuMoeDirectTest, BudgetBoundsTheMappedPagesOfAFileModel) {
   const uint32_t d = 64, ff = 1024;
   Rng rng(91);
@@ -545,11 +574,11 @@ TEST(CpuMoeDirectTest, BudgetBoundsTheMappedPagesOfAFileModel) {
   ASSERT_TRUE(limited.ok() && unlimited.ok());
   const void* limited_map = (*limited_model)->layers()[0].moe.router.data;
   const void* free_map = (*free_model)->layers()[0].moe.router.data;
-  // Slack: the metadata before the data section, and the partial pages at both ends of each of the
-  // 8 experts' 3 tensors (only whole pages are released), and the router's.
+  // Slack: the metadata before the data section and the router's pages (the data section's
+  // first 64 KiB), and the page each expert shares with its neighbour.
   const int64_t slack = static_cast<int64_t>((*limited_model)->file_size() -
                                              (*limited_model)->data_size()) +
-                        8 * 3 * 2 * 4096 + 65536;
+                        65536 + 8 * 4096;
   Rng inputs(92);
   for (int call = 0; call < 24; ++call) {
     const std::vector<float> x = inputs.Vec(d, 3.0f);
@@ -562,7 +591,7 @@ TEST(CpuMoeDirectTest, BudgetBoundsTheMappedPagesOfAFileModel) {
     if (!UnderQemu()) {
       const int64_t rss = MappingRssBytes(limited_map);
       ASSERT_GE(rss, 0) << "the model's mapping is not in /proc/self/smaps";
-      EXPECT_LE(rss, static_cast<int64_t>(2 * mapped_one) + slack) << "call " << call;
+      EXPECT_LE(rss, slack) << "call " << call;
     }
   }
   // Without a budget the pages read stay mapped: more experts than the budget's two were used.
@@ -571,9 +600,91 @@ TEST(CpuMoeDirectTest, BudgetBoundsTheMappedPagesOfAFileModel) {
   size_t used = 0;
   for (uint64_t c : counts) used += c != 0 ? 1 : 0;
   ASSERT_GT(used, 2u) << "the inputs should route to more than two experts";
+  // Each read held one expert (its three matrices, in one run: the writer puts them together).
+  const BackendStats stats = (*limited)->Stats();
+  EXPECT_GE(stats.expert_reads, used);
+  EXPECT_GE(stats.expert_read_buffered_bytes + stats.expert_read_direct_bytes,
+            stats.expert_reads * mapped_one);
   if (!UnderQemu()) {
     EXPECT_GE(MappingRssBytes(free_map), static_cast<int64_t>(used * mapped_one) - 65536);
   }
+}
+
+// A file truncated after loading: the read of an expert past its new end fails that call with
+// Unavailable (FFLITE_STATUS_IO_ERROR) naming the expert and the offset, not SIGBUS; the calls
+// before it and after the file is restored give the unbudgeted bits (the session stays usable).
+TEST(CpuMoeStreamTest, TruncatedFileFailsTheCallThatReadsPastItsEnd) {
+  const uint32_t d = 32, ff = 256;
+  Rng rng(95);
+  MoeParams p;
+  p.expert.d_model = d;
+  p.expert.d_ff = ff;
+  const ModelSpec spec = OneMoeLayer(p, /*norm=*/false, rng);
+  const std::string path = ::testing::TempDir() + "/moe_truncated.fflite";
+  ASSERT_TRUE(WriteModelFile(spec, WriteOptions(), path).ok());
+  std::vector<char> original;
+  {
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    ASSERT_NE(f, nullptr);
+    char buf[65536];
+    for (size_t r; (r = std::fread(buf, 1, sizeof(buf), f)) > 0;) {
+      original.insert(original.end(), buf, buf + r);
+    }
+    std::fclose(f);
+  }
+  auto in_memory = testing::BuildModel(spec);
+  auto model = Model::LoadFile(path);
+  ASSERT_TRUE(in_memory.ok() && model.ok());
+  const MoeView& moe = (*model)->layers()[0].moe;
+  const size_t last = moe.num_experts - 1;
+  uint64_t cut = (*model)->file_size();
+  for (const TensorView* t : {&moe.experts[last].up, &moe.experts[last].gate,
+                              &moe.experts[last].down}) {
+    cut = std::min(cut, (*model)->FileOffset(*t));
+  }
+  // Everything read through the mapping (the router, the other experts' files are read) lies
+  // before the cut: only the last expert's read can fail.
+  ASSERT_LE((*model)->FileOffset(moe.router) + moe.router.size, cut);
+  ASSERT_TRUE(moe.shared_experts.empty());
+  BackendConfig config;
+  config.max_tokens = 2;
+  auto unlimited = CreateCpuBackend(*in_memory->model, config);
+  config.expert_budget_bytes = 1;  // one slot: every expert used is read again
+  auto limited = CreateCpuBackend(**model, config);
+  ASSERT_TRUE(unlimited.ok() && limited.ok());
+  ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(cut)), 0);
+  Rng inputs(96);
+  std::vector<float> failed;
+  for (int call = 0; call < 200 && failed.empty(); ++call) {
+    const std::vector<float> x = inputs.Vec(d, 3.0f);
+    std::vector<float> want(d), got(d);
+    ASSERT_TRUE((*unlimited)->Run(0, x.data(), 1, want.data()).ok());
+    const absl::Status st = (*limited)->Run(0, x.data(), 1, got.data());
+    if (st.ok()) {
+      ASSERT_EQ(want, got) << "call " << call;
+      continue;
+    }
+    EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+    EXPECT_NE(st.message().find(absl::StrFormat("layers[0].moe.experts[%d]", last)),
+              std::string::npos) << st;
+    EXPECT_NE(st.message().find("file offset"), std::string::npos) << st;
+    failed = x;
+  }
+  ASSERT_FALSE(failed.empty()) << "no call routed to the last expert";
+  // The same file again (written in place: the same inode): the session reads it as before.
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(std::fwrite(original.data(), 1, original.size(), f), original.size());
+  std::fclose(f);
+  for (int call = 0; call < 8; ++call) {
+    const std::vector<float> x = call == 0 ? failed : inputs.Vec(d, 3.0f);
+    std::vector<float> want(d), got(d);
+    ASSERT_TRUE((*unlimited)->Run(0, x.data(), 1, want.data()).ok());
+    const absl::Status st = (*limited)->Run(0, x.data(), 1, got.data());
+    ASSERT_TRUE(st.ok()) << st;
+    ASSERT_EQ(want, got) << "call " << call;
+  }
+  std::remove(path.c_str());
 }
 
 }  // namespace

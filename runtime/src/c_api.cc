@@ -373,6 +373,32 @@ fflite_status fflite_session_reset_expert_counts(fflite_session* session) {
   return Guard([&] { return session->session->ResetExpertCounts(); });
 }
 
+fflite_status fflite_session_expert_stats(const fflite_session* session,
+                                          fflite_expert_stats* out_stats) {
+  if (session == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "session is null");
+  if (out_stats == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "out_stats is null");
+  const size_t size = out_stats->struct_size;
+  if (size < sizeof(size_t)) {
+    return Fail(FFLITE_STATUS_INVALID_ARGUMENT,
+                "out_stats->struct_size is too small; set it to sizeof(fflite_expert_stats)");
+  }
+  const fflite::BackendStats s = session->session->Stats();
+  fflite_expert_stats stats;
+  std::memset(&stats, 0, sizeof(stats));
+  stats.struct_size = sizeof(stats) < size ? sizeof(stats) : size;
+  stats.resident_bytes = s.resident_expert_bytes;
+  stats.hits = s.expert_hits;
+  stats.misses = s.expert_misses;
+  stats.slots = s.expert_slots;
+  stats.slot_bytes = s.expert_slot_bytes;
+  stats.reads = s.expert_reads;
+  stats.bytes_read_buffered = s.expert_read_buffered_bytes;
+  stats.bytes_read_direct = s.expert_read_direct_bytes;
+  stats.read_wait_seconds = s.expert_read_wait_seconds;
+  std::memcpy(out_stats, &stats, stats.struct_size);
+  return FFLITE_STATUS_OK;
+}
+
 fflite_status fflite_platform_info_get(fflite_platform_info* out_info) {
   if (out_info == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "out_info is null");
   const size_t size = out_info->struct_size;

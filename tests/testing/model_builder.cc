@@ -2,8 +2,10 @@
 #include "testing/model_builder.h"
 
 #include <cmath>
+#include <cstdio>
 
 #include "base/status_macros.h"
+#include "gtest/gtest.h"
 #include "session/session.h"
 
 namespace fflite {
@@ -67,6 +69,17 @@ absl::StatusOr<LoadedModel> BuildModel(const ModelSpec& spec, const WriteOptions
   LoadedModel out;
   FFLITE_ASSIGN_OR_RETURN(out.bytes, WriteModelBuffer(spec, options));
   FFLITE_ASSIGN_OR_RETURN(out.model, Model::LoadBuffer(out.bytes.data(), out.bytes.size()));
+  return out;
+}
+
+absl::StatusOr<LoadedModel> BuildModelFile(const ModelSpec& spec, const std::string& name,
+                                           const WriteOptions& options) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  FFLITE_RETURN_IF_ERROR(WriteModelFile(spec, options, path));
+  LoadedModel out;
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::LoadFile(path);
+  std::remove(path.c_str());
+  FFLITE_ASSIGN_OR_RETURN(out.model, std::move(model));
   return out;
 }
 

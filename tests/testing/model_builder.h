@@ -69,6 +69,11 @@ struct LoadedModel {
 
 // Writes `spec` in memory and loads it back.
 absl::StatusOr<LoadedModel> BuildModel(const ModelSpec& spec, const WriteOptions& options = {});
+// Writes `spec` to a file in the test's temporary directory named `name` and loads it with
+// Model::LoadFile (file-backed: what expert budgets stream from); the file is removed again (the
+// model keeps it open). `bytes` stays empty.
+absl::StatusOr<LoadedModel> BuildModelFile(const ModelSpec& spec, const std::string& name,
+                                           const WriteOptions& options = {});
 
 // Runs one layer through a session of `backend` and returns output [tokens, d_model].
 absl::StatusOr<std::vector<float>> RunLayer(const Model& model, const std::string& backend,

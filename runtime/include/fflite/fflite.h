@@ -134,14 +134,19 @@ typedef struct fflite_session_options {
   int32_t max_tokens;     /* most tokens per fflite_session_run; default 512; >= 1 */
   /* Most bytes of routed-expert weights the session keeps in memory; default 0: no limit. The
    * xnnpack backend runs an expert that gets few tokens in a call (every expert at decode)
-   * straight from the model file's pages, and one that gets many through packed weights; both
+   * straight from the model file's bytes, and one that gets many through packed weights; both
    * forms count. With a limit, a form is made resident on first use and the least recently used
-   * ones are dropped beyond it (packed weights freed, file pages released), so that a model whose
-   * experts do not all fit in memory still runs; a budget below one expert keeps just the one in
-   * use. Releasing file pages affects every session of the same model. Results are identical
-   * whatever the budget. Router, shared experts and dense layers are always resident and not
-   * counted. >= 0. The cuda backend keeps every expert in device memory and refuses a nonzero
-   * budget (INVALID_ARGUMENT). */
+   * ones are dropped beyond it, so that a model whose experts do not all fit in memory still
+   * runs; a budget below one expert keeps just the one in use. A model loaded from a file then
+   * reads each expert's bytes into slots of memory the session reserves at creation (as many
+   * slots as the budget holds, each the size of the largest expert rounded up to 4 KiB pages,
+   * committed as they fill) with explicit reads: what the page cache holds is copied from it,
+   * the rest read past it (O_DIRECT) where the file system allows; none of their pages is mapped
+   * in, and a file truncated after loading fails the call that reads past its end with IO_ERROR
+   * naming the expert and the offset (the session stays usable). A model loaded from a buffer
+   * keeps reading the buffer. Results are identical whatever the budget. Router, shared experts
+   * and dense layers are always resident and not counted. >= 0. The cuda backend keeps every
+   * expert in device memory and refuses a nonzero budget (INVALID_ARGUMENT). */
   int64_t expert_budget_bytes;
 } fflite_session_options;
 
@@ -248,6 +253,29 @@ FFLITE_API fflite_status fflite_session_expert_counts(const fflite_session* sess
 /* Sets every routing count of the session to zero. Errors: INVALID_ARGUMENT (null session),
  * UNSUPPORTED (the backend keeps no statistics). */
 FFLITE_API fflite_status fflite_session_reset_expert_counts(fflite_session* session);
+
+/* How a session's routed experts were served since its creation (fflite_session_expert_stats).
+ * Set struct_size = sizeof(fflite_expert_stats) before the call; fields are only ever appended,
+ * and only the first struct_size bytes are written. */
+typedef struct fflite_expert_stats {
+  size_t struct_size;
+  uint64_t resident_bytes;        /* routed experts' forms resident now, as the budget counts */
+  uint64_t hits;                  /* forms an expert's batch found resident */
+  uint64_t misses;                /* forms made for a batch (a form's first use is a miss) */
+  uint64_t slots;                 /* expert slots (a budget on a model loaded from a file) */
+  uint64_t slot_bytes;            /* bytes of one slot */
+  uint64_t reads;                 /* experts read from the file into a slot */
+  uint64_t bytes_read_buffered;   /* of their bytes: read through the page cache */
+  uint64_t bytes_read_direct;     /* read past it, from the storage (O_DIRECT) */
+  double read_wait_seconds;       /* time the computation waited for those reads */
+  uint64_t prefetches_used;       /* experts read ahead, then used (0: no read-ahead yet) */
+  uint64_t prefetches_wasted;     /* read ahead and dropped unused */
+} fflite_expert_stats;
+
+/* The session's routed-expert statistics. Errors: INVALID_ARGUMENT (null pointers, struct_size
+ * too small). Backends that keep no such counters report zeros. */
+FFLITE_API fflite_status fflite_session_expert_stats(const fflite_session* session,
+                                                     fflite_expert_stats* out_stats);
 
 /* ---- Platform ---------------------------------------------------------------------------- */
 

@@ -27,9 +27,10 @@ struct BackendConfig {
   int num_threads = 1;   // >= 1
   size_t max_tokens = 0; // >= 1: the most tokens one Run may pass
   // Most bytes of routed-expert weights kept in memory (0: no limit): the CPU backend keeps an
-  // expert's forms (packed weights, file pages) on first use and drops the least recently used
-  // ones beyond it; the reference reads the model in place and ignores it; cuda refuses a
-  // nonzero budget. Results do not depend on it.
+  // expert's forms (packed weights, file bytes: read into the slots of moe/expert_pool.h for a
+  // file-backed model) on first use and drops the least recently used ones beyond it; the
+  // reference reads the model in place and ignores it; cuda refuses a nonzero budget. Results
+  // do not depend on it.
   uint64_t expert_budget_bytes = 0;
   // For fflite-bench: time the routed experts of every MoE call (BackendStats::routed_seconds).
   bool time_routed_experts = false;
@@ -57,6 +58,15 @@ struct BackendStats {
   // fired.
   uint64_t value_rows_read = 0, value_rows_total = 0;
   uint64_t up_rows_read = 0, up_rows_total = 0;
+  // Routed experts' forms found resident when a batch needed them, and made for it (a form's
+  // first use is a miss).
+  uint64_t expert_hits = 0, expert_misses = 0;
+  // Streamed experts (an expert budget on a file-backed model, moe/expert_pool.h): the slots
+  // and the bytes of one, the experts read into them, the bytes read through the page cache and
+  // past it, and the seconds the compute waited for the reads.
+  uint64_t expert_slots = 0, expert_slot_bytes = 0;
+  uint64_t expert_reads = 0, expert_read_buffered_bytes = 0, expert_read_direct_bytes = 0;
+  double expert_read_wait_seconds = 0.0;
 };
 
 // One backend instance serves one session: it may keep scratch and packed weights, and is used by

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -62,12 +63,114 @@ absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& 
   const size_t size = static_cast<size_t>(st.st_size);
   void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   const int err = errno;
-  ::close(fd);  // the mapping keeps the file alive
-  if (p == MAP_FAILED) return ErrnoStatus(err, absl::StrFormat("cannot map '%s'", path));
-  return std::unique_ptr<MappedFile>(new MappedFile(static_cast<const uint8_t*>(p), size));
+  if (p == MAP_FAILED) {
+    ::close(fd);
+    return ErrnoStatus(err, absl::StrFormat("cannot map '%s'", path));
+  }
+  return std::unique_ptr<MappedFile>(new MappedFile(static_cast<const uint8_t*>(p), size, fd));
 }
 
-MappedFile::~MappedFile() { ::munmap(const_cast<uint8_t*>(data_), size_); }
+MappedFile::~MappedFile() {
+  ::munmap(const_cast<uint8_t*>(data_), size_);
+  ::close(fd_);
+  if (direct_fd_ >= 0) ::close(direct_fd_);
+}
+
+void MappedFile::EnableDirectReads(const std::string& path) {
+#if defined(O_DIRECT)
+  if (direct_fd_ >= 0) return;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+  if (fd < 0) return;
+  // The same file as the mapping's (not one that replaced it since).
+  struct stat a, b;
+  if (::fstat(fd, &a) != 0 || ::fstat(fd_, &b) != 0 || a.st_dev != b.st_dev ||
+      a.st_ino != b.st_ino) {
+    ::close(fd);
+    return;
+  }
+  direct_fd_ = fd;
+#else
+  (void)path;
+#endif
+}
+
+namespace {
+
+// pread until `size` bytes or the end of the file; -1 (errno set) on an error. `flags`: preadv2's
+// (RWF_NOWAIT: only what the page cache holds; a short count, or EAGAIN, where it holds no more).
+ssize_t ReadFully(int fd, uint64_t offset, size_t size, uint8_t* dst, int flags) {
+  size_t done = 0;
+  while (done < size) {
+    ssize_t r;
+#if defined(RWF_NOWAIT)
+    if (flags != 0) {
+      struct iovec v = {dst + done, size - done};
+      r = ::preadv2(fd, &v, 1, static_cast<off_t>(offset + done), flags);
+    } else {
+      r = ::pread(fd, dst + done, size - done, static_cast<off_t>(offset + done));
+    }
+#else
+    (void)flags;
+    r = ::pread(fd, dst + done, size - done, static_cast<off_t>(offset + done));
+#endif
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      if (done > 0 && (errno == EAGAIN || errno == EOPNOTSUPP)) break;
+      return -1;
+    }
+    if (r == 0) break;
+    done += static_cast<size_t>(r);
+  }
+  return static_cast<ssize_t>(done);
+}
+
+}  // namespace
+
+absl::Status MappedFile::ReadAt(uint64_t offset, size_t size, void* dst,
+                                ReadCounts* counts) const {
+  uint8_t* out = static_cast<uint8_t*>(dst);
+  if (offset > size_ || size > size_ - offset) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "reading %d bytes at file offset %d: past the %d bytes mapped", size, offset, size_));
+  }
+  const bool aligned = offset % kDirectAlignment == 0 && size % kDirectAlignment == 0 &&
+                       reinterpret_cast<uintptr_t>(dst) % kDirectAlignment == 0;
+  size_t done = 0;
+  if (direct_fd_ >= 0 && aligned) {
+#if defined(RWF_NOWAIT)
+    // What the page cache holds costs a copy; only the rest goes to the storage.
+    const ssize_t cached = ReadFully(fd_, offset, size, out, RWF_NOWAIT);
+    if (cached > 0) done = static_cast<size_t>(cached) / kDirectAlignment * kDirectAlignment;
+    if (cached > 0 && static_cast<size_t>(cached) == size) done = size;
+#endif
+    if (counts != nullptr) counts->buffered += done;
+    if (done < size) {
+      const ssize_t r = ReadFully(direct_fd_, offset + done, size - done, out + done, 0);
+      if (r >= 0 && counts != nullptr) counts->direct += static_cast<uint64_t>(r);
+      if (r < 0 && errno != EINVAL) {
+        return absl::UnavailableError(absl::StrFormat("reading %d bytes at file offset %d: %s",
+                                                      size, offset, std::strerror(errno)));
+      }
+      // EINVAL: the file system takes no direct reads after all: buffered below.
+      if (r >= 0) done += static_cast<size_t>(r);
+    }
+  }
+  if (done < size) {
+    const ssize_t r = ReadFully(fd_, offset + done, size - done, out + done, 0);
+    if (r < 0) {
+      return absl::UnavailableError(absl::StrFormat("reading %d bytes at file offset %d: %s",
+                                                    size, offset, std::strerror(errno)));
+    }
+    if (counts != nullptr) counts->buffered += static_cast<uint64_t>(r);
+    done += static_cast<size_t>(r);
+  }
+  if (done < size) {
+    return absl::UnavailableError(absl::StrFormat(
+        "reading %d bytes at file offset %d: the file ends %d bytes in (truncated after loading?)",
+        size, offset, done));
+  }
+  return absl::OkStatus();
+}
 
 namespace {
 

@@ -509,6 +509,9 @@ absl::StatusOr<std::unique_ptr<Model>> Model::LoadFile(const std::string& path) 
     return absl::Status(model.status().code(),
                         absl::StrCat(path, ": ", model.status().message()));
   }
+  // Routed experts streamed into an expert budget's slots read past the page cache where they
+  // are not in it (moe/expert_pool.h).
+  file->EnableDirectReads(path);
   (*model)->file_ = std::move(file);
   return model;
 }
@@ -518,6 +521,16 @@ Model::~Model() = default;
 void Model::ReleaseTensorPages(const TensorView& tensor) const {
   if (file_ == nullptr || !tensor.present()) return;
   file_->Release(static_cast<size_t>(data_offset_ + tensor.offset), static_cast<size_t>(tensor.size));
+}
+
+absl::Status Model::ReadFileRange(uint64_t offset, size_t size, void* dst, uint64_t* buffered,
+                                  uint64_t* direct) const {
+  if (file_ == nullptr) return absl::FailedPreconditionError("the model is not file-backed");
+  MappedFile::ReadCounts counts;
+  const absl::Status status = file_->ReadAt(offset, size, dst, &counts);
+  *buffered += counts.buffered;
+  *direct += counts.direct;
+  return status;
 }
 
 void Model::PopulateTensorPages(const TensorView& tensor) const {

@@ -165,6 +165,15 @@ class Model {
   // Maps a tensor's pages in at once when the model is file-backed (before reading all of it
   // directly); a no-op for caller buffers.
   void PopulateTensorPages(const TensorView& tensor) const;
+  // Whether the model was loaded from a file (LoadFile), which ReadFileRange can read.
+  bool file_backed() const { return file_ != nullptr; }
+  // A tensor's first byte as a file offset.
+  uint64_t FileOffset(const TensorView& tensor) const { return data_offset_ + tensor.offset; }
+  // Reads [offset, offset + size) of the file with explicit reads (base/mapped_file.h: ReadAt),
+  // never through the mapping. File-backed models only. Errors: Unavailable (an I/O error or a
+  // file truncated since loading), naming the offset.
+  absl::Status ReadFileRange(uint64_t offset, size_t size, void* dst, uint64_t* buffered,
+                             uint64_t* direct) const;
 
  private:
   Model() = default;

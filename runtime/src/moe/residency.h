@@ -32,8 +32,15 @@ class ExpertResidency {
   // leaves only the entry in use.
   template <typename Evict>
   void MakeRoom(size_t e, Evict evict) {
-    if (budget_ == 0) return;
-    while (tail_ >= 0 && resident_bytes_ + entries_[e].bytes > budget_) {
+    MakeRoom(e, evict, [] { return true; });
+  }
+  // The same, and until `fits()` holds too (a limit besides the bytes: free expert slots), never
+  // dropping entry `keep` (one the new entry is made from; -1: none), which stays resident over
+  // the budget when only it is left.
+  template <typename Evict, typename Fits>
+  void MakeRoom(size_t e, Evict evict, Fits fits, int64_t keep = -1) {
+    while (tail_ >= 0 && tail_ != keep &&
+           ((budget_ != 0 && resident_bytes_ + entries_[e].bytes > budget_) || !fits())) {
       const size_t victim = static_cast<size_t>(tail_);
       Remove(victim);
       evict(victim);
@@ -41,6 +48,17 @@ class ExpertResidency {
   }
   // Entry `e` is now resident and the most recently used.
   void Insert(size_t e);
+  // Drops least recently used entries other than `e` until the resident ones fit the budget
+  // (after a form made from another that had to be kept meanwhile).
+  template <typename Evict>
+  void Trim(size_t e, Evict evict) {
+    while (budget_ != 0 && resident_bytes_ > budget_ && tail_ >= 0 &&
+           tail_ != static_cast<int64_t>(e)) {
+      const size_t victim = static_cast<size_t>(tail_);
+      Remove(victim);
+      evict(victim);
+    }
+  }
 
  private:
   struct Entry {

@@ -338,7 +338,8 @@ int RunHostBench(const HostBench& b) {
     }
     if (threads == b.threads.front()) {
       report.rss_end = RssMb();
-      report.resident_experts = ours.front()->Stats().resident_expert_bytes;
+      report.expert_stats = ours.front()->Stats();
+      report.resident_experts = report.expert_stats.resident_expert_bytes;
       // The expert histogram of this run: every call of every copy of ours.
       for (size_t l = 0; l < model.layers().size(); ++l) {
         if (model.layers()[l].kind != LayerKind::kMoe) continue;

@@ -228,6 +228,18 @@ void PrintTable(const Report& r) {
         "session\n",
         r.rss_end, r.rss_end - r.rss_before, r.resident_experts / 1e6,
         (r.budget > 0 ? r.budget : r.work.expert_bytes) / 1e6 + r.work.non_expert_bytes / 1e6);
+    const BackendStats& es = r.expert_stats;
+    std::printf("experts of the first session: %" PRIu64 " hits, %" PRIu64 " misses", es.expert_hits,
+                es.expert_misses);
+    if (es.expert_slots != 0) {
+      std::printf(
+          "; streamed into %" PRIu64 " slots of %.2f MB: %" PRIu64 " reads, %.1f MB through the "
+          "page cache, %.1f MB past it (O_DIRECT), %.3f s waited for reads",
+          es.expert_slots, es.expert_slot_bytes / 1e6, es.expert_reads,
+          es.expert_read_buffered_bytes / 1e6, es.expert_read_direct_bytes / 1e6,
+          es.expert_read_wait_seconds);
+    }
+    std::printf("\n");
     for (const auto& [layer, counts] : r.histograms) {
       uint64_t total = 0, max = 0, min = UINT64_MAX;
       for (uint64_t c : counts) {

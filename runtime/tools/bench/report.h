@@ -72,6 +72,7 @@ struct Report {
   uint64_t budget = 0;
   double budget_fraction = 0;
   uint64_t resident_experts = 0;
+  BackendStats expert_stats;  // the first session's, after the runs of the first thread count
   std::vector<std::pair<size_t, std::vector<uint64_t>>> histograms;  // (layer, counts)
   std::vector<Row> rows;
 };

@@ -119,7 +119,7 @@ class CpuBackend : public Backend, LayerExecutor, ExpertExecutor {
     // first time a call gives it more than the experts' direct limit of tokens, its mapped form
     // the first time it gets fewer. Experts that only ever see a few tokens are never packed (an
     // unbudgeted qwen-moe session used to pack 2 GB at creation that decode never read).
-    store_.Init(expert_choice_, config.expert_budget_bytes);
+    FFLITE_RETURN_IF_ERROR(store_.Init(expert_choice_, config.expert_budget_bytes));
     InitRunner(model_, moe_chunk_, config.time_routed_experts);
     return absl::OkStatus();
   }
@@ -142,6 +142,15 @@ class CpuBackend : public Backend, LayerExecutor, ExpertExecutor {
     s.routed_seconds = runner_.moe().routed_seconds();
     s.routed_batches = batches_ + alone_.count();
     s.routed_batches_together = alone_.count();
+    s.expert_hits = store_.hits();
+    s.expert_misses = store_.misses();
+    const ExpertPool::Counters& reads = store_.pool().counters();
+    s.expert_slots = store_.pool().slots();
+    s.expert_slot_bytes = store_.pool().slot_bytes();
+    s.expert_reads = reads.fills;
+    s.expert_read_buffered_bytes = reads.buffered_bytes;
+    s.expert_read_direct_bytes = reads.direct_bytes;
+    s.expert_read_wait_seconds = reads.read_seconds;
     return s;
   }
 
@@ -306,7 +315,7 @@ class CpuBackend : public Backend, LayerExecutor, ExpertExecutor {
     const bool direct = b.group_count <= direct_.expert || store_.slot(slot).all_quantized;
     PackedFfn* f = nullptr;
     if (direct) {
-      store_.Mapped(slot);
+      FFLITE_RETURN_IF_ERROR(store_.FileForm(slot));
     } else {
       FFLITE_ASSIGN_OR_RETURN(f, store_.Packed(slot, Context()));
     }
@@ -320,7 +329,7 @@ class CpuBackend : public Backend, LayerExecutor, ExpertExecutor {
       src = scratch_.gathered;  // [count, stride] + tail
     }
     // Each batch reads the whole form it runs on (the budget's count of its bytes).
-    store_.CountRead(slot, direct ? kMappedForm : kPackedForm);
+    store_.CountRead(slot, direct ? kFileForm : kPackedForm);
     if (direct) {
       ffn_->RunFile(store_.slot(slot), b.count, src, stride, scratch_.expert_out, Context(),
                     b.last, b.scale);

@@ -99,7 +99,7 @@ absl::Status ExpertsAlone::Run(const Call& call, absl::Span<const ExpertBatch> b
     if (quant ? quantised : gemm && c > call.expert_direct_max) {
       experts_.push_back(
           Expert{i, b.expert, c, b.first, b.tokens, {}, quant ? &store.slot(slot) : nullptr});
-      bytes += store.FormBytes(slot, quant ? kMappedForm : kPackedForm);
+      bytes += store.FormBytes(slot, quant ? kFileForm : kPackedForm);
     }
   }
   const uint64_t budget = store.budget();
@@ -112,10 +112,10 @@ absl::Status ExpertsAlone::Run(const Call& call, absl::Span<const ExpertBatch> b
     const size_t slot = call.plan->first_slot + a.expert;
     const float* scale = batches[a.index].scale;
     if (a.file != nullptr) {
-      store.Mapped(slot);
+      FFLITE_RETURN_IF_ERROR(store.FileForm(slot));
       a.ffn.scale = scale;  // the edits only
       experts_[kept++] = a;
-      store.CountRead(slot, kMappedForm);
+      store.CountRead(slot, kFileForm);
       continue;
     }
     FFLITE_ASSIGN_OR_RETURN(PackedFfn* f, store.Packed(slot, call.ctx));

@@ -1,0 +1,80 @@
+// Routed experts streamed from the model file into a pool of slots: the memory of an expert
+// budget, reserved once when the session is created and committed as slots fill. A miss reads the
+// expert's bytes with explicit reads (what the page cache holds is copied from it, the rest is
+// read past it with O_DIRECT where the file system allows), never through the mapping, so no page
+// of a streamed expert is faulted in, and a file truncated after loading fails the call with an
+// I/O error instead of raising SIGBUS. The slot keeps the file's bytes as they are (every tensor
+// at its file offset's place modulo 4 KiB, so with the file's alignment): kernels run on it
+// exactly as on the mapped file, with the same bits. Backend-neutral: a backend decides which
+// experts are resident (moe/residency.h) and what runs on them.
+#ifndef FFLITE_RUNTIME_SRC_MOE_EXPERT_POOL_H_
+#define FFLITE_RUNTIME_SRC_MOE_EXPERT_POOL_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "format/model.h"
+
+namespace fflite {
+
+class ExpertPool {
+ public:
+  // Where one expert's bytes go in a slot: its tensors' file ranges, widened to 4 KiB pages and
+  // merged where they are close, each run read at once (one run when the converter laid the
+  // expert out contiguously).
+  struct Plan {
+    struct Run {
+      uint64_t file_offset = 0, bytes = 0, slot_offset = 0;
+    };
+    std::array<Run, 6> runs;
+    size_t num_runs = 0;
+    uint64_t bytes = 0;  // the slot bytes it needs (a multiple of 4 KiB)
+  };
+  // The plan of FFN f of a file-backed model.
+  static Plan PlanExpert(const Model& model, const FfnView& f);
+
+  struct Counters {
+    uint64_t fills = 0;           // experts read into a slot
+    uint64_t buffered_bytes = 0;  // read through the page cache (what it held, or everything
+                                  // where direct reads are not possible)
+    uint64_t direct_bytes = 0;    // read past it (O_DIRECT)
+    double read_seconds = 0.0;    // spent in the reads
+  };
+
+  ExpertPool() = default;
+  ~ExpertPool();
+  ExpertPool(const ExpertPool&) = delete;
+  ExpertPool& operator=(const ExpertPool&) = delete;
+
+  // Reserves `slots` slots of `slot_bytes` (a multiple of 4 KiB) each; their pages are committed
+  // as they are first written. Errors: ResourceExhausted naming the bytes.
+  absl::Status Init(size_t slots, uint64_t slot_bytes);
+  size_t slots() const { return slots_; }
+  uint64_t slot_bytes() const { return slot_bytes_; }
+  bool has_free() const { return !free_.empty(); }
+  // A free slot (has_free() must hold); Release gives it back.
+  size_t Acquire();
+  void Release(size_t slot);
+
+  // Reads f's bytes per `plan` into `slot`, and makes `view` f with its tensors in the slot.
+  // Errors: Unavailable naming `name`, the file offset and the cause (the slot's contents are
+  // then undefined: the caller releases it).
+  absl::Status Fill(const Model& model, const FfnView& f, const Plan& plan, size_t slot,
+                    const std::string& name, FfnView* view);
+  const Counters& counters() const { return counters_; }
+
+ private:
+  uint8_t* base_ = nullptr;  // slots() · slot_bytes_ bytes, 4 KiB-aligned
+  size_t slots_ = 0;
+  uint64_t slot_bytes_ = 0;
+  std::vector<size_t> free_;  // free slots (capacity: every slot, so nothing is allocated later)
+  Counters counters_;
+};
+
+}  // namespace fflite
+
+#endif  // FFLITE_RUNTIME_SRC_MOE_EXPERT_POOL_H_
