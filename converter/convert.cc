@@ -213,6 +213,7 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const std::string& dir, const st
     return absl::InvalidArgumentError(absl::StrFormat(
         "d_ff alignment %d must be in [1, 65536]", options.d_ff_alignment));
   }
+  FFLITE_RETURN_IF_ERROR(CheckExpertAlignment(options.expert_alignment));
   FFLITE_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint, Checkpoint::Open(dir));
   const HfConfig& config = checkpoint->config();
   FFLITE_ASSIGN_OR_RETURN(const std::string model_type, config.String("model_type"));
@@ -268,6 +269,9 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const std::string& dir, const st
            : "none"},
       {"converter.d_ff_alignment", absl::StrCat(options.d_ff_alignment)},
       {"converter.layers", options.layers.empty() ? "all" : options.layers},
+      {"converter.expert_alignment", options.expert_alignment <= kTensorAlignment
+                                         ? std::string("none")
+                                         : absl::StrCat(options.expert_alignment)},
       {"converter.page_align_experts", options.page_align_experts ? "true" : "false"},
       {"converter.norm", options.include_norm ? "included" : "omitted (no norm, no residual)"},
       {"converter.value_rows", options.value_rows ? "relu-family down" : "none"},
@@ -292,6 +296,7 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const std::string& dir, const st
   } else if (!options.keep.empty()) {
     return absl::InvalidArgumentError("--keep applies only with --dtype i8 or i4");
   }
+  write.expert_alignment = options.expert_alignment;
   write.page_align_experts = options.page_align_experts;
   if (options.value_rows) {
     write.down_value_rows = [](const std::string&, const FfnSpec& f) {

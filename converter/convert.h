@@ -13,6 +13,7 @@
 #include "fflite/fflite_version.h"
 #include "format/model.h"
 #include "format/quantize.h"
+#include "format/writer.h"
 
 namespace fflite {
 namespace converter {
@@ -54,7 +55,11 @@ struct ConvertOptions {
   QuantizeOptions quantize_options = {/*search=*/true, /*rotate=*/true};
   uint32_t d_ff_alignment = 64;   // d_ff_padded = d_ff rounded up to this (>= 1)
   std::string layers;             // "" (all) or a selection like "0-3,7" of sublayer indices
-  bool page_align_experts = false;
+  // Each routed and shared expert's tensors form one record starting at a multiple of this many
+  // bytes (WriteOptions::expert_alignment: a power of two >= 64, or 0 or 64 for none), so that an
+  // expert budget reads an expert with one direct read. Models without MoE layers are unchanged.
+  uint64_t expert_alignment = kExpertPageAlignment;
+  bool page_align_experts = false;  // expert records at 64 KiB instead (the data alignment)
   // false: leave out the norms *and* the residual add, so each layer is the bare FFN / MoE,
   // y = FFN(x): the caller's engine applies its own norm and residual around it. (A residual
   // without the norm would add the normalised input for pre-norm models, which is wrong.)

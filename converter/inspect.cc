@@ -34,6 +34,33 @@ uint64_t FfnFlops(const FfnView& f) {
   return 2 * (f.gated ? 3 : 2) * uint64_t{f.d_model} * f.d_ff;
 }
 
+// Where the routed experts' records lie in the file: their size, stride and common alignment.
+void ExpertRecords(const Model& model, const MoeView& m, LayerSummary* ls) {
+  std::vector<uint64_t> starts;
+  uint64_t any_start = 0;
+  for (const FfnView& f : m.experts) {
+    uint64_t start = ~uint64_t{0}, end = 0;
+    for (const TensorView* t : {&f.up, &f.gate, &f.down, &f.up_bias, &f.gate_bias, &f.down_bias}) {
+      if (!t->present()) continue;
+      start = std::min(start, model.FileOffset(*t));
+      end = std::max(end, model.FileOffset(*t) + t->size);
+    }
+    if (end == 0) continue;
+    ls->expert_record_bytes = std::max(ls->expert_record_bytes, end - start);
+    starts.push_back(start);
+    any_start |= start;
+  }
+  constexpr uint64_t kMaxShown = uint64_t{1} << 30;
+  const uint64_t lowest_bit = any_start & (~any_start + 1);
+  ls->expert_alignment = any_start == 0 ? kMaxShown : std::min(lowest_bit, kMaxShown);
+  if (starts.size() < 2) return;
+  const uint64_t stride = starts[1] - starts[0];
+  for (size_t i = 2; i < starts.size(); ++i) {
+    if (starts[i] - starts[i - 1] != stride) return;  // uneven: stride stays 0
+  }
+  ls->expert_stride = stride;
+}
+
 std::string ActivationLabel(const LayerSummary& l) {
   return l.gated ? absl::StrCat("glu(", l.activation, ")") : l.activation;
 }
@@ -102,6 +129,7 @@ ModelSummary Summarize(const Model& model, const std::string& path) {
       ls.flops_per_token = 2 * uint64_t{m.num_experts} * model.d_model() +
                            (m.shared_expert_gate.present() ? 2 * uint64_t{model.d_model()} : 0) +
                            shared_flops + m.top_k * FfnFlops(m.experts[0]);
+      ExpertRecords(model, m, &ls);
     }
     ls.activation = ActivationName(main->activation);
     ls.gated = main->gated;
@@ -166,6 +194,28 @@ std::string FormatSummaryTable(const ModelSummary& s) {
                           l.norm + (l.residual ? " +res" : ""),
                           HumanBytes(static_cast<double>(l.bytes)));
   }
+  bool moe = false;
+  for (const LayerSummary& l : s.layers) moe = moe || l.kind == "moe";
+  if (moe) {
+    // What an expert budget reads per miss: one read per record when records start on pages.
+    out += "\nexpert records (bytes from an expert's first tensor to the end of its last; the\n"
+           "stride between consecutive experts; the alignment of their starts in the file):\n";
+    for (const LayerSummary& l : s.layers) {
+      if (l.kind != "moe") continue;
+      const std::string stride =
+          l.expert_stride != 0
+              ? absl::StrFormat("%s (%d)", HumanBytes(static_cast<double>(l.expert_stride)),
+                                l.expert_stride)
+          : l.experts < 2 ? std::string("-")
+                          : std::string("uneven");
+      absl::StrAppendFormat(
+          &out, "%5d  %-*s  record %s (%d)  stride %s  %s (starts at multiples of %s)\n", l.index,
+          w, l.name, HumanBytes(static_cast<double>(l.expert_record_bytes)),
+          l.expert_record_bytes, stride,
+          l.expert_records_page_aligned() ? "4 KiB aligned" : "not 4 KiB aligned",
+          HumanBytes(static_cast<double>(l.expert_alignment)));
+    }
+  }
   absl::StrAppendFormat(&out, "\nparameters:            %s (%d)\n", Count(s.parameters),
                         s.parameters);
   absl::StrAppendFormat(&out, "weight bytes:          %s (%d)\n",
@@ -210,6 +260,10 @@ std::string FormatSummaryJson(const ModelSummary& s) {
     x["bytes"] = l.bytes;
     x["bytes_per_token"] = l.bytes_per_token;
     x["flops_per_token"] = l.flops_per_token;
+    x["expert_record_bytes"] = l.expert_record_bytes;
+    x["expert_stride"] = l.expert_stride;
+    x["expert_alignment"] = l.expert_alignment;
+    x["expert_records_page_aligned"] = l.expert_records_page_aligned();
     layers.push_back(std::move(x));
   }
   j["layers"] = std::move(layers);

@@ -29,6 +29,15 @@ struct LayerSummary {
   uint64_t bytes = 0;            // stored (padded) bytes of every tensor of the layer
   uint64_t bytes_per_token = 0;  // bytes read to decode one token (top-k experts only)
   uint64_t flops_per_token = 0;  // 2 per multiply-accumulate, logical sizes, top-k experts
+  // MoE: the routed experts' records, what an expert budget reads per miss. record_bytes: from an
+  // expert's first tensor to the end of its last (the largest over the layer's experts); stride:
+  // from one expert's start to the next's (0: one expert, or uneven); alignment: the largest
+  // power of two (at most 1 GiB) dividing every expert's start in the file.
+  uint64_t expert_record_bytes = 0;
+  uint64_t expert_stride = 0;
+  uint64_t expert_alignment = 0;
+  // Every record starts on a 4 KiB page (an expert is then one direct read of its own pages).
+  bool expert_records_page_aligned() const { return expert_alignment >= 4096; }
 };
 
 struct ModelSummary {
@@ -42,7 +51,8 @@ struct ModelSummary {
 };
 
 ModelSummary Summarize(const Model& model, const std::string& path);
-// A human-readable table, totals, and the metadata (source architecture, converter options).
+// A human-readable table, the MoE layers' expert records, totals, and the metadata (source
+// architecture, converter options).
 std::string FormatSummaryTable(const ModelSummary& summary);
 // The same as one JSON object (stable keys, for tools).
 std::string FormatSummaryJson(const ModelSummary& summary);

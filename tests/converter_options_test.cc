@@ -1,6 +1,6 @@
 // Converter options and tools' library: d_ff padding is exact, layer selection, --no_norm, output
-// dtype, page-aligned experts, metadata, progress, fflite-inspect's summary and the example
-// checkpoint generator.
+// dtype, expert records (4 KiB by default, page-aligned experts), metadata, progress,
+// fflite-inspect's summary and the example checkpoint generator.
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -267,6 +267,90 @@ TEST_F(ConverterTest, PageAlignedExpertsAndMetadata) {
               HasSubstr("100%  42/42 tensors"));
 }
 
+// MoE models: each expert's tensors are one record starting on a 4 KiB page by default
+// (--expert_alignment changes it, 0 turns it off: the layout of older files, which still load and
+// stream under a budget); the outputs are the same bits whatever the layout.
+TEST_F(ConverterTest, ExpertRecordsOnPagesByDefault) {
+  CheckpointWriter w;
+  const json config = MixtralCheckpoint(w);
+  std::vector<std::vector<float>> outputs;
+  for (uint64_t alignment : {uint64_t{4096}, uint64_t{16384}, uint64_t{0}}) {
+    SCOPED_TRACE(::testing::Message() << "expert_alignment " << alignment);
+    ConvertOptions o;
+    if (alignment != 4096) o.expert_alignment = alignment;  // 4096: the default
+    auto model = Convert(w, config, o, 1, "a" + std::to_string(alignment) + ".fflite");
+    ASSERT_NE(model, nullptr);
+    std::map<std::string, std::string> meta(model->metadata().begin(), model->metadata().end());
+    EXPECT_EQ(meta["converter.expert_alignment"],
+              alignment == 0 ? "none" : std::to_string(alignment));
+    for (const LayerView& l : model->layers()) {
+      for (size_t e = 0; e < kE; ++e) {
+        const FfnView& f = l.moe.experts[e];
+        // up, gate and down one after the other (no biases here).
+        EXPECT_EQ(f.gate.offset, f.up.offset + f.up.size);
+        EXPECT_EQ(f.down.offset, f.gate.offset + f.gate.size);
+        const uint64_t record = f.down.offset + f.down.size - f.up.offset;
+        if (alignment != 0) {
+          EXPECT_EQ(model->FileOffset(f.up) % alignment, 0u) << "expert " << e;
+        }
+        if (e + 1 < kE) {
+          const uint64_t a = alignment == 0 ? kTensorAlignment : alignment;
+          EXPECT_EQ(l.moe.experts[e + 1].up.offset - f.up.offset, (record + a - 1) / a * a);
+        }
+      }
+    }
+    std::vector<float> y;
+    for (size_t l = 0; l < 3; ++l) {
+      const std::vector<float> x = Rng(40 + l).Vec(4 * kD, 1.0f);
+      ASSERT_OK_AND_ASSIGN(auto full, RunLayer(*model, "xnnpack", l, x, 4));
+      // A budget of one expert streams the experts from the file, record by record.
+      ASSERT_OK_AND_ASSIGN(auto budgeted, RunLayer(*model, "xnnpack", l, x, 4, 1, 1));
+      EXPECT_EQ(budgeted, full) << "layer " << l;
+      y.insert(y.end(), full.begin(), full.end());
+    }
+    outputs.push_back(std::move(y));
+  }
+  EXPECT_EQ(outputs[1], outputs[0]);
+  EXPECT_EQ(outputs[2], outputs[0]);
+  ConvertOptions bad;
+  bad.expert_alignment = 100;
+  EXPECT_THAT(converter::ConvertCheckpoint(ckpt_, out_dir_ + "/bad.fflite", bad).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("expert_alignment: 100 must be 0 (none) or a power of two")));
+  EXPECT_FALSE(std::filesystem::exists(out_dir_ + "/bad.fflite"));
+}
+
+// A dense model has no expert records: the default alignment adds no padding anywhere.
+TEST_F(ConverterTest, ExpertAlignmentLeavesDenseModelsAlone) {
+  Rng rng(25);
+  CheckpointWriter w;
+  for (int l = 0; l < 2; ++l) {
+    const std::string p = "model.layers." + std::to_string(l);
+    w.AddRandom(p + ".post_attention_layernorm.weight", {kD}, rng, 0.2f, "", 1.0f);
+    AddGatedMlp(w, rng, p + ".mlp", kD, kFf);
+  }
+  const json config = {{"model_type", "llama"}, {"hidden_size", kD}, {"intermediate_size", kFf},
+                       {"num_hidden_layers", 2}};
+  ConvertOptions none;
+  none.expert_alignment = 0;
+  auto packed = Convert(w, config, none, 1, "none.fflite");
+  auto dflt = Convert(w, config, {}, 1, "default.fflite");
+  ASSERT_NE(packed, nullptr);
+  ASSERT_NE(dflt, nullptr);
+  EXPECT_EQ(dflt->FileOffset(dflt->layers()[0].ffn.up),
+            packed->FileOffset(packed->layers()[0].ffn.up));
+  for (size_t l = 0; l < 2; ++l) {
+    const FfnView& a = dflt->layers()[l].ffn;
+    const FfnView& b = packed->layers()[l].ffn;
+    for (auto [x, y] : {std::make_pair(&a.up, &b.up), std::make_pair(&a.gate, &b.gate),
+                        std::make_pair(&a.down, &b.down)}) {
+      EXPECT_EQ(x->offset, y->offset);
+    }
+    EXPECT_EQ(dflt->layers()[l].norm.weight.offset, packed->layers()[l].norm.weight.offset);
+  }
+  EXPECT_EQ(dflt->file_size(), packed->file_size());
+}
+
 TEST_F(ConverterTest, InspectSummary) {
   // DeepSeek-style: a dense layer, then MoE with a shared expert, gate bias and grouped routing.
   Rng rng(24);
@@ -310,6 +394,12 @@ TEST_F(ConverterTest, InspectSummary) {
   EXPECT_EQ(moe.flops_per_token, 2 * (E * kD + 3 * 3 * kD * moe_ff));
   EXPECT_EQ(moe.parameters, E * kD + E + (E + 1) * 3 * kD * moe_ff + kD);
   EXPECT_EQ(s.parameters, dense.parameters + moe.parameters);
+  // The expert records: up, gate, down of [64, 10] f32 each, on 4 KiB pages by default.
+  EXPECT_EQ(dense.expert_record_bytes, 0u);
+  EXPECT_EQ(moe.expert_record_bytes, expert_bytes);
+  EXPECT_EQ(moe.expert_stride, 8192u);
+  EXPECT_GE(moe.expert_alignment, 4096u);
+  EXPECT_TRUE(moe.expert_records_page_aligned());
 
   const std::string table = converter::FormatSummaryTable(s);
   EXPECT_THAT(table, HasSubstr("model.layers.1.mlp"));
@@ -319,6 +409,24 @@ TEST_F(ConverterTest, InspectSummary) {
   EXPECT_EQ(j["layers"][1]["bytes_per_token"], moe.bytes_per_token);
   EXPECT_EQ(j["totals"]["flops_per_token"], s.flops_per_token);
   EXPECT_EQ(j["metadata"]["source.architecture"], "deepseek_v3");
+  EXPECT_THAT(table, HasSubstr("expert records"));
+  EXPECT_THAT(table, HasSubstr("record 7.5 KiB (7680)  stride 8.0 KiB (8192)  4 KiB aligned"));
+  EXPECT_EQ(j["layers"][1]["expert_record_bytes"], expert_bytes);
+  EXPECT_EQ(j["layers"][1]["expert_stride"], 8192u);
+  EXPECT_EQ(j["layers"][1]["expert_records_page_aligned"], true);
+  EXPECT_EQ(j["layers"][0]["expert_records_page_aligned"], false);
+
+  // A file without expert alignment (as written before it existed): records packed at 64 bytes.
+  ConvertOptions packed;
+  packed.expert_alignment = 0;
+  auto old = Convert(w, config, packed, 1, "packed.fflite");
+  ASSERT_NE(old, nullptr);
+  const converter::ModelSummary p = converter::Summarize(*old, "packed.fflite");
+  EXPECT_EQ(p.layers[1].expert_record_bytes, expert_bytes);
+  EXPECT_EQ(p.layers[1].expert_stride, expert_bytes);  // 7680: a multiple of 64
+  EXPECT_FALSE(p.layers[1].expert_records_page_aligned());
+  EXPECT_THAT(converter::FormatSummaryTable(p),
+              HasSubstr("record 7.5 KiB (7680)  stride 7.5 KiB (7680)  not 4 KiB aligned"));
 }
 
 TEST_F(ConverterTest, ExampleCheckpointsConvert) {

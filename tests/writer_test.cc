@@ -1,11 +1,13 @@
 // The writer: atomic file replacement (a failed write leaves the old file and no temporary),
-// spec errors naming the tensor, dtype conversion, expert page alignment, progress reports.
+// spec errors naming the tensor, dtype conversion, expert records (alignment, contiguity),
+// progress reports.
 #include <dirent.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -194,6 +196,141 @@ TEST_F(WriterTest, PageAlignsExpertsOnRequest) {
   ASSERT_OK_AND_ASSIGN(auto built, testing::BuildModel(spec, options));
   for (const FfnView& e : built.model->layers()[0].moe.experts) {
     EXPECT_EQ(e.up.offset % kDataAlignment, 0u);
+  }
+  // With expert_alignment too, the larger of the two (page_align_experts: the data alignment).
+  options.data_alignment = 64;
+  options.expert_alignment = 4096;
+  ASSERT_OK_AND_ASSIGN(built, testing::BuildModel(spec, options));
+  for (const FfnView& e : built.model->layers()[0].moe.experts) {
+    EXPECT_EQ(built.model->FileOffset(e.up) % 4096, 0u);
+  }
+  options.page_align_experts = false;
+  options.data_alignment = 8192;
+  options.expert_alignment = 256;
+  ASSERT_OK_AND_ASSIGN(built, testing::BuildModel(spec, options));
+  const auto& experts = built.model->layers()[0].moe.experts;
+  EXPECT_EQ(experts[0].up.offset % 256, 0u);
+  EXPECT_LT(experts[1].up.offset - experts[0].up.offset, 8192u) << "256, not the data alignment";
+}
+
+// An MoE layer with biases and a shared expert: every tensor kind an expert record holds.
+ModelSpec MoeSpec(uint32_t seed) {
+  ModelSpec spec;
+  spec.d_model = 8;
+  testing::Rng rng(seed);
+  testing::MoeParams mp;
+  mp.expert.d_model = 8;
+  mp.expert.d_ff = 10;
+  mp.expert.bias = true;
+  mp.num_experts = 5;
+  mp.num_shared = 1;
+  mp.shared_d_ff = 12;
+  mp.shared_gate = true;
+  for (int i = 0; i < 2; ++i) {
+    LayerSpec l;
+    l.kind = LayerKind::kMoe;
+    l.moe = testing::RandomMoe(mp, rng);
+    l.norm = testing::RandomNorm(NormKind::RMS_NORM, NormPlacement::PRE, 8, rng);
+    spec.layers.push_back(std::move(l));
+  }
+  return spec;
+}
+
+// An expert's tensors in file order: up, gate, down, then its biases.
+std::vector<const TensorView*> RecordTensors(const FfnView& f) {
+  std::vector<const TensorView*> out;
+  for (const TensorView* t : {&f.up, &f.gate, &f.down, &f.up_bias, &f.gate_bias, &f.down_bias}) {
+    if (t->present()) out.push_back(t);
+  }
+  return out;
+}
+
+// Each routed and shared expert is one record: its first tensor at a multiple of the alignment
+// in the file (whatever data_alignment is), the others each at the next 64-byte boundary after
+// the last; the bytes are those of the unaligned file.
+TEST_F(WriterTest, AlignsExpertRecords) {
+  const ModelSpec spec = MoeSpec(9);
+  ASSERT_OK_AND_ASSIGN(auto packed, testing::BuildModel(spec, WriteOptions()));
+  for (uint64_t alignment : {uint64_t{256}, uint64_t{4096}, uint64_t{65536}}) {
+    for (uint64_t data_alignment : {uint64_t{64}, kDataAlignment}) {
+      SCOPED_TRACE(::testing::Message() << "expert_alignment " << alignment << ", data_alignment "
+                                        << data_alignment);
+      WriteOptions options;
+      options.expert_alignment = alignment;
+      options.data_alignment = data_alignment;
+      ASSERT_OK_AND_ASSIGN(auto built, testing::BuildModel(spec, options));
+      const Model& m = *built.model;
+      for (size_t l = 0; l < m.layers().size(); ++l) {
+        const MoeView& moe = m.layers()[l].moe;
+        const MoeView& want = packed.model->layers()[l].moe;
+        std::vector<std::pair<const FfnView*, const FfnView*>> experts;
+        for (size_t e = 0; e < moe.experts.size(); ++e) {
+          experts.emplace_back(&moe.experts[e], &want.experts[e]);
+        }
+        experts.emplace_back(&moe.shared_experts[0], &want.shared_experts[0]);
+        for (const auto& [f, g] : experts) {
+          const std::vector<const TensorView*> got = RecordTensors(*f), ref = RecordTensors(*g);
+          ASSERT_EQ(got.size(), 6u);
+          ASSERT_EQ(ref.size(), got.size());
+          EXPECT_EQ(m.FileOffset(*got[0]) % alignment, 0u);
+          for (size_t i = 0; i < got.size(); ++i) {
+            if (i > 0) {
+              const uint64_t end = got[i - 1]->offset + got[i - 1]->size;
+              EXPECT_EQ(got[i]->offset, (end + kTensorAlignment - 1) / kTensorAlignment *
+                                            kTensorAlignment) << "tensor " << i;
+            }
+            ASSERT_EQ(got[i]->size, ref[i]->size);
+            EXPECT_EQ(std::memcmp(got[i]->data, ref[i]->data, got[i]->size), 0) << "tensor " << i;
+          }
+        }
+        // Consecutive experts one stride apart: the smallest multiple that holds a record.
+        const TensorView& last = *RecordTensors(moe.experts[0]).back();
+        const uint64_t record = last.offset + last.size - moe.experts[0].up.offset;
+        EXPECT_EQ(moe.experts[1].up.offset - moe.experts[0].up.offset,
+                  (record + alignment - 1) / alignment * alignment);
+      }
+    }
+  }
+}
+
+// 0 and 64 add no padding (the layout of files written before expert_alignment), and a model
+// without MoE layers is unchanged byte for byte whatever the alignment.
+TEST_F(WriterTest, ExpertAlignmentNoneAndDenseModelsAddNoPadding) {
+  ASSERT_OK_AND_ASSIGN(auto packed, WriteModelBuffer(MoeSpec(10), WriteOptions()));
+  for (uint64_t none : {uint64_t{0}, kTensorAlignment}) {
+    WriteOptions options;
+    options.expert_alignment = none;
+    ASSERT_OK_AND_ASSIGN(auto bytes, WriteModelBuffer(MoeSpec(10), options));
+    EXPECT_EQ(bytes, packed) << "expert_alignment " << none;
+  }
+  ASSERT_OK_AND_ASSIGN(auto loaded, testing::BuildModel(MoeSpec(10), WriteOptions()));
+  const MoeView& moe = loaded.model->layers()[0].moe;
+  const TensorView& last = *RecordTensors(moe.experts[0]).back();
+  EXPECT_EQ(moe.experts[1].up.offset, (last.offset + last.size + 63) / 64 * 64);
+  ASSERT_OK_AND_ASSIGN(auto dense, WriteModelBuffer(Spec(11), WriteOptions()));
+  for (uint64_t alignment : {uint64_t{4096}, uint64_t{1} << 20}) {
+    WriteOptions options;
+    options.expert_alignment = alignment;
+    ASSERT_OK_AND_ASSIGN(auto bytes, WriteModelBuffer(Spec(11), options));
+    EXPECT_EQ(bytes, dense) << "expert_alignment " << alignment;
+  }
+}
+
+TEST_F(WriterTest, RefusesBadExpertAlignments) {
+  for (uint64_t bad : {uint64_t{1}, uint64_t{32}, uint64_t{100}, uint64_t{4095},
+                       uint64_t{3} << 12, kMaxExpertAlignment * 2}) {
+    WriteOptions options;
+    options.expert_alignment = bad;
+    EXPECT_THAT(WriteModelFile(MoeSpec(12), options, dir_ + "/m.fflite"),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("expert_alignment: " + std::to_string(bad) +
+                                   " must be 0 (none) or a power of two in [64, 1073741824]")));
+    EXPECT_THAT(CheckExpertAlignment(bad),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("expert_alignment")));
+  }
+  EXPECT_TRUE(Files().empty());
+  for (uint64_t good : {uint64_t{0}, uint64_t{64}, uint64_t{4096}, kMaxExpertAlignment}) {
+    EXPECT_OK(CheckExpertAlignment(good));
   }
 }
 

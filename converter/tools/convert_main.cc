@@ -37,8 +37,14 @@ ABSL_FLAG(std::string, quant_report, "",
 ABSL_FLAG(uint32_t, d_ff_alignment, 64, "Pad d_ff with zeros to a multiple of this (>= 1).");
 ABSL_FLAG(std::string, layers, "", "Convert only these FFN sublayers, by index in model order, "
                                    "e.g. 0-3,7 (default: all).");
+ABSL_FLAG(uint64_t, expert_alignment, fflite::kExpertPageAlignment,
+          "MoE models: store each expert's tensors (matrices with their scales, then biases) as "
+          "one record starting at a multiple of this many bytes (a power of two >= 64; 0 or 64: "
+          "no padding), so that under an expert budget an expert is one aligned direct read. "
+          "Models without experts are unaffected.");
 ABSL_FLAG(bool, page_align_experts, false, "Start each MoE expert on a 64 KiB boundary so that it "
-                                           "can be paged in and out on its own.");
+                                           "can be paged in and out on its own (as "
+                                           "--expert_alignment 65536).");
 ABSL_FLAG(bool, no_norm, false, "Leave out the norms and the residual add: each layer is the bare "
                                 "FFN/MoE, y = FFN(x), and the caller applies its own norm and "
                                 "residual.");
@@ -53,7 +59,8 @@ int main(int argc, char** argv) {
       "converts a Hugging Face checkpoint to an fflite model file.\n"
       "usage: fflite-convert CHECKPOINT_DIR OUTPUT.fflite [--dtype f32|f16|bf16|i8|i4] "
       "[--keep f16:down@0,31] [--rotate] [--quant_report FILE] [--d_ff_alignment N] "
-      "[--layers 0-3,7] [--page_align_experts] [--no_norm] [--novalue_rows]");
+      "[--layers 0-3,7] [--expert_alignment BYTES] [--page_align_experts] [--no_norm] "
+      "[--novalue_rows]");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   std::string output = absl::GetFlag(FLAGS_output);
   if (args.size() == 3 && output.empty()) output = args[2];
@@ -80,6 +87,11 @@ int main(int argc, char** argv) {
   options.quantize_options.rotate = absl::GetFlag(FLAGS_rotate);
   options.d_ff_alignment = absl::GetFlag(FLAGS_d_ff_alignment);
   options.layers = absl::GetFlag(FLAGS_layers);
+  options.expert_alignment = absl::GetFlag(FLAGS_expert_alignment);
+  if (absl::Status st = fflite::CheckExpertAlignment(options.expert_alignment); !st.ok()) {
+    std::fprintf(stderr, "fflite-convert: --%s\n", std::string(st.message()).c_str());
+    return 2;
+  }
   options.page_align_experts = absl::GetFlag(FLAGS_page_align_experts);
   options.include_norm = !absl::GetFlag(FLAGS_no_norm);
   options.value_rows = absl::GetFlag(FLAGS_value_rows);

@@ -497,7 +497,12 @@ converter::ConvertOptions Options(ByteReader& in) {
     o.layers = kLayers[in.Range(0, 7)];
   }
   o.include_norm = !in.OneIn(4);
-  o.page_align_experts = in.OneIn(16);  // 64 KiB per expert: kept rare
+  // One byte: 64 KiB per expert kept rare (as in.OneIn(16)); otherwise the expert records start
+  // at multiples of 4 KiB (the default), of 256 bytes, or anywhere (0: none).
+  const uint8_t align = in.Byte();
+  o.page_align_experts = align % 16 == 15;
+  static const uint64_t kExpertAlign[] = {kExpertPageAlignment, kExpertPageAlignment, 0, 256};
+  o.expert_alignment = kExpertAlign[(align / 16) % 4];
   return o;
 }
 

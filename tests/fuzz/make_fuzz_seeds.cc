@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
   const std::string loader = root + "/fuzz_model_loader";
   ::mkdir(root.c_str(), 0755);
   ::mkdir(loader.c_str(), 0755);
-  int n = 0;
+  int n = 0, moe_specs = 0;
   for (const ModelSpec& spec : SeedSpecs()) {
     // Unpadded d_ff and a compact data section keep the seeds small for the fuzzer.
     // Float files, quantised ones (I8, I4; plain and rotated layouts) whose scales and panels
@@ -183,6 +183,23 @@ int main(int argc, char** argv) {
     options.dtype = DType::F16;
     options.down_value_rows = [](const std::string&, const FfnSpec&) { return true; };
     auto bytes = WriteModelBuffer(spec, options);
+    if (!bytes.ok()) {
+      std::fprintf(stderr, "%s\n", bytes.status().ToString().c_str());
+      return 1;
+    }
+    if (!WriteFile(loader + "/model" + std::to_string(n++) + ".fflite", *bytes)) return 1;
+    // MoE: expert records on 4 KiB pages (fflite-convert's default for MoE models), f32 for the
+    // first MoE spec and i4 for the second: the padding between records under mutation.
+    if (spec.layers[0].kind != LayerKind::kMoe) continue;
+    WriteOptions aligned;
+    aligned.d_ff_alignment = 1;
+    aligned.data_alignment = 64;
+    aligned.expert_alignment = kExpertPageAlignment;
+    aligned.dtype = DType::F32;
+    if (moe_specs++ % 2 == 1) {
+      aligned.matrix_dtype = [](const std::string&, DType) { return DType::I4; };
+    }
+    bytes = WriteModelBuffer(spec, aligned);
     if (!bytes.ok()) {
       std::fprintf(stderr, "%s\n", bytes.status().ToString().c_str());
       return 1;

@@ -1,6 +1,7 @@
-// Model writer: plans the data section (64-byte aligned tensors, d_ff padding, optional dtype
-// conversion), builds the FlatBuffer metadata, streams tensors one at a time, and commits the file
-// atomically after checking it with the runtime's own loader.
+// Model writer: plans the data section (64-byte aligned tensors, each expert's tensors in one
+// record at WriteOptions::expert_alignment, d_ff padding, optional dtype conversion), builds the
+// FlatBuffer metadata, streams tensors one at a time, and commits the file atomically after
+// checking it with the runtime's own loader.
 #include "format/writer.h"
 
 #include <dirent.h>
@@ -9,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -78,6 +80,8 @@ class Planner {
   absl::Status Build();
   const std::vector<PlannedTensor>& tensors() const { return tensors_; }
   uint64_t data_size() const { return cursor_; }
+  // The largest alignment a tensor was placed at: the data section's start must be a multiple.
+  uint64_t max_alignment() const { return max_alignment_; }
   flatbuffers::FlatBufferBuilder& fbb() { return fbb_; }
 
  private:
@@ -86,10 +90,11 @@ class Planner {
   absl::StatusOr<TensorOffset> Tensor(const TensorSource& src, const std::string& path,
                                       const std::vector<uint64_t>& logical,
                                       const std::vector<uint64_t>& stored, bool required,
-                                      bool page_align = false, bool matrix = false,
+                                      uint64_t alignment = kTensorAlignment, bool matrix = false,
                                       bool value_rows = false);
+  // `alignment`: where the FFN's first tensor (up) starts; the others follow it.
   absl::StatusOr<flatbuffers::Offset<schema::Ffn>> Ffn(const FfnSpec& f, const std::string& path,
-                                                       bool page_align);
+                                                       uint64_t alignment);
   absl::StatusOr<flatbuffers::Offset<schema::Moe>> Moe(const MoeSpec& m, const std::string& path);
   absl::StatusOr<flatbuffers::Offset<schema::Norm>> Norm(const NormSpec& n,
                                                          const std::string& path);
@@ -99,13 +104,15 @@ class Planner {
   flatbuffers::FlatBufferBuilder fbb_{4096};
   std::vector<PlannedTensor> tensors_;
   uint64_t cursor_ = 0;
+  uint64_t expert_alignment_ = kTensorAlignment;  // of each expert's record (set by Build)
+  uint64_t max_alignment_ = kTensorAlignment;
 };
 
 absl::StatusOr<Planner::TensorOffset> Planner::Tensor(const TensorSource& src,
                                                       const std::string& path,
                                                       const std::vector<uint64_t>& logical,
                                                       const std::vector<uint64_t>& stored,
-                                                      bool required, bool page_align,
+                                                      bool required, uint64_t alignment,
                                                       bool matrix, bool value_rows) {
   if (!src.present()) {
     if (required) return absl::InvalidArgumentError(absl::StrCat(path, ": required tensor missing"));
@@ -135,7 +142,8 @@ absl::StatusOr<Planner::TensorOffset> Planner::Tensor(const TensorSource& src,
                         : options_.quantize.rotate ? Layout::PANEL16_K4_HADAMARD32
                                                    : Layout::PANEL16_K4;
   const uint64_t size = TensorBytes(dtype, stored, layout);
-  cursor_ = AlignUp(cursor_, page_align ? options_.data_alignment : kTensorAlignment);
+  cursor_ = AlignUp(cursor_, alignment);
+  max_alignment_ = std::max(max_alignment_, alignment);
   const uint64_t offset = cursor_;
   cursor_ += size;
   tensors_.push_back({&src, path, stored, dtype, layout, offset, size});
@@ -145,18 +153,21 @@ absl::StatusOr<Planner::TensorOffset> Planner::Tensor(const TensorSource& src,
 
 absl::StatusOr<flatbuffers::Offset<schema::Ffn>> Planner::Ffn(const FfnSpec& f,
                                                               const std::string& path,
-                                                              bool page_align) {
+                                                              uint64_t alignment) {
   if (f.d_ff == 0) return absl::InvalidArgumentError(absl::StrCat(path, ".d_ff: must be >= 1"));
   const uint64_t d = spec_.d_model, ff = f.d_ff;
   const uint64_t ffp = AlignUp(ff, options_.d_ff_alignment);
-  FFLITE_ASSIGN_OR_RETURN(auto up, Tensor(f.up, path + ".up", {ff, d}, {ffp, d}, true, page_align, true));
+  // One record: up (at `alignment`), gate, down, then the biases, each right after the last.
+  FFLITE_ASSIGN_OR_RETURN(auto up, Tensor(f.up, path + ".up", {ff, d}, {ffp, d}, true, alignment,
+                                          true));
   TensorOffset gate;
   if (f.gated) {
-    FFLITE_ASSIGN_OR_RETURN(gate, Tensor(f.gate, path + ".gate", {ff, d}, {ffp, d}, true, false, true));
+    FFLITE_ASSIGN_OR_RETURN(gate, Tensor(f.gate, path + ".gate", {ff, d}, {ffp, d}, true,
+                                         kTensorAlignment, true));
   }
   const bool value_rows = options_.down_value_rows && options_.down_value_rows(path, f);
-  FFLITE_ASSIGN_OR_RETURN(auto down, Tensor(f.down, path + ".down", {d, ff}, {d, ffp}, true, false,
-                                            true, value_rows));
+  FFLITE_ASSIGN_OR_RETURN(auto down, Tensor(f.down, path + ".down", {d, ff}, {d, ffp}, true,
+                                            kTensorAlignment, true, value_rows));
   FFLITE_ASSIGN_OR_RETURN(auto up_bias, Tensor(f.up_bias, path + ".up_bias", {ff}, {ffp}, false));
   TensorOffset gate_bias;
   if (f.gated) {
@@ -181,13 +192,13 @@ absl::StatusOr<flatbuffers::Offset<schema::Moe>> Planner::Moe(const MoeSpec& m,
   std::vector<flatbuffers::Offset<schema::Ffn>> experts, shared;
   for (size_t i = 0; i < m.experts.size(); ++i) {
     FFLITE_ASSIGN_OR_RETURN(auto ffn, Ffn(m.experts[i], absl::StrFormat("%s.experts[%d]", path, i),
-                                          options_.page_align_experts));
+                                          expert_alignment_));
     experts.push_back(ffn);
   }
   for (size_t i = 0; i < m.shared_experts.size(); ++i) {
     FFLITE_ASSIGN_OR_RETURN(
         auto ffn, Ffn(m.shared_experts[i], absl::StrFormat("%s.shared_experts[%d]", path, i),
-                      options_.page_align_experts));
+                      expert_alignment_));
     shared.push_back(ffn);
   }
   FFLITE_ASSIGN_OR_RETURN(auto gate, Tensor(m.shared_expert_gate, path + ".shared_expert_gate",
@@ -216,6 +227,9 @@ absl::Status Planner::Build() {
     return absl::InvalidArgumentError(absl::StrFormat(
         "data_alignment: %d must be a power of two of at least %d", a, kTensorAlignment));
   }
+  FFLITE_RETURN_IF_ERROR(CheckExpertAlignment(options_.expert_alignment));
+  expert_alignment_ = std::max(options_.expert_alignment, kTensorAlignment);
+  if (options_.page_align_experts) expert_alignment_ = std::max(expert_alignment_, a);
   std::vector<flatbuffers::Offset<schema::Layer>> layers;
   for (size_t i = 0; i < spec_.layers.size(); ++i) {
     const LayerSpec& l = spec_.layers[i];
@@ -227,7 +241,7 @@ absl::Status Planner::Build() {
       body_type = schema::Body::Moe;
       body = moe.Union();
     } else {
-      FFLITE_ASSIGN_OR_RETURN(auto ffn, Ffn(l.ffn, path + ".ffn", false));
+      FFLITE_ASSIGN_OR_RETURN(auto ffn, Ffn(l.ffn, path + ".ffn", kTensorAlignment));
       body_type = schema::Body::Ffn;
       body = ffn.Union();
     }
@@ -317,7 +331,9 @@ absl::Status Emit(const ModelSpec& spec, const WriteOptions& options, Sink* sink
   FFLITE_RETURN_IF_ERROR(planner.Build());
   flatbuffers::FlatBufferBuilder& fbb = planner.fbb();
   std::vector<uint8_t> meta(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
-  const uint64_t data_offset = AlignUp(meta.size(), options.data_alignment);
+  // Aligned experts are aligned in the file too (direct reads need file offsets on pages).
+  const uint64_t data_offset =
+      AlignUp(meta.size(), std::max(options.data_alignment, planner.max_alignment()));
   // Patch the placeholder data_offset in place (the buffer is ours, the layout fixed).
   schema::Model* root = flatbuffers::GetMutableSizePrefixedRoot<schema::Model>(meta.data());
   if (!root->mutate_data_offset(data_offset)) return absl::InternalError("data_offset not stored");
@@ -420,6 +436,15 @@ void RemoveStaleTemporaries(const std::string& path) {
 }
 
 }  // namespace
+
+absl::Status CheckExpertAlignment(uint64_t a) {
+  if (a == 0 || (a >= kTensorAlignment && a <= kMaxExpertAlignment && (a & (a - 1)) == 0)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "expert_alignment: %d must be 0 (none) or a power of two in [%d, %d], e.g. 4096 (pages)",
+      a, kTensorAlignment, kMaxExpertAlignment));
+}
 
 TensorSource TensorFromF32(std::vector<uint64_t> shape, std::vector<float> values) {
   TensorSource t;

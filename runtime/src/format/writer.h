@@ -81,11 +81,25 @@ struct ModelSpec {
   std::vector<std::pair<std::string, std::string>> metadata;
 };
 
+// The largest WriteOptions::expert_alignment (1 GiB, a huge page).
+inline constexpr uint64_t kMaxExpertAlignment = uint64_t{1} << 30;
+// The expert alignment fflite-convert and fflite-bench's synthetic models use for MoE models: a
+// page, the unit of direct (O_DIRECT) reads.
+inline constexpr uint64_t kExpertPageAlignment = 4096;
+
 struct WriteOptions {
   uint32_t d_ff_alignment = 64;          // d_ff_padded = d_ff rounded up to this (>= 1)
   std::optional<DType> dtype;            // store every tensor as this; default: as given
-  bool page_align_experts = false;       // start each expert at a multiple of data_alignment
-  // The data section (and each expert, with page_align_experts) starts at a multiple of this:
+  // Each routed and shared expert's record (its up, gate and down matrices, quantised ones with
+  // their scales inside, then its biases: one after the other at kTensorAlignment) starts at a
+  // multiple of this, in the data section and in the file, so that an expert budget reads an
+  // expert with one aligned read. A power of two in [kTensorAlignment, kMaxExpertAlignment], or
+  // 0 (as kTensorAlignment): no padding between experts. Models without MoE layers are unchanged.
+  uint64_t expert_alignment = 0;
+  // Start each expert at a multiple of data_alignment: expert_alignment = data_alignment (the
+  // larger of the two when both are given).
+  bool page_align_experts = false;
+  // The data section starts at a multiple of this (or of the experts' alignment, when larger):
   // a power of two >= kTensorAlignment. Smaller values make compact files (fuzzer seeds, models
   // kept in flash) at the price of weight pages that cannot be released on their own.
   uint64_t data_alignment = kDataAlignment;
@@ -116,6 +130,9 @@ absl::Status WriteModelFile(const ModelSpec& spec, const WriteOptions& options,
 // The same bytes, in memory (for tests and for loading from a buffer).
 absl::StatusOr<std::vector<uint8_t>> WriteModelBuffer(const ModelSpec& spec,
                                                       const WriteOptions& options);
+
+// OK for a WriteOptions::expert_alignment the writer takes; InvalidArgument naming it otherwise.
+absl::Status CheckExpertAlignment(uint64_t expert_alignment);
 
 // Element conversion used by the writer (and tests): `count` elements from `src` of `from` to
 // `dst` of `to`. Rounds to nearest even when narrowing.
