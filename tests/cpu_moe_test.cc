@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -685,6 +686,73 @@ TEST(CpuMoeStreamTest, TruncatedFileFailsTheCallThatReadsPastItsEnd) {
     ASSERT_EQ(want, got) << "call " << call;
   }
   std::remove(path.c_str());
+}
+
+// Streamed experts read ahead: each call's experts on the reader thread while the first ones
+// compute, and at decode the next MoE layer's likely experts (its router on this layer's output).
+// Four MoE layers (i8, i4 and f32 experts: the quantised engine, the direct kernel and, at 40
+// tokens, the packed form), each layer's output fed to the next, decode and prefill calls, 1 and 2
+// threads: the bits of the unbudgeted session, and the guesses at the next layer are used (here
+// each layer's input is the previous one's output, so they are right but for the budget).
+TEST(CpuMoeStreamTest, ReadAheadKeepsTheBitsAndIsUsed) {
+  const uint32_t d = 64, ff = 128;
+  Rng rng(97);
+  ModelSpec spec;
+  spec.d_model = d;
+  for (int l = 0; l < 4; ++l) {
+    MoeParams p = ParamsFor(Variant::kMixtral);
+    p.expert.d_model = d;
+    p.expert.d_ff = ff;
+    LayerSpec layer;
+    layer.kind = LayerKind::kMoe;
+    layer.moe = testing::RandomMoe(p, rng);
+    layer.norm = testing::RandomNorm(NormKind::RMS_NORM, NormPlacement::PRE, d, rng);
+    layer.residual = true;
+    spec.layers.push_back(std::move(layer));
+  }
+  for (const std::optional<DType> dtype : {std::optional<DType>(DType::I8),
+                                           std::optional<DType>(DType::I4),
+                                           std::optional<DType>()}) {
+    SCOPED_TRACE(dtype.has_value() ? DTypeName(*dtype) : "f32");
+    WriteOptions write;
+    if (dtype.has_value()) {
+      write.matrix_dtype = [q = *dtype](const std::string&, DType) { return q; };
+    }
+    auto in_memory = testing::BuildModel(spec, write);
+    auto file = testing::BuildModelFile(spec, "read_ahead.fflite", write);
+    ASSERT_TRUE(in_memory.ok()) << in_memory.status();
+    ASSERT_TRUE(file.ok()) << file.status();
+    const FfnView& e0 = file->model->layers()[0].moe.experts[0];
+    const uint64_t one = e0.up.size + e0.gate.size + e0.down.size;
+    for (int threads : {1, 2}) {
+      BackendConfig config;
+      config.num_threads = threads;
+      config.max_tokens = 40;
+      auto unlimited = CreateCpuBackend(*in_memory->model, config);
+      // Room for a call's two experts and a guess's two, and a few more.
+      config.expert_budget_bytes = 7 * (one + 8192);
+      auto limited = CreateCpuBackend(*file->model, config);
+      ASSERT_TRUE(unlimited.ok() && limited.ok());
+      Rng inputs(98);
+      for (int step = 0; step < 30; ++step) {
+        const size_t n = step % 10 == 9 ? 40 : (step % 5 == 4 ? 3 : 1);
+        std::vector<float> a = inputs.Vec(n * d, 2.0f), b = a, ya(n * d), yb(n * d);
+        for (size_t l = 0; l < 4; ++l) {
+          ASSERT_TRUE((*unlimited)->Run(l, a.data(), n, ya.data()).ok());
+          const absl::Status st = (*limited)->Run(l, b.data(), n, yb.data());
+          ASSERT_TRUE(st.ok()) << st;
+          ASSERT_EQ(ya, yb) << "step " << step << ", layer " << l << ", threads " << threads;
+          a.swap(ya);
+          b.swap(yb);
+        }
+      }
+      const BackendStats s = (*limited)->Stats();
+      EXPECT_GT(s.expert_slots, 4u);
+      EXPECT_GT(s.expert_prefetches_used, 0u);
+      EXPECT_LE(s.expert_prefetches_used + s.expert_prefetches_wasted, s.expert_reads);
+      EXPECT_LE(s.resident_expert_bytes, config.expert_budget_bytes);
+    }
+  }
 }
 
 }  // namespace

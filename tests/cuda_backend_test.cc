@@ -287,6 +287,36 @@ TEST(CudaBackendTest, QuantisedWeightsMatchReference) {
   }
 }
 
+// Every quantised matrix is dequantised for the upload at session creation, so a NaN scale (which
+// the loader leaves to first use) fails the creation, naming the matrix, row and block.
+TEST(CudaBackendTest, NanScaleFailsSessionCreationByName) {
+  SKIP_WITHOUT_GPU();
+  Rng rng(6);
+  ModelSpec spec;
+  spec.d_model = 32;
+  testing::FfnParams f;
+  f.d_model = 32;
+  f.d_ff = 64;
+  LayerSpec dense;
+  dense.ffn = testing::RandomFfn(f, rng);
+  spec.layers.push_back(std::move(dense));
+  WriteOptions options;
+  options.matrix_dtype = [](const std::string&, DType) { return DType::I4; };
+  auto built = testing::BuildModel(spec, options);
+  ASSERT_TRUE(built.ok()) << built.status();
+  const TensorView& down = built->model->layers()[0].ffn.down;
+  const uint16_t nan = 0x7e00;  // the first panel's scales come first: row 0 of block 0
+  std::memcpy(built->bytes.data() + (down.data - built->bytes.data()), &nan, sizeof(nan));
+  BackendConfig config;
+  config.max_tokens = 4;
+  auto backend = CreateCudaBackend(*built->model, config);
+  ASSERT_FALSE(backend.ok());
+  EXPECT_EQ(backend.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(backend.status().message().find("layers[0].ffn.down: the scale of row 0, block 0"),
+            std::string::npos)
+      << backend.status();
+}
+
 // Layers large enough for cuBLAS's tensor-core kernels (and several GEMV blocks per row).
 TEST(CudaBackendTest, LargerLayersMatchReference) {
   SKIP_WITHOUT_GPU();

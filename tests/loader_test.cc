@@ -1,16 +1,26 @@
 // Loader rejections, each asserting its specific message: truncation at many points, wrong
 // identifier, newer version, offsets past the end, overlapping or misaligned tensors, shape and
 // size mismatches, bad enums, zero dimensions, bad MoE parameters, experts of different shapes;
-// plus single-byte corruption of the metadata, which must never crash.
+// plus single-byte corruption of the metadata, which must never crash. Quantised scales are
+// checked on first use (Model::CheckScales), not at load: a bad one fails the runs that read it,
+// and loading a file reads only its metadata.
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "fflite/fflite.h"
 #include "flatbuffers/flatbuffers.h"
 #include "format/model.h"
+#include "format/quant_layout.h"
 #include "format/writer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "session/session.h"
 #include "testing/model_builder.h"
 #include "testing/status_matchers.h"
 
@@ -407,16 +417,250 @@ TEST_F(QuantLoaderTest, QuantisedModelLoadsWithItsLayout) {
   EXPECT_EQ(f.up.size, 4u * (64 + 256));
 }
 
-TEST_F(QuantLoaderTest, NanOrInfScaleIsRefusedByPosition) {
+// The resident bytes of the mapping that holds `p` (its Rss in /proc/self/smaps), or -1.
+int64_t MappingRssBytes(const void* p) {
+  std::FILE* f = std::fopen("/proc/self/smaps", "r");
+  if (f == nullptr) return -1;
+  char line[512];
+  bool inside = false;
+  int64_t rss = -1;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    unsigned long lo = 0, hi = 0;  // NOLINT(runtime/int): the format of smaps
+    if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2 &&
+        std::strchr(line, '-') < std::strchr(line, ' ')) {
+      inside = a >= lo && a < hi;
+      continue;
+    }
+    long kb = 0;  // NOLINT(runtime/int)
+    if (inside && std::sscanf(line, "Rss: %ld kB", &kb) == 1) {
+      rss = static_cast<int64_t>(kb) * 1024;
+      break;
+    }
+  }
+  std::fclose(f);
+  return rss;
+}
+
+// A quantised matrix's scales are checked on its first use, not at load (which reads no weight
+// byte): a NaN or Inf scale loads, and then fails every run of its layer with DataLoss
+// (FFLITE_STATUS_INVALID_MODEL) naming the matrix, row and block, on every backend that takes the
+// model and on both of the xnnpack dense paths (one token: the float-activation kernels; many:
+// the int8 ones); the session stays usable for the other layers, which give the bits of a clean
+// model's session.
+TEST_F(QuantLoaderTest, NanOrInfScaleFailsTheFirstRunOfItsLayerByPosition) {
+  auto clean = Model::LoadBuffer(bytes_.data(), bytes_.size());
+  ASSERT_TRUE(clean.ok()) << clean.status();
   // The scales of panel 0 come first: f16 [block][16 rows]; row 3 of block 0.
   uint8_t* scales = Data(DenseFfn()->up());
+  for (const uint16_t bad : {uint16_t{0x7e00}, uint16_t{0x7c00}}) {  // NaN, +Inf
+    SCOPED_TRACE(bad == 0x7e00 ? "NaN" : "Inf");
+    std::memcpy(scales + 3 * 2, &bad, 2);
+    auto model = Model::LoadBuffer(bytes_.data(), bytes_.size());
+    ASSERT_TRUE(model.ok()) << model.status();
+    constexpr size_t kTokens = 16;
+    std::vector<float> x(kTokens * 8), y(kTokens * 8), want(kTokens * 8);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 5) * 0.25f - 0.5f;
+    for (const char* backend : {"reference", "xnnpack"}) {
+      SCOPED_TRACE(backend);
+      SessionOptions options;
+      options.backend = backend;
+      options.max_tokens = kTokens;
+      auto session = Session::Create(**model, options);
+      ASSERT_TRUE(session.ok()) << session.status();
+      for (const size_t n : {size_t{1}, kTokens, size_t{1}}) {  // not remembered: fails again
+        EXPECT_THAT((*session)->Run(0, x.data(), n, y.data()),
+                    StatusIs(kDataLoss, HasSubstr("layers[0].ffn.up: the scale of row 3, block 0 "
+                                                  "(columns [0, 32)) is not finite")))
+            << n << " tokens";
+      }
+      auto good = Session::Create(**clean, options);
+      ASSERT_TRUE(good.ok()) << good.status();
+      ASSERT_TRUE((*good)->Run(1, x.data(), kTokens, want.data()).ok());
+      ASSERT_TRUE((*session)->Run(1, x.data(), kTokens, y.data()).ok());
+      EXPECT_EQ(y, want);
+    }
+  }
+  // Through the C API: INVALID_MODEL, naming the matrix.
+  fflite_model* c_model = nullptr;
+  ASSERT_EQ(fflite_model_load_buffer(bytes_.data(), bytes_.size(), &c_model), FFLITE_STATUS_OK);
+  fflite_session* c_session = nullptr;
+  ASSERT_EQ(fflite_session_create(c_model, nullptr, &c_session), FFLITE_STATUS_OK);
+  std::vector<float> x(8, 0.5f), y(8);
+  EXPECT_EQ(fflite_session_run(c_session, 0, x.data(), 1, y.data()), FFLITE_STATUS_INVALID_MODEL);
+  EXPECT_THAT(fflite_last_error_message(), HasSubstr("layers[0].ffn.up: the scale of row 3"));
+  EXPECT_EQ(fflite_session_run(c_session, 1, x.data(), 1, y.data()), FFLITE_STATUS_OK);
+  fflite_session_free(c_session);
+  fflite_model_free(c_model);
+}
+
+// The shared experts are packed at xnnpack session creation, so a bad scale there fails the
+// creation, naming it; the reference fails the MoE layer's runs. A routed expert's scale fails
+// the runs that choose it.
+TEST_F(QuantLoaderTest, NanScaleOfAnExpertFailsWhereItIsRead) {
   const uint16_t nan = 0x7e00;
-  std::memcpy(scales + 3 * 2, &nan, 2);
-  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].ffn.up: the scale of row 3, block "
-                                                    "0 (columns [0, 32)) is not finite")));
-  const uint16_t inf = 0x7c00;
-  std::memcpy(scales + 3 * 2, &inf, 2);
-  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("is not finite")));
+  std::vector<float> x(8, 0.5f), y(8);
+  SessionOptions options;
+  options.max_tokens = 4;
+  {
+    auto shared = Moe()->mutable_shared_experts()->GetMutableObject(0);
+    uint8_t* scales = Data(shared->down());
+    const std::vector<uint8_t> saved(scales, scales + 2 * kQuantPanelRows);
+    std::memcpy(scales + 5 * 2, &nan, 2);  // down: [8, 64], row 5 of block 0
+    auto model = Model::LoadBuffer(bytes_.data(), bytes_.size());
+    ASSERT_TRUE(model.ok()) << model.status();
+    const char* message = "layers[1].moe.shared_experts[0].down: the scale of row 5, block 0";
+    options.backend = "xnnpack";
+    EXPECT_THAT(Session::Create(**model, options).status(),
+                StatusIs(kDataLoss, HasSubstr(message)));
+    options.backend = "reference";
+    auto session = Session::Create(**model, options);
+    ASSERT_TRUE(session.ok()) << session.status();
+    EXPECT_THAT((*session)->Run(1, x.data(), 1, y.data()), StatusIs(kDataLoss, HasSubstr(message)));
+    EXPECT_TRUE((*session)->Run(0, x.data(), 1, y.data()).ok());
+    std::memcpy(scales, saved.data(), saved.size());
+  }
+  // Every routed expert's up gets a bad scale (row 7, block 0), so whichever the routing picks
+  // fails: on the reference, on xnnpack (its expert store checks the bytes its kernels read: the
+  // mapping, or with a budget on a file-backed model the expert's slot), twice in a row.
+  for (int e = 0; e < 4; ++e) std::memcpy(Data(Expert(e)->up()) + 7 * 2, &nan, 2);
+  const std::string path = ::testing::TempDir() + "/nan_expert_scale.fflite";
+  {
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fwrite(bytes_.data(), 1, bytes_.size(), f), bytes_.size());
+    std::fclose(f);
+  }
+  auto from_file = Model::LoadFile(path);
+  std::remove(path.c_str());
+  ASSERT_TRUE(from_file.ok()) << from_file.status();
+  auto model = Model::LoadBuffer(bytes_.data(), bytes_.size());
+  ASSERT_TRUE(model.ok()) << model.status();
+  for (const std::string backend : {"reference", "xnnpack"}) {
+    for (const bool file : {false, true}) {
+      for (const uint64_t budget : {uint64_t{0}, uint64_t{1}}) {
+        if (backend == "reference" && (file || budget != 0)) continue;
+        SCOPED_TRACE(backend + (file ? ", file-backed" : "") + (budget ? ", budget" : ""));
+        options.backend = backend;
+        options.expert_budget_bytes = budget;
+        auto session = Session::Create(file ? **from_file : **model, options);
+        ASSERT_TRUE(session.ok()) << session.status();
+        for (int call = 0; call < 2; ++call) {
+          const absl::Status st = (*session)->Run(1, x.data(), 1, y.data());
+          EXPECT_THAT(st, StatusIs(kDataLoss, HasSubstr("layers[1].moe.experts[")));
+          EXPECT_THAT(st, StatusIs(kDataLoss, HasSubstr("].up: the scale of row 7, block 0 "
+                                                        "(columns [0, 32)) is not finite")));
+        }
+        EXPECT_TRUE((*session)->Run(0, x.data(), 1, y.data()).ok());
+      }
+    }
+  }
+}
+
+// Model::CheckScales on its own: by the view's bytes or a copy's; a success is remembered (a bad
+// copy then passes: its bytes were the model's when they were checked), a failure is not (the
+// good bytes pass after it); float tensors pass at once.
+TEST_F(QuantLoaderTest, CheckScalesRemembersSuccessOnly) {
+  auto model = Model::LoadBuffer(bytes_.data(), bytes_.size());
+  ASSERT_TRUE(model.ok()) << model.status();
+  const FfnView& f = (*model)->layers()[0].ffn;
+  EXPECT_TRUE((*model)->CheckScales(f.up_bias).ok());
+  // down: [8, 64], 2 blocks per row; a panel's scales are f16 [block][16 rows].
+  std::vector<uint8_t> copy(f.down.data, f.down.data + f.down.size);
+  const uint16_t inf = 0xfc00;  // -Inf
+  std::memcpy(copy.data() + (16 + 2) * 2, &inf, 2);  // block 1, row 2
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_THAT((*model)->CheckScales(f.down, copy.data()),
+                StatusIs(kDataLoss, HasSubstr("layers[0].ffn.down: the scale of row 2, block 1 "
+                                              "(columns [32, 64)) is not finite")));
+  }
+  EXPECT_TRUE((*model)->CheckScales(f.down).ok());
+  EXPECT_TRUE((*model)->CheckScales(f.down, copy.data()).ok());
+  // A view made by hand (not the model's) is checked every time, unnamed.
+  TensorView by_hand = f.up;
+  by_hand.quant_id = kNoQuantId;
+  std::vector<uint8_t> bad_up(f.up.data, f.up.data + f.up.size);
+  std::memcpy(bad_up.data(), &inf, 2);
+  by_hand.data = bad_up.data();
+  EXPECT_TRUE((*model)->CheckScales(f.up).ok());
+  EXPECT_THAT((*model)->CheckScales(by_hand),
+              StatusIs(kDataLoss, HasSubstr("a quantised matrix: the scale of row 0, block 0")));
+}
+
+// Sessions on several threads check the same matrices at once (TSan: no race), and all get the
+// same answer: OK for the good ones, DataLoss for the bad one, every time.
+TEST_F(QuantLoaderTest, CheckScalesFromManyThreadsAtOnce) {
+  const uint16_t nan = 0x7e00;
+  std::memcpy(Data(Expert(2)->down()) + 9 * 2, &nan, 2);
+  auto model = Model::LoadBuffer(bytes_.data(), bytes_.size());
+  ASSERT_TRUE(model.ok()) << model.status();
+  const Model& m = **model;
+  std::atomic<int> failures{0}, successes{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&m, &failures, &successes] {
+      for (int i = 0; i < 50; ++i) {
+        for (const FfnView& f : m.layers()[1].moe.experts) {
+          const absl::Status st = m.CheckFfnScales(f);
+          if (st.ok()) {
+            ++successes;
+          } else if (absl::IsDataLoss(st) &&
+                     absl::StrContains(st.message(), "layers[1].moe.experts[2].down: the scale "
+                                                     "of row 9, block 0")) {
+            ++failures;
+          }
+        }
+        if (m.CheckFfnScales(m.layers()[0].ffn).ok()) ++successes;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 4 * 50);
+  EXPECT_EQ(successes.load(), 4 * 50 * 4);
+  EXPECT_THAT(m.CheckAllScales(), StatusIs(kDataLoss, HasSubstr("experts[2].down")));
+}
+
+// Loading a file reads only its metadata: of the mapping, only the pages before the data section
+// are resident after LoadFile (the old loader read every scale, which touched every page of the
+// quantised matrices). Then the first run of the dense layer reads them.
+TEST(QuantLoaderFileTest, LoadingReadsNoWeights) {
+  testing::Rng rng(7);
+  ModelSpec spec;
+  spec.d_model = 1024;
+  testing::FfnParams fp;
+  fp.d_model = 1024;
+  fp.d_ff = 2048;
+  for (int l = 0; l < 2; ++l) {
+    LayerSpec dense;
+    dense.ffn = testing::RandomFfn(fp, rng);
+    spec.layers.push_back(std::move(dense));
+  }
+  WriteOptions options;
+  options.matrix_dtype = [](const std::string&, DType) { return DType::I4; };
+  const std::string path = ::testing::TempDir() + "/loader_reads_no_weights.fflite";
+  ASSERT_TRUE(WriteModelFile(spec, options, path).ok());
+  auto model = Model::LoadFile(path);
+  std::remove(path.c_str());
+  ASSERT_TRUE(model.ok()) << model.status();
+  const Model& m = **model;
+  const uint64_t metadata = m.file_size() - m.data_size();
+  ASSERT_GE(m.data_size(), 6u << 20);  // 2 layers of 3 i4 matrices of 2M weights
+  // qemu-user does not show the guest's mappings in smaps.
+  if (std::getenv("FFLITE_UNDER_QEMU") != nullptr) GTEST_SKIP() << "no smaps under qemu";
+  const int64_t rss = MappingRssBytes(m.layers()[0].ffn.up.data);
+  ASSERT_GE(rss, 0) << "the model's mapping is not in /proc/self/smaps";
+  // Slack: one fault-around window (64 KiB, aligned: the data section starts on one) past the
+  // metadata.
+  EXPECT_LE(rss, static_cast<int64_t>(metadata) + 65536);
+  SessionOptions so;
+  so.backend = "xnnpack";
+  so.max_tokens = 1;
+  auto session = Session::Create(m, so);
+  ASSERT_TRUE(session.ok()) << session.status();
+  std::vector<float> x(1024, 0.25f), y(1024);
+  ASSERT_TRUE((*session)->Run(0, x.data(), 1, y.data()).ok());
+  EXPECT_GE(MappingRssBytes(m.layers()[0].ffn.up.data),
+            static_cast<int64_t>(m.data_size() / 2 - 65536));
 }
 
 TEST_F(QuantLoaderTest, LayoutMustMatchTheDtype) {

@@ -1,5 +1,6 @@
-// The backend-neutral expert residency list: least recently used entries are dropped first, only
-// as many as the budget needs, nothing without a budget, and the bytes add up.
+// The backend-neutral expert residency list: least recently used entries are dropped first (or,
+// frequency-aware, the least used lately among them), only as many as the budget needs, nothing
+// without a budget, and the bytes add up.
 #include "moe/residency.h"
 
 #include <vector>
@@ -11,7 +12,7 @@ namespace {
 
 TEST(ExpertResidencyTest, DropsLeastRecentlyUsedUntilTheNewEntryFits) {
   ExpertResidency r;
-  r.Init(4, /*budget=*/250);
+  r.Init(4, /*budget=*/250, ResidencyPolicy::kLru);
   for (size_t e = 0; e < 4; ++e) r.SetBytes(e, 100);
   std::vector<size_t> evicted;
   auto make = [&](size_t e) {
@@ -43,6 +44,45 @@ TEST(ExpertResidencyTest, BudgetBelowOneEntryKeepsOnlyTheOneInUse) {
     EXPECT_EQ(r.resident_bytes(), 10 + e);
   }
   EXPECT_EQ(evicted, (std::vector<size_t>{0, 1}));
+}
+
+// The frequency-aware policy drops the entry used least often lately among the least recently
+// used ones (the least recent on ties), and old uses fade: an entry used often long ago goes.
+TEST(ExpertResidencyTest, FrequencyAwareKeepsTheOftenUsed) {
+  for (const ResidencyPolicy policy : {ResidencyPolicy::kLru, ResidencyPolicy::kFrequency}) {
+    ExpertResidency r;
+    r.Init(4, /*budget=*/300, policy);
+    for (size_t e = 0; e < 4; ++e) r.SetBytes(e, 100);
+    std::vector<size_t> evicted;
+    auto make = [&](size_t e) {
+      r.MakeRoom(e, [&](size_t victim) { evicted.push_back(victim); });
+      r.Insert(e);
+    };
+    make(0);
+    for (int i = 0; i < 5; ++i) r.Touch(0);
+    make(1);
+    make(2);
+    make(3);  // LRU drops 0 (the least recent); frequency-aware drops 1 (1 use, before 2)
+    EXPECT_EQ(evicted, std::vector<size_t>{policy == ResidencyPolicy::kLru ? 0u : 1u});
+  }
+  ExpertResidency r;
+  r.Init(4, /*budget=*/300, ResidencyPolicy::kFrequency);  // half-life: 64 touches
+  for (size_t e = 0; e < 4; ++e) r.SetBytes(e, 100);
+  std::vector<size_t> evicted;
+  auto make = [&](size_t e) {
+    r.MakeRoom(e, [&](size_t victim) { evicted.push_back(victim); });
+    r.Insert(e);
+  };
+  make(0);
+  for (int i = 0; i < 8; ++i) r.Touch(0);
+  make(1);
+  make(2);
+  for (int i = 0; i < 300; ++i) r.Touch(1 + i % 2);  // 9 uses of 0 fade to ~0.4
+  make(3);
+  EXPECT_EQ(evicted, std::vector<size_t>{0});
+  // Victim honours what may not be dropped.
+  EXPECT_EQ(r.Victim([](size_t x) { return x == 2; }), 2);
+  EXPECT_EQ(r.Victim([](size_t) { return false; }), -1);
 }
 
 TEST(ExpertResidencyTest, NoBudgetDropsNothing) {

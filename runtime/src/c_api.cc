@@ -395,6 +395,8 @@ fflite_status fflite_session_expert_stats(const fflite_session* session,
   stats.bytes_read_buffered = s.expert_read_buffered_bytes;
   stats.bytes_read_direct = s.expert_read_direct_bytes;
   stats.read_wait_seconds = s.expert_read_wait_seconds;
+  stats.prefetches_used = s.expert_prefetches_used;
+  stats.prefetches_wasted = s.expert_prefetches_wasted;
   std::memcpy(out_stats, &stats, stats.struct_size);
   return FFLITE_STATUS_OK;
 }

@@ -279,7 +279,9 @@ absl::Status Run(const std::string& model_path) {
       return absl::InternalError(absl::StrFormat("captured expert %d is out of range", e));
     }
     if (!have_norms[e]) {
-      FFLITE_RETURN_IF_ERROR(ValueNorms(moe ? view.moe.experts[e] : view.ffn, &norms[e]));
+      const FfnView& ffn = moe ? view.moe.experts[e] : view.ffn;
+      FFLITE_RETURN_IF_ERROR((*internal)->CheckScales(ffn.down));  // the loader leaves them
+      FFLITE_RETURN_IF_ERROR(ValueNorms(ffn, &norms[e]));
       have_norms[e] = true;
     }
     return &norms[e];

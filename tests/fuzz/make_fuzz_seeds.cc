@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "converter/example_checkpoint.h"
+#include "format/model.h"
 #include "format/writer.h"
 #include "fuzz_util.h"
 #include "testing/model_builder.h"
@@ -118,6 +120,35 @@ bool WriteSafetensorsSeeds(const std::string& root, int* n) {
   return ok;
 }
 
+// Writes a NaN over the first scale of one of the quantised matrices of the model in `bytes`
+// (the `pick`th, modulo their count).
+bool PoisonOneScale(int pick, std::vector<uint8_t>* bytes) {
+  auto model = Model::LoadBuffer(bytes->data(), bytes->size());
+  if (!model.ok()) {
+    std::fprintf(stderr, "%s\n", model.status().ToString().c_str());
+    return false;
+  }
+  std::vector<const TensorView*> quantized;
+  auto see = [&quantized](const FfnView& f) {
+    for (const TensorView* t : {&f.up, &f.gate, &f.down}) {
+      if (t->quantized()) quantized.push_back(t);
+    }
+  };
+  for (const LayerView& l : (*model)->layers()) {
+    see(l.ffn);
+    for (const FfnView& f : l.moe.experts) see(f);
+    for (const FfnView& f : l.moe.shared_experts) see(f);
+  }
+  if (quantized.empty()) {
+    std::fprintf(stderr, "a quantised seed has no quantised matrix\n");
+    return false;
+  }
+  const TensorView& t = *quantized[static_cast<size_t>(pick) % quantized.size()];
+  const uint16_t nan = 0x7e00;  // the panel's scales come first: row 0 of block 0
+  std::memcpy(bytes->data() + (t.data - bytes->data()), &nan, sizeof(nan));
+  return true;
+}
+
 // fuzz_config: the input drives a generator, so seeds are byte strings: the first byte picks the
 // model_type (one of 16, fuzz_config.cc's kModelTypes), the rest is a fixed pseudo-random stream
 // (3 per model_type).
@@ -175,6 +206,12 @@ int main(int argc, char** argv) {
         return 1;
       }
       if (!WriteFile(loader + "/model" + std::to_string(n++) + ".fflite", *bytes)) return 1;
+      if (dtype == DType::I8 || dtype == DType::I4) {
+        // The same file with a NaN scale in one of its quantised matrices (a different one per
+        // seed): it loads, and the runs that read that matrix fail (Model::CheckScales).
+        if (!PoisonOneScale(n, &*bytes)) return 1;
+        if (!WriteFile(loader + "/model" + std::to_string(n++) + ".fflite", *bytes)) return 1;
+      }
     }
     // Every down matrix as value rows (format 1.2), f16: the transposed layout under mutation.
     WriteOptions options;

@@ -83,8 +83,10 @@ FFLITE_API const char* fflite_status_name(fflite_status status);
 
 /* ---- Models ------------------------------------------------------------------------------ */
 
-/* Maps and validates a .fflite file. On success *out_model owns the mapping; free it with
- * fflite_model_free after every session made from it is freed.
+/* Maps and validates a .fflite file, reading only its metadata (every offset, size, shape and
+ * layout is checked; the weights are read when first used, and a quantised matrix's NaN or Inf
+ * scale fails the session call that first reads it with INVALID_MODEL). On success *out_model
+ * owns the mapping; free it with fflite_model_free after every session made from it is freed.
  * Errors: INVALID_ARGUMENT (null pointers), NOT_FOUND, IO_ERROR, INVALID_MODEL, UNSUPPORTED. */
 FFLITE_API fflite_status fflite_model_load_file(const char* path, fflite_model** out_model);
 
@@ -143,8 +145,9 @@ typedef struct fflite_session_options {
    * committed as they fill) with explicit reads: what the page cache holds is copied from it,
    * the rest read past it (O_DIRECT) where the file system allows; none of their pages is mapped
    * in, and a file truncated after loading fails the call that reads past its end with IO_ERROR
-   * naming the expert and the offset (the session stays usable). A model loaded from a buffer
-   * keeps reading the buffer. Results are identical whatever the budget. Router, shared experts
+   * naming the expert and the offset (the session stays usable). Such a session also reads
+   * experts ahead on one reader thread of its own, started on its first read-ahead
+   * (fflite_expert_stats). A model loaded from a buffer keeps reading the buffer. Results are identical whatever the budget. Router, shared experts
    * and dense layers are always resident and not counted. >= 0. The cuda backend keeps every
    * expert in device memory and refuses a nonzero budget (INVALID_ARGUMENT). */
   int64_t expert_budget_bytes;
@@ -156,7 +159,8 @@ FFLITE_API void fflite_session_options_init(fflite_session_options* options);
 /* Creates a session over `model` (which must outlive it). `options` may be NULL for defaults;
  * an options struct from an older fflite (smaller struct_size) gets defaults for the fields it
  * lacks. Errors: INVALID_ARGUMENT, UNAVAILABLE (backend not built or no device),
- * OUT_OF_MEMORY. */
+ * OUT_OF_MEMORY, INVALID_MODEL (a NaN or Inf scale in a quantised matrix the backend reads at
+ * creation: the xnnpack backend's shared experts, every matrix on cuda). */
 FFLITE_API fflite_status fflite_session_create(const fflite_model* model,
                                                const fflite_session_options* options,
                                                fflite_session** out_session);
@@ -172,7 +176,9 @@ FFLITE_API const char* fflite_session_backend_name(const fflite_session* session
  * Errors: INVALID_ARGUMENT (null pointers, overlapping buffers), OUT_OF_RANGE (layer, n_tokens),
  * OUT_OF_MEMORY (the xnnpack backend prepares a dense layer's or a routed expert's weights the
  * first time a call needs them; only MoE routers and shared experts are packed at session
- * creation).
+ * creation), INVALID_MODEL (a NaN or Inf scale in a quantised matrix the call reads, named with
+ * its row and block; checked when a matrix is first read, not at load: every call that reads it
+ * fails alike, and the session stays usable for the other layers).
  * NaN or Inf in the input propagate to the output; they never crash. */
 FFLITE_API fflite_status fflite_session_run(fflite_session* session, int32_t layer,
                                             const float* input, size_t n_tokens, float* output);
@@ -255,21 +261,26 @@ FFLITE_API fflite_status fflite_session_expert_counts(const fflite_session* sess
 FFLITE_API fflite_status fflite_session_reset_expert_counts(fflite_session* session);
 
 /* How a session's routed experts were served since its creation (fflite_session_expert_stats).
- * Set struct_size = sizeof(fflite_expert_stats) before the call; fields are only ever appended,
- * and only the first struct_size bytes are written. */
+ * With an expert budget on a model loaded from a file, the xnnpack backend reads each call's
+ * missing experts ahead on a reader thread of the session while the first ones compute, and at
+ * decode (at most 8 tokens) guesses the next MoE layer's experts (its router applied to this
+ * layer's output) and starts reading them, so that the reads overlap what the caller runs in
+ * between; the real routing decides what runs. Set struct_size = sizeof(fflite_expert_stats)
+ * before the call; fields are only ever appended, and only the first struct_size bytes are
+ * written. */
 typedef struct fflite_expert_stats {
   size_t struct_size;
   uint64_t resident_bytes;        /* routed experts' forms resident now, as the budget counts */
   uint64_t hits;                  /* forms an expert's batch found resident */
-  uint64_t misses;                /* forms made for a batch (a form's first use is a miss) */
+  uint64_t misses;                /* forms made or read for a call (first uses included) */
   uint64_t slots;                 /* expert slots (a budget on a model loaded from a file) */
   uint64_t slot_bytes;            /* bytes of one slot */
   uint64_t reads;                 /* experts read from the file into a slot */
   uint64_t bytes_read_buffered;   /* of their bytes: read through the page cache */
   uint64_t bytes_read_direct;     /* read past it, from the storage (O_DIRECT) */
   double read_wait_seconds;       /* time the computation waited for those reads */
-  uint64_t prefetches_used;       /* experts read ahead, then used (0: no read-ahead yet) */
-  uint64_t prefetches_wasted;     /* read ahead and dropped unused */
+  uint64_t prefetches_used;       /* experts read ahead on a guess, then used (a hit) */
+  uint64_t prefetches_wasted;     /* read ahead on a guess and dropped unused */
 } fflite_expert_stats;
 
 /* The session's routed-expert statistics. Errors: INVALID_ARGUMENT (null pointers, struct_size

@@ -67,6 +67,9 @@ struct BackendStats {
   uint64_t expert_slots = 0, expert_slot_bytes = 0;
   uint64_t expert_reads = 0, expert_read_buffered_bytes = 0, expert_read_direct_bytes = 0;
   double expert_read_wait_seconds = 0.0;
+  // Streamed experts read ahead (the call's own, and guesses at the next MoE layer's), then used
+  // by a batch; read ahead and dropped unused.
+  uint64_t expert_prefetches_used = 0, expert_prefetches_wasted = 0;
 };
 
 // One backend instance serves one session: it may keep scratch and packed weights, and is used by

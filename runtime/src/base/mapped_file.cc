@@ -4,9 +4,9 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 
 namespace fflite {
 namespace {
@@ -96,26 +97,13 @@ void MappedFile::EnableDirectReads(const std::string& path) {
 
 namespace {
 
-// pread until `size` bytes or the end of the file; -1 (errno set) on an error. `flags`: preadv2's
-// (RWF_NOWAIT: only what the page cache holds; a short count, or EAGAIN, where it holds no more).
-ssize_t ReadFully(int fd, uint64_t offset, size_t size, uint8_t* dst, int flags) {
+// pread until `size` bytes or the end of the file; -1 (errno set) on an error.
+ssize_t ReadFully(int fd, uint64_t offset, size_t size, uint8_t* dst) {
   size_t done = 0;
   while (done < size) {
-    ssize_t r;
-#if defined(RWF_NOWAIT)
-    if (flags != 0) {
-      struct iovec v = {dst + done, size - done};
-      r = ::preadv2(fd, &v, 1, static_cast<off_t>(offset + done), flags);
-    } else {
-      r = ::pread(fd, dst + done, size - done, static_cast<off_t>(offset + done));
-    }
-#else
-    (void)flags;
-    r = ::pread(fd, dst + done, size - done, static_cast<off_t>(offset + done));
-#endif
+    const ssize_t r = ::pread(fd, dst + done, size - done, static_cast<off_t>(offset + done));
     if (r < 0) {
       if (errno == EINTR) continue;
-      if (done > 0 && (errno == EAGAIN || errno == EOPNOTSUPP)) break;
       return -1;
     }
     if (r == 0) break;
@@ -133,41 +121,65 @@ absl::Status MappedFile::ReadAt(uint64_t offset, size_t size, void* dst,
     return absl::OutOfRangeError(absl::StrFormat(
         "reading %d bytes at file offset %d: past the %d bytes mapped", size, offset, size_));
   }
+  ReadCounts ignored;
+  if (counts == nullptr) counts = &ignored;
   const bool aligned = offset % kDirectAlignment == 0 && size % kDirectAlignment == 0 &&
                        reinterpret_cast<uintptr_t>(dst) % kDirectAlignment == 0;
-  size_t done = 0;
-  if (direct_fd_ >= 0 && aligned) {
-#if defined(RWF_NOWAIT)
-    // What the page cache holds costs a copy; only the rest goes to the storage.
-    const ssize_t cached = ReadFully(fd_, offset, size, out, RWF_NOWAIT);
-    if (cached > 0) done = static_cast<size_t>(cached) / kDirectAlignment * kDirectAlignment;
-    if (cached > 0 && static_cast<size_t>(cached) == size) done = size;
-#endif
-    if (counts != nullptr) counts->buffered += done;
-    if (done < size) {
-      const ssize_t r = ReadFully(direct_fd_, offset + done, size - done, out + done, 0);
-      if (r >= 0 && counts != nullptr) counts->direct += static_cast<uint64_t>(r);
-      if (r < 0 && errno != EINVAL) {
-        return absl::UnavailableError(absl::StrFormat("reading %d bytes at file offset %d: %s",
-                                                      size, offset, std::strerror(errno)));
-      }
-      // EINVAL: the file system takes no direct reads after all: buffered below.
-      if (r >= 0) done += static_cast<size_t>(r);
+  // Reads [at, at + n) of the file into out + (at - offset), directly or buffered.
+  auto read = [&](uint64_t at, size_t n, bool direct) -> absl::Status {
+    uint8_t* to = out + (at - offset);
+    ssize_t r = -1;
+    if (direct) {
+      r = ReadFully(direct_fd_, at, n, to);
+      if (r >= 0) counts->direct += static_cast<uint64_t>(r);
+      // EINVAL: the file system takes no direct reads after all: buffered.
+      if (r < 0 && errno == EINVAL) direct = false;
     }
-  }
-  if (done < size) {
-    const ssize_t r = ReadFully(fd_, offset + done, size - done, out + done, 0);
+    if (!direct) {
+      r = ReadFully(fd_, at, n, to);
+      if (r >= 0) counts->buffered += static_cast<uint64_t>(r);
+    }
     if (r < 0) {
-      return absl::UnavailableError(absl::StrFormat("reading %d bytes at file offset %d: %s",
-                                                    size, offset, std::strerror(errno)));
+      return absl::UnavailableError(absl::StrFormat("reading %d bytes at file offset %d: %s", n,
+                                                    at, std::strerror(errno)));
     }
-    if (counts != nullptr) counts->buffered += static_cast<uint64_t>(r);
-    done += static_cast<size_t>(r);
-  }
-  if (done < size) {
-    return absl::UnavailableError(absl::StrFormat(
-        "reading %d bytes at file offset %d: the file ends %d bytes in (truncated after loading?)",
-        size, offset, done));
+    if (static_cast<size_t>(r) < n) {
+      return absl::UnavailableError(absl::StrFormat(
+          "reading %d bytes at file offset %d: the file ends %d bytes in (truncated after "
+          "loading?)",
+          n, at, r));
+    }
+    return absl::OkStatus();
+  };
+  if (direct_fd_ < 0 || !aligned) return read(offset, size, /*direct=*/false);
+  // What the page cache holds is copied from it (a buffered read); the rest is read past it, so
+  // that streaming experts neither waits for the kernel's read-ahead nor fills the cache with
+  // them. mincore over the mapping says which pages the cache holds (a process that may not
+  // write the file is told only about the pages it maps, none here: then everything is read
+  // directly), in pieces of up to kPiece pages, each run of pages in one state read at once.
+  constexpr size_t kPiece = 256;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t base = reinterpret_cast<uintptr_t>(data_);
+  size_t pos = 0;
+  while (pos < size) {
+    const uintptr_t start = base + offset + pos, first = start / page * page;
+    const size_t piece = std::min<size_t>(size - pos, kPiece * page - (start - first));
+    unsigned char vec[kPiece + 1];
+    const size_t pages = (start - first + piece + page - 1) / page;
+    const bool known = ::mincore(reinterpret_cast<void*>(first), pages * page, vec) == 0;
+    size_t b = pos;
+    while (b < pos + piece) {
+      const size_t index = (base + offset + b - first) / page;
+      const bool cached = known && (vec[index] & 1) != 0;
+      size_t e = b;
+      for (size_t i = index; i < pages && (known && (vec[i] & 1) != 0) == cached; ++i) {
+        e = first + (i + 1) * page - base - offset;
+      }
+      e = std::min(std::max(e, b + 1), pos + piece);
+      FFLITE_RETURN_IF_ERROR(read(offset + b, e - b, /*direct=*/!cached));
+      b = e;
+    }
+    pos += piece;
   }
   return absl::OkStatus();
 }

@@ -37,10 +37,9 @@ class MappedFile {
   };
   // Reads [offset, offset + size) of the file into `dst`, as the file is now (a file replaced
   // after loading is still the one loaded; a truncated one fails). What the page cache holds is
-  // copied from it without waiting; the rest is read directly when `dst`, `offset` and `size`
-  // are multiples of kDirectAlignment and direct reads are enabled, else buffered. Thread-safe.
-  // Errors: Unavailable naming the offset (an I/O error, or a short read: the file was
-  // truncated).
+  // copied from it; the rest is read directly when `dst`, `offset` and `size` are multiples of
+  // kDirectAlignment and direct reads are enabled, else buffered. Thread-safe. Errors:
+  // Unavailable naming the offset (an I/O error, or a short read: the file was truncated).
   absl::Status ReadAt(uint64_t offset, size_t size, void* dst, ReadCounts* counts) const;
   static constexpr size_t kDirectAlignment = 4096;
 

@@ -1,5 +1,6 @@
 // Reads a model file: FlatBuffers verifier first, then semantic validation of every offset, size,
-// shape, dtype, enum, alignment and MoE parameter, before any weight byte is touched.
+// shape, dtype, enum, alignment and MoE parameter, reading no weight byte; the scales of quantised
+// matrices are checked on first use (Model::CheckScales).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -154,14 +155,13 @@ absl::Status ModelParser::ParseTensor(const schema::Tensor* t, const std::string
   out->layout = layout;
   out->data = model_->bytes_ + model_->data_offset_ + t->offset();
   if (info->quantized) {
-    // Scales are data the kernels trust: a NaN or Inf scale is refused here, by name.
-    const QuantGeometry g = QuantMatrixGeometry(dtype, out->shape[0], out->shape[1]);
-    uint64_t row = 0, block = 0;
-    if (!QuantScalesValid(g, out->data, &row, &block)) {
-      return Bad(absl::StrFormat("%s: the scale of row %d, block %d (columns [%d, %d)) is not "
-                                 "finite",
-                                 path, row, block, block * kQuantBlock, (block + 1) * kQuantBlock));
+    // Its scales are checked on first use (Model::CheckScales), not here: that reads the whole
+    // matrix, and loading reads only the metadata.
+    if (model_->quant_paths_.size() >= kNoQuantId) {
+      return Bad(absl::StrFormat("%s: more than %d quantised matrices", path, kNoQuantId - 1));
     }
+    out->quant_id = static_cast<uint32_t>(model_->quant_paths_.size());
+    model_->quant_paths_.push_back(path);
   }
   if (t->size() > 0) ranges_.push_back({t->offset(), t->offset() + t->size(), path});
   return absl::OkStatus();
@@ -446,7 +446,13 @@ absl::Status ModelParser::Parse() {
     }
     FFLITE_RETURN_IF_ERROR(ParseNorm(l->norm(), path + ".norm", &out.norm));
   }
-  return CheckOverlaps();
+  FFLITE_RETURN_IF_ERROR(CheckOverlaps());
+  const size_t quantised = model_->quant_paths_.size();
+  model_->scales_checked_.reset(new std::atomic<bool>[quantised]);
+  for (size_t i = 0; i < quantised; ++i) {
+    model_->scales_checked_[i].store(false, std::memory_order_relaxed);
+  }
+  return absl::OkStatus();
 }
 
 namespace {
@@ -531,6 +537,45 @@ absl::Status Model::ReadFileRange(uint64_t offset, size_t size, void* dst, uint6
   *buffered += counts.buffered;
   *direct += counts.direct;
   return status;
+}
+
+absl::Status Model::CheckScales(const TensorView& t, const uint8_t* bytes) const {
+  if (!t.quantized()) return absl::OkStatus();
+  // Not one of this model's matrices (a view made by hand): checked every time, unnamed.
+  const bool known = t.quant_id < quant_paths_.size();
+  // Acquire: pairs with the release below, so that a thread that sees the flag also sees what
+  // the checking thread did before it (nothing the kernels need, but TSan then sees no race).
+  if (known && scales_checked_[t.quant_id].load(std::memory_order_acquire)) {
+    return absl::OkStatus();
+  }
+  const QuantGeometry g = QuantMatrixGeometry(t.dtype, t.shape[0], t.shape[1]);
+  uint64_t row = 0, block = 0;
+  if (!QuantScalesValid(g, bytes != nullptr ? bytes : t.data, &row, &block)) {
+    return Bad(absl::StrFormat("%s: the scale of row %d, block %d (columns [%d, %d)) is not finite",
+                               known ? quant_paths_[t.quant_id] : "a quantised matrix", row,
+                               block, block * kQuantBlock, (block + 1) * kQuantBlock));
+  }
+  // Several threads may get here for one matrix, each having scanned it: they store the same.
+  if (known) scales_checked_[t.quant_id].store(true, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+absl::Status Model::CheckFfnScales(const FfnView& f) const {
+  FFLITE_RETURN_IF_ERROR(CheckScales(f.up));
+  if (f.gated) FFLITE_RETURN_IF_ERROR(CheckScales(f.gate));
+  return CheckScales(f.down);
+}
+
+absl::Status Model::CheckAllScales() const {
+  for (const LayerView& l : layers_) {
+    if (l.kind == LayerKind::kDense) {
+      FFLITE_RETURN_IF_ERROR(CheckFfnScales(l.ffn));
+      continue;
+    }
+    for (const FfnView& f : l.moe.experts) FFLITE_RETURN_IF_ERROR(CheckFfnScales(f));
+    for (const FfnView& f : l.moe.shared_experts) FFLITE_RETURN_IF_ERROR(CheckFfnScales(f));
+  }
+  return absl::OkStatus();
 }
 
 void Model::PopulateTensorPages(const TensorView& tensor) const {

@@ -1,15 +1,21 @@
 // The loaded, validated, immutable model: plain views over the file's metadata and weights.
-// Everything here was checked by the loader, so backends read it without further checks.
+// Everything structural here was checked by the loader (no view reaches outside the file), so
+// backends read it without further checks; the one check of weight values, that a quantised
+// matrix's scales are finite, is made on the matrix's first use (Model::CheckScales), so that
+// loading reads only the metadata.
 #ifndef FFLITE_RUNTIME_SRC_FORMAT_MODEL_H_
 #define FFLITE_RUNTIME_SRC_FORMAT_MODEL_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "fflite/schema/fflite_generated.h"
 #include "format/dtype.h"
@@ -43,8 +49,15 @@ const char* ActivationName(Activation activation);
 
 enum class LayerKind { kDense = 1, kMoe = 2 };
 
+// quant_id of a tensor that is not a quantised matrix of a loaded model.
+inline constexpr uint32_t kNoQuantId = std::numeric_limits<uint32_t>::max();
+
 struct TensorView {
   DType dtype = DType::INVALID;
+  // A quantised matrix of a loaded model: its index in the model's table of quantised matrices
+  // (their paths and whether their scales were checked: Model::CheckScales); else kNoQuantId.
+  // (In the padding after dtype: the view stays 64 bytes.)
+  uint32_t quant_id = kNoQuantId;
   std::vector<uint64_t> shape;
   uint64_t offset = 0;             // in the data section
   uint64_t size = 0;               // bytes
@@ -141,12 +154,14 @@ struct LayerView {
   bool residual = false;
 };
 
-// Thread safety: immutable after loading; share it freely across threads and sessions.
+// Thread safety: immutable after loading but for the flags of CheckScales (atomics); share it
+// freely across threads and sessions.
 class Model {
  public:
-  // Maps `path` and validates it. Errors: NotFound/PermissionDenied/Unavailable for I/O,
-  // DataLoss for a malformed file (the message names the field, the value and the limit),
-  // Unimplemented for a newer format major version or a big-endian host.
+  // Maps `path` and validates its metadata, reading no weight byte (see CheckScales). Errors:
+  // NotFound/PermissionDenied/Unavailable for I/O, DataLoss for a malformed file (the message
+  // names the field, the value and the limit), Unimplemented for a newer format major version
+  // or a big-endian host.
   static absl::StatusOr<std::unique_ptr<Model>> LoadFile(const std::string& path);
   // Validates a caller's buffer without copying it: the buffer must outlive the model.
   static absl::StatusOr<std::unique_ptr<Model>> LoadBuffer(const void* data, size_t size);
@@ -159,6 +174,23 @@ class Model {
   const std::vector<std::pair<std::string, std::string>>& metadata() const { return metadata_; }
   uint64_t data_size() const { return data_size_; }
   uint64_t file_size() const { return size_; }
+  // Scales are data the kernels trust, and checking them reads the whole matrix, so the loader
+  // leaves it to the matrix's first use: a backend calls this before it first reads a quantised
+  // matrix's bytes (a first run, a packing, an upload, an expert read into a slot). Checks that
+  // every block scale of `t` (one of this model's views, or a copy of one) is finite, reading
+  // `bytes` when given (a copy of the tensor's t.size bytes, e.g. an expert's slot) or else
+  // t.data. The first success is remembered per matrix, so later calls return at once (one
+  // atomic load) whichever copy they name; a failure is not, so every call that needs the matrix
+  // fails alike. OK at once for a tensor that is not quantised. Thread-safe: sessions on several
+  // threads may check one matrix at once (each scans it; no lock is held). Errors: DataLoss
+  // naming the matrix, row and block ("layers[0].ffn.up: the scale of row 3, block 0 (columns
+  // [0, 32)) is not finite"), which the C API returns as FFLITE_STATUS_INVALID_MODEL.
+  absl::Status CheckScales(const TensorView& t, const uint8_t* bytes = nullptr) const;
+  // CheckScales of f's up, gate and down matrices.
+  absl::Status CheckFfnScales(const FfnView& f) const;
+  // CheckScales of every quantised matrix of the model (backends that upload every weight at
+  // session creation).
+  absl::Status CheckAllScales() const;
   // Hands the pages of a tensor back to the kernel when the model is file-backed (after a backend
   // has copied the weights); a no-op for caller buffers. The data stays readable.
   void ReleaseTensorPages(const TensorView& tensor) const;
@@ -188,6 +220,10 @@ class Model {
   uint32_t version_minor_ = 0;
   std::vector<LayerView> layers_;
   std::vector<std::pair<std::string, std::string>> metadata_;
+  // Per quantised matrix (TensorView::quant_id): its path for CheckScales' message, and whether
+  // its scales were found finite.
+  std::vector<std::string> quant_paths_;
+  std::unique_ptr<std::atomic<bool>[]> scales_checked_;
 };
 
 // Exposed for tests: refuses a big-endian host with the message the loader gives.

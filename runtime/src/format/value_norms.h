@@ -14,7 +14,8 @@ namespace fflite {
 // neuron i contributes |hᵢ|·‖vᵢ‖ to ‖y‖ at most. Fills norms[0 .. d_ff) (logical d_ff, padding
 // left out; resized by this call, owned by the caller) with ‖vᵢ‖₂ of the stored weights: float
 // dtypes converted exactly, quantised ones dequantised exactly (q · scale, rotated layouts
-// rotated back), the squares summed in double. Reads all of down once; single-threaded.
+// rotated back), the squares summed in double. Reads all of down once; single-threaded. A
+// quantised down's scales must have been checked first (Model::CheckScales).
 // Errors: InvalidArgument for a null `norms`, an absent down, or a dtype / layout this build
 // cannot read (only a model that did not come from the loader has one).
 absl::Status ValueNorms(const FfnView& f, std::vector<double>* norms);

@@ -14,6 +14,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -42,11 +45,11 @@ class ExpertPool {
     uint64_t buffered_bytes = 0;  // read through the page cache (what it held, or everything
                                   // where direct reads are not possible)
     uint64_t direct_bytes = 0;    // read past it (O_DIRECT)
-    double read_seconds = 0.0;    // spent in the reads
+    double wait_seconds = 0.0;    // the caller waited for reads: its own, and Wait()'s
   };
 
   ExpertPool() = default;
-  ~ExpertPool();
+  ~ExpertPool();  // waits for the read in progress, if any
   ExpertPool(const ExpertPool&) = delete;
   ExpertPool& operator=(const ExpertPool&) = delete;
 
@@ -56,23 +59,61 @@ class ExpertPool {
   size_t slots() const { return slots_; }
   uint64_t slot_bytes() const { return slot_bytes_; }
   bool has_free() const { return !free_.empty(); }
-  // A free slot (has_free() must hold); Release gives it back.
+  // A free slot (has_free() must hold); Release gives it back (after Wait, if it was Started).
   size_t Acquire();
   void Release(size_t slot);
 
-  // Reads f's bytes per `plan` into `slot`, and makes `view` f with its tensors in the slot.
-  // Errors: Unavailable naming `name`, the file offset and the cause (the slot's contents are
-  // then undefined: the caller releases it).
-  absl::Status Fill(const Model& model, const FfnView& f, const Plan& plan, size_t slot,
-                    const std::string& name, FfnView* view);
-  const Counters& counters() const { return counters_; }
+  // Makes `view` f with its tensors in `slot` (where Fill or Start puts them).
+  static void PointInto(const Model& model, const FfnView& f, const Plan& plan, uint8_t* slot,
+                        FfnView* view);
+  uint8_t* slot_data(size_t slot) const { return base_ + slot * slot_bytes_; }
+
+  // Reads f's bytes per `plan` into `slot` now, on the calling thread. Errors: Unavailable
+  // naming the file offset and the cause (the slot's contents are then undefined).
+  absl::Status Fill(const Model& model, const Plan& plan, size_t slot);
+  // The same on the pool's reader thread (started on first use): returns at once; Wait(slot)
+  // returns the read's status once it is done, reading it on the calling thread itself if the
+  // reader has not taken it yet (so the caller never idles while its read waits in the queue).
+  // `plan` and the model must stay until then.
+  // Errors: ResourceExhausted when the thread cannot be started (then nothing was queued).
+  absl::Status Start(const Model& model, const Plan& plan, size_t slot);
+  absl::Status Wait(size_t slot);
+  // Whether slot's Start has not been waited for.
+  bool started(size_t slot) const { return state_[slot].started; }
+
+  // The counters so far (the reader thread adds to them).
+  Counters counters() const;
 
  private:
+  enum class Phase { kQueued, kReading, kDone };
+  struct SlotState {
+    bool started = false;  // Start()ed, not yet Wait()ed (the caller's side)
+    Phase phase = Phase::kDone;  // under mutex_
+    absl::Status status;
+    const Model* model = nullptr;
+    const Plan* plan = nullptr;
+  };
+  absl::Status Read(const Model& model, const Plan& plan, size_t slot, uint64_t* buffered,
+                    uint64_t* direct) const;
+  void ReaderLoop();
+  // A read of `slot` is over (under mutex_).
+  void Finish(size_t slot, absl::Status status, uint64_t buffered, uint64_t direct);
+
   uint8_t* base_ = nullptr;  // slots() · slot_bytes_ bytes, 4 KiB-aligned
   size_t slots_ = 0;
   uint64_t slot_bytes_ = 0;
   std::vector<size_t> free_;  // free slots (capacity: every slot, so nothing is allocated later)
-  Counters counters_;
+  std::vector<SlotState> state_;
+
+  // The reader thread and its queue of started slots (a ring of slots() entries: a slot is
+  // queued at most once).
+  mutable std::mutex mutex_;
+  std::condition_variable work_, finished_;
+  std::vector<size_t> queue_;
+  size_t queue_head_ = 0, queue_size_ = 0;
+  bool stop_ = false;
+  std::thread reader_;
+  Counters counters_;  // under mutex_
 };
 
 }  // namespace fflite

@@ -3,15 +3,19 @@
 
 namespace fflite {
 
-void ExpertResidency::Init(size_t entries, uint64_t budget) {
+void ExpertResidency::Init(size_t entries, uint64_t budget, ResidencyPolicy policy) {
   entries_.assign(entries, Entry());
   head_ = tail_ = -1;
   budget_ = budget;
   resident_bytes_ = 0;
+  policy_ = policy;
+  tick_ = 0;
+  half_life_ = static_cast<double>(entries < 64 ? 64 : entries);
 }
 
 void ExpertResidency::Touch(size_t e) {
   if (budget_ == 0) return;  // nothing is dropped: the order does not matter
+  Use(e);
   Unlink(e);
   PushFront(e);
 }
@@ -19,6 +23,7 @@ void ExpertResidency::Touch(size_t e) {
 void ExpertResidency::Insert(size_t e) {
   entries_[e].resident = true;
   resident_bytes_ += entries_[e].bytes;
+  if (budget_ != 0) Use(e);
   PushFront(e);
 }
 

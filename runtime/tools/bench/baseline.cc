@@ -75,6 +75,8 @@ class Baseline : public Backend, LayerExecutor, ExpertExecutor {
     if (xnn_initialize(nullptr) != xnn_status_success) {
       return absl::FailedPreconditionError("xnn_initialize failed");
     }
+    // Every quantised matrix is dequantised below: its scales first (the loader leaves them).
+    if (absl::Status scales = model_.CheckAllScales(); !scales.ok()) return scales;
     if (config.num_threads > 1) pool_ = pthreadpool_create(config.num_threads);
     const size_t d = model_.d_model();
     size_t max_ff = 0;

@@ -119,13 +119,29 @@ class CpuBackend : public Backend, LayerExecutor, ExpertExecutor {
     // first time a call gives it more than the experts' direct limit of tokens, its mapped form
     // the first time it gets fewer. Experts that only ever see a few tokens are never packed (an
     // unbudgeted qwen-moe session used to pack 2 GB at creation that decode never read).
-    FFLITE_RETURN_IF_ERROR(store_.Init(expert_choice_, config.expert_budget_bytes));
+    FFLITE_RETURN_IF_ERROR(
+        store_.Init(expert_choice_, config.expert_budget_bytes, options.expert_policy));
+    if (store_.streamed()) {
+      uint32_t top_k = 0;
+      for (const LayerView& l : model_.layers()) top_k = std::max(top_k, l.moe.top_k);
+      guess_experts_.resize(kGuessTokens * top_k);
+      guess_weights_.resize(kGuessTokens * top_k);
+    }
     InitRunner(model_, moe_chunk_, config.time_routed_experts);
     return absl::OkStatus();
   }
 
   absl::Status Run(size_t layer, const float* input, size_t n_tokens, float* output) override {
+    LayerPlan& p = plans_[layer];
+    if (!p.scales_checked) {
+      // A dense layer's quantised matrices are read in place on both of its paths: their first
+      // call checks their scales (the loader does not), and fails, leaving the session as it
+      // was, until they pass.
+      FFLITE_RETURN_IF_ERROR(model_.CheckFfnScales(model_.layers()[layer].ffn));
+      p.scales_checked = true;
+    }
     const absl::Status status = runner_.Run(model_, layer, *this, this, input, n_tokens, output);
+    if (status.ok() && store_.streamed()) GuessNextExperts(layer, output, n_tokens);
     if (pool_awake_) {
       // The last parallel loop was not the Run's last operation: put the workers to sleep.
       pthreadpool_parallelize_1d(threadpool_.get(), [](void*, size_t) {}, nullptr, threads_,
@@ -144,13 +160,15 @@ class CpuBackend : public Backend, LayerExecutor, ExpertExecutor {
     s.routed_batches_together = alone_.count();
     s.expert_hits = store_.hits();
     s.expert_misses = store_.misses();
-    const ExpertPool::Counters& reads = store_.pool().counters();
+    const ExpertPool::Counters reads = store_.pool().counters();
     s.expert_slots = store_.pool().slots();
     s.expert_slot_bytes = store_.pool().slot_bytes();
     s.expert_reads = reads.fills;
     s.expert_read_buffered_bytes = reads.buffered_bytes;
     s.expert_read_direct_bytes = reads.direct_bytes;
-    s.expert_read_wait_seconds = reads.read_seconds;
+    s.expert_read_wait_seconds = reads.wait_seconds;
+    s.expert_prefetches_used = store_.prefetches_used();
+    s.expert_prefetches_wasted = store_.prefetches_wasted();
     return s;
   }
 
@@ -294,8 +312,49 @@ class CpuBackend : public Backend, LayerExecutor, ExpertExecutor {
     return absl::OkStatus();
   }
 
-  absl::Status BeginExperts(const MoeCall& call, const ExpertGroups& /*groups*/) override {
+  // At decode (a few tokens), with streamed experts: starts reading the experts the next MoE
+  // layer's router chooses for this layer's output (its norm, then its router), so that the reads
+  // overlap whatever the caller runs before that layer (attention) and the layers in between.
+  // The residual stream changes little from layer to layer, so the guess is mostly right; the
+  // real routing decides what runs, so a wrong guess costs only its read (counted as a wasted
+  // prefetch). Guesses drop no expert of the guess itself; they may drop others (LRU).
+  void GuessNextExperts(size_t layer, const float* y, size_t n) {
+    const auto& layers = model_.layers();
+    if (n > kGuessTokens) return;
+    size_t next = layer + 1;
+    while (next < layers.size() && layers[next].kind != LayerKind::kMoe) ++next;
+    if (next >= layers.size()) return;
+    const MoePlan& mp = plans_[next].moe_plan;
+    PreNormRows(plans_[next], y, 0, n);
+    if (!RunPacked(mp.router, n, scratch_.in, scratch_.logits, Context(), /*last=*/false, {})
+             .ok()) {
+      return;  // only a guess
+    }
+    router_.Route(mp.routing, scratch_.logits, mp.router_out, n, guess_experts_.data(),
+                  guess_weights_.data());
+    store_.NewEpoch();
+    const size_t k = layers[next].moe.top_k;
+    for (size_t i = 0; i < n * k; ++i) {
+      if (!store_.Prefetch(mp.first_slot + guess_experts_[i], /*guess=*/true)) break;
+    }
+  }
+
+  // With streamed experts, the call's experts are read ahead in the order they run, on the
+  // pool's reader thread while the first ones compute (the first read is taken back by the
+  // compute thread when it comes to it: ExpertPool::Wait).
+  absl::Status BeginExperts(const MoeCall& call, const ExpertGroups& groups) override {
     std::memset(scratch_.out, 0, call.n * model_.d_model() * sizeof(float));
+    if (store_.streamed()) {
+      const size_t first = plans_[call.layer].moe_plan.first_slot;
+      const uint32_t experts = call.moe->num_experts;
+      store_.NewEpoch();
+      for (uint32_t e = 0; e < experts; ++e) {
+        if (groups.count(e) != 0) store_.Protect(first + e);
+      }
+      for (uint32_t e = 0; e < experts; ++e) {
+        if (groups.count(e) != 0 && !store_.Prefetch(first + e, /*guess=*/false)) break;
+      }
+    }
     return absl::OkStatus();
   }
 
@@ -393,6 +452,10 @@ class CpuBackend : public Backend, LayerExecutor, ExpertExecutor {
   std::vector<LayerPlan> plans_;  // [layers]
   ExpertStore store_;             // routed experts: forms, residency
   HostRouter router_;
+  // GuessNextExperts: tokens it guesses for (decode), and its routing [kGuessTokens, top_k].
+  static constexpr size_t kGuessTokens = 8;
+  std::vector<uint32_t> guess_experts_;
+  std::vector<double> guess_weights_;
   CpuScratch scratch_;
   std::optional<FfnRunner> ffn_;  // over ops_ and the scratch's gate and hidden rows
   ExpertsAlone alone_;

@@ -12,6 +12,7 @@
 #include "kernels/gemm.h"
 #include "kernels/kernels.h"
 #include "kernels/quant_kernels.h"
+#include "moe/residency.h"
 
 namespace fflite {
 
@@ -38,6 +39,8 @@ struct CpuBackendOptions {
   // tokens; mixtral-mini, 32 tokens per expert, all packed: 1 MiB 68.6-69.4% of the FMA peak,
   // 2 MiB 64.4-67.9%; equal at 128 tokens per expert (81.5-83.7%).
   size_t expert_slice_bytes = size_t{1} << 20;
+  // Under an expert budget: which resident expert form is dropped first (moe/residency.h).
+  ResidencyPolicy expert_policy = ResidencyPolicy::kFrequency;
   // Quantised (I8/I4) matrices: the float-activation and int8-activation kernels (nullptr: the
   // best for this CPU), and the fewest tokens in a product that take the int8 path (0: never;
   // kQuantGemmTokensAuto: per dtype, from where the pair's int8 kernel is measured faster;

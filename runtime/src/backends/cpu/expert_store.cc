@@ -5,6 +5,7 @@
 #include <limits>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 
@@ -30,9 +31,10 @@ absl::StatusOr<size_t> ExpertStore::AddLayer(size_t layer, const MoeView& moe) {
   return first;
 }
 
-absl::Status ExpertStore::Init(const PackChoice& choice, uint64_t budget) {
+absl::Status ExpertStore::Init(const PackChoice& choice, uint64_t budget,
+                               ResidencyPolicy policy) {
   choice_ = choice;
-  residency_.Init(2 * slots_.size(), budget);
+  residency_.Init(2 * slots_.size(), budget, policy);
   // With a budget, a file-backed model's experts are read into slots of the largest expert's
   // size: the budget holds budget / slot bytes of them (at least one: a budget below one expert
   // keeps only the expert in use).
@@ -77,8 +79,10 @@ absl::StatusOr<PackedFfn*> ExpertStore::Packed(size_t i, const EngineContext& ct
   // room is made for the packed form): the packing faults none of its pages in.
   int64_t keep = -1;
   if (streamed()) {
-    FFLITE_RETURN_IF_ERROR(FileForm(i));
+    FFLITE_RETURN_IF_ERROR(FileForm(i));  // checks the scales of its quantised matrices
     keep = static_cast<int64_t>(2 * i + kFileForm);
+  } else {
+    FFLITE_RETURN_IF_ERROR(CheckScales(s));
   }
   MakeRoom(entry, keep);
   auto packed = std::make_unique<PackedFfn>();
@@ -99,25 +103,86 @@ absl::Status ExpertStore::FileForm(size_t i) {
   const size_t entry = 2 * i + kFileForm;
   if (residency_.resident(entry)) {
     residency_.Touch(entry);
-    ++hits_;
-    return absl::OkStatus();
-  }
-  ++misses_;
-  MakeRoom(entry);
-  if (!streamed()) {
-    PopulateFfnPages(model_, *s.view);
-  } else {
-    const size_t slot = pool_.Acquire();
-    const absl::Status read = pool_.Fill(model_, *s.model_view, s.plan, slot, Name(s), &s.streamed);
-    if (!read.ok()) {
-      pool_.Release(slot);  // nothing resident: the next call reads it again
-      return read;
+    if (s.ahead != ExpertSlot::Ahead::kCall) ++hits_;
+    if (s.ahead == ExpertSlot::Ahead::kGuess) ++prefetches_used_;
+    s.ahead = ExpertSlot::Ahead::kNone;
+    if (streamed() && pool_.started(s.pool_slot)) {
+      const absl::Status read = pool_.Wait(s.pool_slot);
+      if (!read.ok()) {
+        residency_.Drop(entry);
+        Evict(entry);  // nothing resident: the next call reads it again
+        return absl::Status(read.code(), absl::StrCat(Name(s), ": ", read.message()));
+      }
     }
-    s.pool_slot = slot;
-    s.view = &s.streamed;
+  } else {
+    ++misses_;
+    MakeRoom(entry);
+    if (!streamed()) {
+      PopulateFfnPages(model_, *s.view);
+    } else {
+      const size_t slot = pool_.Acquire();
+      const absl::Status read = pool_.Fill(model_, s.plan, slot);
+      if (!read.ok()) {
+        pool_.Release(slot);  // nothing resident: the next call reads it again
+        return absl::Status(read.code(), absl::StrCat(Name(s), ": ", read.message()));
+      }
+      Point(s, slot);
+    }
+    residency_.Insert(entry);
   }
+  // The bytes the kernels are about to read: their scales, checked once per matrix (a failure
+  // leaves nothing resident and fails every call that needs the expert).
+  const absl::Status scales = CheckScales(s);
+  if (!scales.ok()) {
+    residency_.Drop(entry);
+    Evict(entry);
+  }
+  return scales;
+}
+
+absl::Status ExpertStore::CheckScales(const ExpertSlot& s) const {
+  const FfnView& m = *s.model_view;
+  FFLITE_RETURN_IF_ERROR(model_.CheckScales(m.up, s.view->up.data));
+  if (m.gated) FFLITE_RETURN_IF_ERROR(model_.CheckScales(m.gate, s.view->gate.data));
+  return model_.CheckScales(m.down, s.view->down.data);
+}
+
+void ExpertStore::Point(ExpertSlot& s, size_t slot) {
+  s.pool_slot = slot;
+  ExpertPool::PointInto(model_, *s.model_view, s.plan, pool_.slot_data(slot), &s.streamed);
+  s.view = &s.streamed;
+}
+
+void ExpertStore::Protect(size_t i) {
+  slots_[i].epoch = epoch_;
+  for (size_t form : {kPackedForm, kFileForm}) {
+    if (residency_.resident(2 * i + form)) residency_.Touch(2 * i + form);
+  }
+}
+
+bool ExpertStore::Prefetch(size_t i, bool guess) {
+  ExpertSlot& s = slots_[i];
+  const size_t entry = 2 * i + kFileForm;
+  s.epoch = epoch_;
+  if (!streamed() || residency_.resident(entry)) return true;
+  // Room without dropping what this call (or this guess) needs: else the guess stops here.
+  while (!residency_.Fits(entry) || !pool_.has_free()) {
+    const int64_t victim =
+        residency_.Victim([this](size_t x) { return slots_[x / 2].epoch != epoch_; });
+    if (victim < 0) return false;
+    residency_.Drop(static_cast<size_t>(victim));
+    Evict(static_cast<size_t>(victim));
+  }
+  const size_t slot = pool_.Acquire();
+  if (!pool_.Start(model_, s.plan, slot).ok()) {
+    pool_.Release(slot);
+    return false;  // no reader thread: the experts are read when they run
+  }
+  Point(s, slot);
+  s.ahead = guess ? ExpertSlot::Ahead::kGuess : ExpertSlot::Ahead::kCall;
+  if (!guess) ++misses_;
   residency_.Insert(entry);
-  return absl::OkStatus();
+  return true;
 }
 
 void ExpertStore::Evict(size_t entry) {
@@ -125,6 +190,10 @@ void ExpertStore::Evict(size_t entry) {
   if (entry % 2 == kPackedForm) {
     s.ffn.reset();  // deletes the operators and their packed weights
   } else if (streamed()) {
+    // A read still in flight finishes before its slot is reused (its status no longer matters).
+    if (pool_.started(s.pool_slot)) pool_.Wait(s.pool_slot).IgnoreError();
+    if (s.ahead == ExpertSlot::Ahead::kGuess) ++prefetches_wasted_;
+    s.ahead = ExpertSlot::Ahead::kNone;
     s.view = s.model_view;
     pool_.Release(s.pool_slot);
   } else {

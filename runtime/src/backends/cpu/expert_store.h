@@ -40,6 +40,10 @@ struct ExpertSlot : FileFfn {
   ExpertPool::Plan plan;
   size_t pool_slot = 0;
   uint64_t file_bytes = 0;  // the expert's bytes in the file
+  // Read ahead and not used since: for the call that needs it (a miss already counted), or on a
+  // guess (a prefetch: a hit when used, wasted when dropped unused).
+  enum class Ahead : uint8_t { kNone, kCall, kGuess } ahead = Ahead::kNone;
+  uint64_t epoch = 0;       // the call (or guess) that last needed it: ExpertStore::NewEpoch
 };
 
 // One form of one expert on the residency list: entry 2·slot + form.
@@ -53,9 +57,9 @@ class ExpertStore {
   // consecutive slots). Errors: ResourceExhausted past 2^30 experts.
   absl::StatusOr<size_t> AddLayer(size_t layer, const MoeView& moe);
   // After the layers: the forms' sizes with `choice` (the routed experts' packing) and the
-  // budget in bytes (0: none), and with a budget on a file-backed model the pool of slots (as
-  // many as the budget holds, at least one). Errors: the pool's.
-  absl::Status Init(const PackChoice& choice, uint64_t budget);
+  // budget in bytes (0: none) with its policy, and with a budget on a file-backed model the pool
+  // of slots (as many as the budget holds, at least one). Errors: the pool's.
+  absl::Status Init(const PackChoice& choice, uint64_t budget, ResidencyPolicy policy);
 
   ExpertSlot& slot(size_t i) { return slots_[i]; }
   size_t size() const { return slots_.size(); }
@@ -66,9 +70,20 @@ class ExpertStore {
   absl::StatusOr<PackedFfn*> Packed(size_t i, const EngineContext& ctx);
   // Makes slot i's file form resident for the direct kernel and the quantised engine: read into
   // a pool slot when streamed, else its file pages mapped in at once. Errors: Unavailable for a
-  // failed read, naming the expert and the file offset (nothing is then resident for it).
+  // failed read, naming the expert and the file offset; DataLoss for a quantised matrix whose
+  // scales are not finite, naming it (nothing is then resident for it).
   absl::Status FileForm(size_t i);
   bool streamed() const { return pool_.slots() != 0; }
+
+  // Read-ahead of streamed experts, overlapped with the computation. A new epoch starts what one
+  // call (or one guess at the next layer's experts) needs: Protect marks an expert needed (its
+  // resident forms the most recently used), Prefetch starts reading its file form on the pool's
+  // reader thread where that drops no expert of the epoch (`guess`: for a guess, else for the
+  // call), and returns false where it could not (then later ones would not fit either).
+  // FileForm waits for a read started here. A no-op without streaming.
+  void NewEpoch() { ++epoch_; }
+  void Protect(size_t i);
+  bool Prefetch(size_t i, bool guess);
 
   // The bytes of slot i's form as the budget counts them.
   uint64_t FormBytes(size_t i, ExpertForm form) const { return residency_.bytes(2 * i + form); }
@@ -80,9 +95,13 @@ class ExpertStore {
   uint64_t read_bytes() const { return read_bytes_; }
   uint64_t resident_bytes() const { return residency_.resident_bytes(); }
   uint64_t budget() const { return residency_.budget(); }
-  // Forms found resident when a batch needed them, and not (made then: packed, mapped or read).
+  // Forms found resident when a batch needed them, and not (made for it: packed, mapped or read,
+  // or read ahead for its call).
   uint64_t hits() const { return hits_; }
   uint64_t misses() const { return misses_; }
+  // Experts read ahead on a guess and then used; read ahead on a guess and dropped unused.
+  uint64_t prefetches_used() const { return prefetches_used_; }
+  uint64_t prefetches_wasted() const { return prefetches_wasted_; }
   const ExpertPool& pool() const { return pool_; }
 
  private:
@@ -91,6 +110,10 @@ class ExpertStore {
   // Makes room for `entry` (also a free pool slot for a streamed file form), keeping `keep`.
   void MakeRoom(size_t entry, int64_t keep = -1);
   std::string Name(const ExpertSlot& s) const;
+  // Model::CheckScales of s's quantised matrices on the bytes its view reads.
+  absl::Status CheckScales(const ExpertSlot& s) const;
+  // Points s's view at pool slot `slot`.
+  void Point(ExpertSlot& s, size_t slot);
 
   const Model& model_;
   const Kernels& kernels_;
@@ -100,6 +123,8 @@ class ExpertStore {
   ExpertPool pool_;                // streamed file forms (no slots: none streamed)
   uint64_t read_bytes_ = 0;
   uint64_t hits_ = 0, misses_ = 0;
+  uint64_t prefetches_used_ = 0, prefetches_wasted_ = 0;
+  uint64_t epoch_ = 1;
 };
 
 }  // namespace fflite

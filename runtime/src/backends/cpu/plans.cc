@@ -32,9 +32,9 @@ absl::Status PlanNorm(const LayerView& l, size_t index, size_t d, NormPlan* p) {
   return absl::OkStatus();
 }
 
-absl::Status PlanMoe(const LayerView& l, size_t index, size_t d, const Kernels& kernels,
-                     const PackChoice& choice, const EngineContext& ctx, ExpertStore* store,
-                     MoePlan* mp) {
+absl::Status PlanMoe(const Model& model, const LayerView& l, size_t index, size_t d,
+                     const Kernels& kernels, const PackChoice& choice, const EngineContext& ctx,
+                     ExpertStore* store, MoePlan* mp) {
   const MoeView& m = l.moe;
   const std::string name = absl::StrFormat("layers[%d].moe", index);
   const size_t e = m.num_experts;
@@ -63,6 +63,8 @@ absl::Status PlanMoe(const LayerView& l, size_t index, size_t d, const Kernels& 
                                        &mp->router));
   mp->shared.resize(m.shared_experts.size());
   for (size_t s = 0; s < m.shared_experts.size(); ++s) {
+    // Every token reads the shared experts: their scales are checked now, with the packing.
+    FFLITE_RETURN_IF_ERROR(model.CheckFfnScales(m.shared_experts[s]));
     FFLITE_RETURN_IF_ERROR(PackFfn(m.shared_experts[s], kernels, choice, ctx,
                                    absl::StrFormat("%s.shared_experts[%d]", name, s),
                                    &mp->shared[s]));
@@ -95,7 +97,7 @@ absl::Status PlanLayers(const Model& model, const Kernels& kernels, const PackCh
     if (l.kind == LayerKind::kMoe) {
       p.moe = true;
       z.any_moe = true;
-      FFLITE_RETURN_IF_ERROR(PlanMoe(l, i, d, kernels, choice, ctx, store, &p.moe_plan));
+      FFLITE_RETURN_IF_ERROR(PlanMoe(model, l, i, d, kernels, choice, ctx, store, &p.moe_plan));
       const MoeView& m = l.moe;
       z.max_ff = std::max<size_t>(z.max_ff, m.experts[0].d_ff_padded);
       z.max_expert_ff = std::max<size_t>(z.max_expert_ff, m.experts[0].d_ff_padded);
@@ -115,6 +117,7 @@ absl::Status PlanLayers(const Model& model, const Kernels& kernels, const PackCh
     }
     const FfnView& f = l.ffn;
     p.file.Init(f);
+    p.scales_checked = !f.AnyQuantized();
     if (f.AllQuantized()) {
       // Nothing to pack: PackFfn converts the biases only.
       FFLITE_RETURN_IF_ERROR(

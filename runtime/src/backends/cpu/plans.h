@@ -62,6 +62,10 @@ struct LayerPlan {
   PackedFfn ffn;
   bool packed = false;
   bool direct_small = false;
+  // Whether the scales of the layer's quantised matrices were found finite (Model::CheckScales,
+  // on a dense layer's first call); true from the start where there are none to check. (An MoE
+  // layer's shared experts are checked at session creation, its routed experts by the store.)
+  bool scales_checked = true;
   FileFfn file;
   MoePlan moe_plan;
   NormPlan norm;
@@ -80,9 +84,10 @@ struct ModelSizes {
 };
 
 // Plans every layer of `model`: norms copied, routers and shared experts packed now with `choice`
-// on ctx's threads (their file pages then released, as are the norms'), routed experts added to
-// `store`, dense layers left to pack on first use. Errors: ResourceExhausted (memory, too many
-// experts), Internal (XNNPACK refused an operator), naming the layer.
+// on ctx's threads (their file pages then released, as are the norms'; quantised shared experts'
+// scales checked), routed experts added to `store`, dense layers left to pack (and their scales
+// to check) on first use. Errors: ResourceExhausted (memory, too many experts), Internal (XNNPACK
+// refused an operator), DataLoss (a shared expert's scale is not finite), naming the layer.
 absl::Status PlanLayers(const Model& model, const Kernels& kernels, const PackChoice& choice,
                         const EngineContext& ctx, ExpertStore* store,
                         std::vector<LayerPlan>* plans, ModelSizes* sizes);

@@ -89,7 +89,9 @@ class CudaBackend : public Backend, LayerExecutor, ExpertExecutor {
     FFLITE_CUBLAS_CHECK("cublasCreate", Cublas().create(&handle_));
     FFLITE_CUDA_CHECK("cudaEventCreate", cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
 
-    // Weights: size, allocate, copy.
+    // Weights: size, allocate, copy. Every quantised matrix is dequantised for the upload, so
+    // all their scales are checked now (the loader does not): a bad one fails the creation.
+    FFLITE_RETURN_IF_ERROR(model_.CheckAllScales());
     Arena sizing(nullptr);
     PlaceModel(&sizing, model_);
     FFLITE_CUDA_CHECK("cudaMalloc (weights)", cudaMalloc(&weights_, std::max<uint64_t>(

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/half.h"
+#include "base/status_macros.h"
 #include "moe/routing.h"
 
 namespace fflite {
@@ -58,7 +59,8 @@ void MatVec(const TensorView& w, const TensorView& b, const double* x, double* y
 
 // One token at a time (passes of one token), every value in double: the layer's steps come from
 // the layer runner and an MoE layer's from the MoE runner, like every backend's; the arithmetic
-// of each step is written out here.
+// of each step is written out here. Each FFN's quantised scales are checked before it runs
+// (Model::CheckScales: a scan on first use, an atomic load after).
 class ReferenceBackend : public Backend, LayerExecutor, ExpertExecutor {
  public:
   explicit ReferenceBackend(const Model& model) : model_(model) {
@@ -110,6 +112,7 @@ class ReferenceBackend : public Backend, LayerExecutor, ExpertExecutor {
   }
 
   absl::Status Dense(const LayerPass& pass) override {
+    FFLITE_RETURN_IF_ERROR(model_.CheckFfnScales(pass.view->ffn));
     Ffn(pass.view->ffn, h_.data(), f_.data(), pass.scale,
         pass.capture != nullptr && pass.capture->h != nullptr
             ? pass.capture->h + pass.t0 * pass.capture->d_ff
@@ -150,6 +153,7 @@ class ReferenceBackend : public Backend, LayerExecutor, ExpertExecutor {
   absl::Status RunExpert(const MoeCall& call, const ExpertBatch& batch) override {
     const uint32_t j = batch.entries[0] % call.moe->top_k;
     const LayerCapture* capture = call.capture;
+    FFLITE_RETURN_IF_ERROR(model_.CheckFfnScales(call.moe->experts[batch.expert]));
     Ffn(call.moe->experts[batch.expert], h_.data(), expert_out_.data(), batch.scale,
         capture != nullptr && capture->h != nullptr
             ? capture->h + (call.t0 * call.moe->top_k + j) * capture->d_ff
@@ -168,6 +172,7 @@ class ReferenceBackend : public Backend, LayerExecutor, ExpertExecutor {
   absl::Status RunShared(const MoeCall& call, size_t s, size_t /*r0*/, size_t /*m*/,
                          bool /*last*/) override {
     const MoeView& m = *call.moe;
+    FFLITE_RETURN_IF_ERROR(model_.CheckFfnScales(m.shared_experts[s]));
     const size_t d = model_.d_model();
     double gate = 1.0;
     if (m.shared_expert_gate.present()) {
