@@ -66,68 +66,69 @@ TEST(CpuMoeBudgetTest, SameBitsWhateverTheBudgetAndBudgetKept) {
   const uint64_t one = OneExpert(d, ff, true);
   const size_t sizes[] = {1, 1, 3, 1, 17, 1, 2, 1, 64, 1, 1, 5};
   for (const bool file : {false, true}) {
-  SCOPED_TRACE(file ? "file-backed" : "in a buffer");
-  auto built = file ? testing::BuildModelFile(spec, "budget_bits.fflite") : testing::BuildModel(spec);
-  ASSERT_TRUE(built.ok()) << built.status();
-  for (int threads : {1, 3}) {
-    BackendConfig config;
-    config.num_threads = threads;
-    config.max_tokens = 64;
-    auto unlimited = CreateCpuBackend(*built->model, config);
-    ASSERT_TRUE(unlimited.ok()) << unlimited.status();
-    // Routed experts are prepared on first use, budget or not: none is packed at creation.
-    EXPECT_EQ((*unlimited)->Stats().resident_expert_bytes, 0u);
-    for (uint64_t budget : {uint64_t{1}, one, 3 * one, 5 * one}) {
-      config.expert_budget_bytes = budget;
-      auto limited = CreateCpuBackend(*built->model, config);
-      ASSERT_TRUE(limited.ok()) << limited.status();
-      EXPECT_EQ((*limited)->Stats().resident_expert_bytes, 0u) << "packed on first use";
-      // A file's experts stream into slots (at least one, else as many as the budget holds).
-      const BackendStats created = (*limited)->Stats();
-      if (file) {
-        ASSERT_GT(created.expert_slots, 0u);
-        uint64_t experts = 0;
-        for (const LayerView& l : built->model->layers()) experts += l.moe.num_experts;
-        const uint64_t fit = std::max<uint64_t>(1, budget / created.expert_slot_bytes);
-        EXPECT_EQ(created.expert_slots, std::min(experts, fit));
-      } else {
-        EXPECT_EQ(created.expert_slots, 0u);
-      }
-      // A budget below one expert's largest form keeps just the form last used.
-      const uint64_t largest = std::max(one, created.expert_slot_bytes);
-      Rng inputs(41);
-      for (size_t call = 0; call < sizeof(sizes) / sizeof(sizes[0]); ++call) {
-        const size_t n = sizes[call];
-        const std::vector<float> x = inputs.Vec(n * d, 2.0f);
-        for (size_t layer = 0; layer < 3; ++layer) {
-          std::vector<float> want(n * d), got(n * d);
-          ASSERT_TRUE((*unlimited)->Run(layer, x.data(), n, want.data()).ok());
-          ASSERT_TRUE((*limited)->Run(layer, x.data(), n, got.data()).ok());
-          ASSERT_EQ(want, got) << "budget " << budget << ", call " << call << ", layer " << layer
-                               << ", threads " << threads;
-          const uint64_t resident = (*limited)->Stats().resident_expert_bytes;
-          EXPECT_LE(resident, std::max(budget, largest)) << "budget " << budget;
+    SCOPED_TRACE(file ? "file-backed" : "in a buffer");
+    auto built =
+        file ? testing::BuildModelFile(spec, "budget_bits.fflite") : testing::BuildModel(spec);
+    ASSERT_TRUE(built.ok()) << built.status();
+    for (int threads : {1, 3}) {
+      BackendConfig config;
+      config.num_threads = threads;
+      config.max_tokens = 64;
+      auto unlimited = CreateCpuBackend(*built->model, config);
+      ASSERT_TRUE(unlimited.ok()) << unlimited.status();
+      // Routed experts are prepared on first use, budget or not: none is packed at creation.
+      EXPECT_EQ((*unlimited)->Stats().resident_expert_bytes, 0u);
+      for (uint64_t budget : {uint64_t{1}, one, 3 * one, 5 * one}) {
+        config.expert_budget_bytes = budget;
+        auto limited = CreateCpuBackend(*built->model, config);
+        ASSERT_TRUE(limited.ok()) << limited.status();
+        EXPECT_EQ((*limited)->Stats().resident_expert_bytes, 0u) << "packed on first use";
+        // A file's experts stream into slots (at least one, else as many as the budget holds).
+        const BackendStats created = (*limited)->Stats();
+        if (file) {
+          ASSERT_GT(created.expert_slots, 0u);
+          uint64_t experts = 0;
+          for (const LayerView& l : built->model->layers()) experts += l.moe.num_experts;
+          const uint64_t fit = std::max<uint64_t>(1, budget / created.expert_slot_bytes);
+          EXPECT_EQ(created.expert_slots, std::min(experts, fit));
+        } else {
+          EXPECT_EQ(created.expert_slots, 0u);
         }
+        // A budget below one expert's largest form keeps just the form last used.
+        const uint64_t largest = std::max(one, created.expert_slot_bytes);
+        Rng inputs(41);
+        for (size_t call = 0; call < sizeof(sizes) / sizeof(sizes[0]); ++call) {
+          const size_t n = sizes[call];
+          const std::vector<float> x = inputs.Vec(n * d, 2.0f);
+          for (size_t layer = 0; layer < 3; ++layer) {
+            std::vector<float> want(n * d), got(n * d);
+            ASSERT_TRUE((*unlimited)->Run(layer, x.data(), n, want.data()).ok());
+            ASSERT_TRUE((*limited)->Run(layer, x.data(), n, got.data()).ok());
+            ASSERT_EQ(want, got) << "budget " << budget << ", call " << call << ", layer " << layer
+                                 << ", threads " << threads;
+            const uint64_t resident = (*limited)->Stats().resident_expert_bytes;
+            EXPECT_LE(resident, std::max(budget, largest)) << "budget " << budget;
+          }
+        }
+        const BackendStats stats = (*limited)->Stats();
+        EXPECT_GT(stats.expert_misses, 0u);
+        if (file) {
+          EXPECT_GT(stats.expert_reads, 0u);
+          EXPECT_GE(stats.expert_read_buffered_bytes + stats.expert_read_direct_bytes,
+                    stats.expert_reads * (one / 4)) << "each read holds an expert's matrices";
+        } else {
+          EXPECT_EQ(stats.expert_reads, 0u);
+        }
+        // The routing statistics do not depend on the budget either.
+        for (size_t layer : {size_t{0}, size_t{2}}) {
+          const auto a = (*unlimited)->expert_counts()->layer(layer);
+          const auto b = (*limited)->expert_counts()->layer(layer);
+          EXPECT_EQ(std::vector<uint64_t>(a.begin(), a.end()),
+                    std::vector<uint64_t>(b.begin(), b.end()));
+        }
+        (*unlimited)->expert_counts()->Reset();
       }
-      const BackendStats stats = (*limited)->Stats();
-      EXPECT_GT(stats.expert_misses, 0u);
-      if (file) {
-        EXPECT_GT(stats.expert_reads, 0u);
-        EXPECT_GE(stats.expert_read_buffered_bytes + stats.expert_read_direct_bytes,
-                  stats.expert_reads * (one / 4)) << "each read holds an expert's matrices";
-      } else {
-        EXPECT_EQ(stats.expert_reads, 0u);
-      }
-      // The routing statistics do not depend on the budget either.
-      for (size_t layer : {size_t{0}, size_t{2}}) {
-        const auto a = (*unlimited)->expert_counts()->layer(layer);
-        const auto b = (*limited)->expert_counts()->layer(layer);
-        EXPECT_EQ(std::vector<uint64_t>(a.begin(), a.end()),
-                  std::vector<uint64_t>(b.begin(), b.end()));
-      }
-      (*unlimited)->expert_counts()->Reset();
     }
-  }
   }
 }
 

@@ -32,6 +32,7 @@
 #include "base/status_macros.h"
 #include "base/tool_flags.h"
 #include "bench/host_bench.h"
+#include "bench/storage_bench.h"
 #include "bench/synthetic.h"
 #include "bench/work.h"
 #include "format/model.h"
@@ -45,6 +46,25 @@ ABSL_FLAG(std::string, synthetic, "",
 ABSL_FLAG(std::optional<int64_t>, layers, std::nullopt,
           "--synthetic: this many layers (at least 1; each with weights of its own) instead of the "
           "shape's own (48 for qwen3-30b-a3b, 1 for the others): sizes the file to the machine");
+ABSL_FLAG(std::string, synthetic_out, "",
+          "--synthetic: write the model to this path and keep it (run it again with --model)");
+ABSL_FLAG(bool, storage, false,
+          "MoE experts streamed from storage (needs --expert_budget_fraction): the storage's "
+          "read bandwidth, the all-resident time, then the streamed session and the mapped file "
+          "without a budget, the file's pages dropped first, under --memory_limit_mib; --reps "
+          "decode tokens through every layer, and a prefill of --prefill_tokens");
+ABSL_FLAG(int64_t, memory_limit_mib, 0,
+          "--storage: run the streamed and mapped sessions inside a memory cgroup of this many "
+          "MiB (v1 or v2; root); refused where none can be made");
+ABSL_FLAG(int64_t, prefill_tokens, 256, "--storage: tokens of the prefill call (0: none)");
+ABSL_FLAG(bool, mmap_baseline, true,
+          "--storage: also time the mapped file without a budget under the same limit");
+ABSL_FLAG(double, routing_skew, 0.0,
+          "--synthetic MoE shapes: skew the routing towards a few experts (a router bias: the "
+          "experts' shares fall about as a Zipf law of this exponent; 0: about uniform)");
+ABSL_FLAG(std::string, expert_policy, "frequency",
+          "under an expert budget, which resident expert goes first: lru, or frequency (the "
+          "least used lately among the least recently used)");
 ABSL_FLAG(std::string, tokens, "1,128", "token counts per call, comma-separated");
 ABSL_FLAG(std::string, threads, "1", "thread counts, comma-separated");
 ABSL_FLAG(std::string, backend, "auto", "auto, or a backend name (xnnpack, reference, cuda: device-pointer I/O against the GPU's "
@@ -176,6 +196,12 @@ absl::StatusOr<CpuBackendOptions> BenchCpuOptions() {
     if (options.gemm_f32 == nullptr && options.gemm_bf16 == nullptr) {
       return absl::InvalidArgumentError("--gemm_isa: this CPU has no gemm kernel " + isa);
     }
+  }
+  const std::string policy = absl::GetFlag(FLAGS_expert_policy);
+  if (policy == "lru") {
+    options.expert_policy = ResidencyPolicy::kLru;
+  } else if (policy != "frequency") {
+    return absl::InvalidArgumentError("--expert_policy: lru or frequency, not " + policy);
   }
   options.bf16_arithmetic = absl::GetFlag(FLAGS_bf16_arithmetic);
   options.half_panels = absl::GetFlag(FLAGS_half_panels);
@@ -336,7 +362,10 @@ int Main() {
     const char* tmp = std::getenv("TMPDIR");
     path = absl::StrFormat("%s/fflite-bench-%d-%s.fflite", tmp != nullptr ? tmp : "/tmp",
                            static_cast<int>(getpid()), synthetic);
+    if (!absl::GetFlag(FLAGS_synthetic_out).empty()) path = absl::GetFlag(FLAGS_synthetic_out);
     WriteOptions write;
+    // MoE shapes: expert records on 4 KiB pages, as fflite-convert writes MoE models.
+    write.expert_alignment = kExpertPageAlignment;
     auto dtype = ParseDTypeName(absl::GetFlag(FLAGS_dtype));
     if (!dtype.has_value()) {
       std::fprintf(stderr, "--dtype: '%s' is not one of f32, f16, bf16, i8, i4\n",
@@ -349,6 +378,13 @@ int Main() {
       const absl::Status sparse = SetSparsity(absl::GetFlag(FLAGS_sparsity), &*spec);
       if (!sparse.ok()) {
         std::fprintf(stderr, "%s\n", std::string(sparse.message()).c_str());
+        return 2;
+      }
+    }
+    if (absl::GetFlag(FLAGS_routing_skew) != 0.0) {
+      const absl::Status skew = SetRoutingSkew(absl::GetFlag(FLAGS_routing_skew), &*spec);
+      if (!skew.ok()) {
+        std::fprintf(stderr, "%s\n", std::string(skew.message()).c_str());
         return 2;
       }
     }
@@ -398,13 +434,40 @@ int Main() {
   // releases expert pages of its model's mapping, which would slow other sessions of that model.
   absl::StatusOr<std::unique_ptr<Model>> second = std::unique_ptr<Model>();
   if (absl::GetFlag(FLAGS_vs_unbudgeted)) second = Model::LoadFile(path);
-  if (!synthetic.empty()) std::remove(path.c_str());  // the mappings keep it alive
+  // The mappings keep it alive (--storage reads it again by name: removed after).
+  const bool remove_file = !synthetic.empty() && absl::GetFlag(FLAGS_synthetic_out).empty();
+  if (remove_file && !absl::GetFlag(FLAGS_storage)) std::remove(path.c_str());
   if (!loaded.ok() || !second.ok()) {
     std::fprintf(stderr, "%s\n",
                  (loaded.ok() ? second.status() : loaded.status()).ToString().c_str());
     return 1;
   }
   const Model& model = **loaded;
+  if (absl::GetFlag(FLAGS_storage)) {
+    StorageBench sb;
+    sb.path = path;
+    sb.model = &model;
+    sb.budget_fraction = absl::GetFlag(FLAGS_expert_budget_fraction);
+    sb.memory_limit_mib = absl::GetFlag(FLAGS_memory_limit_mib);
+    sb.threads = static_cast<int>(thread_list.front());
+    sb.decode_steps = std::max(1, absl::GetFlag(FLAGS_reps));
+    sb.prefill_tokens = static_cast<int>(absl::GetFlag(FLAGS_prefill_tokens));
+    sb.mmap_baseline = absl::GetFlag(FLAGS_mmap_baseline);
+    int rc = 2;
+    absl::StatusOr<CpuBackendOptions> cpu = BenchCpuOptions();
+    if (!cpu.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(cpu.status().message()).c_str());
+    } else if (sb.budget_fraction <= 0.0 || sb.budget_fraction >= 1.0) {
+      std::fprintf(stderr, "--storage needs --expert_budget_fraction in (0, 1)\n");
+    } else if (sb.memory_limit_mib < 0 || sb.prefill_tokens < 0) {
+      std::fprintf(stderr, "--memory_limit_mib and --prefill_tokens must be >= 0\n");
+    } else {
+      sb.options = *cpu;
+      rc = RunStorageBench(sb);
+    }
+    if (remove_file) std::remove(path.c_str());
+    return rc;
+  }
 #ifdef FFLITE_HAVE_CUDA
   if (backend == "cuda") {
     return RunCudaBench(model, CountWork(model).flops_per_token, token_list,

@@ -137,17 +137,18 @@ typedef struct fflite_session_options {
   /* Most bytes of routed-expert weights the session keeps in memory; default 0: no limit. The
    * xnnpack backend runs an expert that gets few tokens in a call (every expert at decode)
    * straight from the model file's bytes, and one that gets many through packed weights; both
-   * forms count. With a limit, a form is made resident on first use and the least recently used
-   * ones are dropped beyond it, so that a model whose experts do not all fit in memory still
-   * runs; a budget below one expert keeps just the one in use. A model loaded from a file then
-   * reads each expert's bytes into slots of memory the session reserves at creation (as many
-   * slots as the budget holds, each the size of the largest expert rounded up to 4 KiB pages,
-   * committed as they fill) with explicit reads: what the page cache holds is copied from it,
-   * the rest read past it (O_DIRECT) where the file system allows; none of their pages is mapped
-   * in, and a file truncated after loading fails the call that reads past its end with IO_ERROR
-   * naming the expert and the offset (the session stays usable). Such a session also reads
-   * experts ahead on one reader thread of its own, started on its first read-ahead
-   * (fflite_expert_stats). A model loaded from a buffer keeps reading the buffer. Results are identical whatever the budget. Router, shared experts
+   * forms count. With a limit, a form is made resident on first use and others are dropped
+   * beyond it (the least used lately among the least recently used), so that a model whose
+   * experts do not all fit in memory still runs; a budget below one expert keeps just the one in
+   * use. A model loaded from a file then reads each expert's bytes into slots of memory the
+   * session reserves at creation (as many slots as the budget holds, each the size of the
+   * largest expert rounded up to 4 KiB pages, committed as they fill) with explicit reads: what
+   * the page cache holds is copied from it, the rest read past it (O_DIRECT) where the file
+   * system allows; none of their pages is mapped in, and a file truncated after loading fails
+   * the call that reads past its end with IO_ERROR naming the expert and the offset (the session
+   * stays usable). Such a session also reads experts ahead on one reader thread of its own,
+   * started on its first read-ahead (fflite_expert_stats). A model loaded from a buffer keeps
+   * reading the buffer. Results are identical whatever the budget. Router, shared experts
    * and dense layers are always resident and not counted. >= 0. The cuda backend keeps every
    * expert in device memory and refuses a nonzero budget (INVALID_ARGUMENT). */
   int64_t expert_budget_bytes;

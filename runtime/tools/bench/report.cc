@@ -229,8 +229,8 @@ void PrintTable(const Report& r) {
         r.rss_end, r.rss_end - r.rss_before, r.resident_experts / 1e6,
         (r.budget > 0 ? r.budget : r.work.expert_bytes) / 1e6 + r.work.non_expert_bytes / 1e6);
     const BackendStats& es = r.expert_stats;
-    std::printf("experts of the first session: %" PRIu64 " hits, %" PRIu64 " misses", es.expert_hits,
-                es.expert_misses);
+    std::printf("experts of the first session: %" PRIu64 " hits, %" PRIu64 " misses",
+                es.expert_hits, es.expert_misses);
     if (es.expert_slots != 0) {
       std::printf(
           "; streamed into %" PRIu64 " slots of %.2f MB: %" PRIu64 " reads, %.1f MB through the "

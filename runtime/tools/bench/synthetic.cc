@@ -1,9 +1,11 @@
 // Synthetic model specs whose tensors fill themselves with a fast generator while written.
 #include "bench/synthetic.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <random>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -216,6 +218,31 @@ absl::Status SetSparsity(double fraction, ModelSpec* spec) {
     return absl::InvalidArgumentError(
         "--sparsity needs ReLU-family layers: --synthetic llama-reglu, opt or tiny-relu");
   }
+  return absl::OkStatus();
+}
+
+absl::Status SetRoutingSkew(double s, ModelSpec* spec) {
+  if (!(s >= 0.0 && s <= 4.0)) {
+    return absl::InvalidArgumentError(absl::StrFormat("--routing_skew: %g must be in [0, 4]", s));
+  }
+  bool any = false;
+  uint32_t layer = 0;
+  for (LayerSpec& l : spec->layers) {
+    ++layer;
+    if (l.kind != LayerKind::kMoe) continue;
+    const uint32_t experts = static_cast<uint32_t>(l.moe.experts.size());
+    std::vector<uint32_t> order(experts);
+    for (uint32_t e = 0; e < experts; ++e) order[e] = e;
+    std::mt19937 gen(1000 + layer);
+    std::shuffle(order.begin(), order.end(), gen);
+    std::vector<float> bias(experts);
+    for (uint32_t rank = 0; rank < experts; ++rank) {
+      bias[order[rank]] = static_cast<float>(-s * std::log(rank + 1.0));
+    }
+    l.moe.router_bias = TensorFromF32({experts}, std::move(bias));
+    any = true;
+  }
+  if (!any) return absl::InvalidArgumentError("--routing_skew needs an MoE model");
   return absl::OkStatus();
 }
 

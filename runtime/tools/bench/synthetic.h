@@ -41,6 +41,13 @@ absl::StatusOr<ModelSpec> SyntheticSpec(const std::string& name,
 // normalised inputs). InvalidArgument: fraction outside [0, 1], or no ReLU-family layer.
 absl::Status SetSparsity(double fraction, ModelSpec* spec);
 
+// For --routing_skew: skews every MoE layer's routing towards a few experts, as real routing is
+// (a few experts take most tokens): router bias -s · ln(rank + 1), each layer ranking its experts
+// in an order of its own, so that the experts' shares of the top choice fall about as a Zipf law
+// of exponent s (0: as the router alone routes, about uniform). InvalidArgument: s outside
+// [0, 4], or no MoE layer.
+absl::Status SetRoutingSkew(double s, ModelSpec* spec);
+
 }  // namespace bench
 }  // namespace fflite
 
