@@ -524,30 +524,6 @@ TEST(CpuMoeDirectTest, RowsSharedAmongThreadsGiveTheSameBits) {
   testing::ExpectOutputsNear(*want, outs[0], tokens, d, testing::kF32RelTol, "1 thread");
 }
 
-// Resident bytes of the mapping that holds `p`, from /proc/self/smaps (-1 if not found).
-int64_t MappingRssBytes(const void* p) {
-  std::FILE* f = std::fopen("/proc/self/smaps", "r");
-  if (f == nullptr) return -1;
-  char line[512];
-  bool inside = false;
-  int64_t rss = -1;
-  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  while (std::fgets(line, sizeof(line), f) != nullptr) {
-    unsigned long lo = 0, hi = 0;  // NOLINT(runtime/int): the format of smaps
-    if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && std::strchr(line, '-') < std::strchr(line, ' ')) {
-      inside = a >= lo && a < hi;
-      continue;
-    }
-    long kb = 0;  // NOLINT(runtime/int)
-    if (inside && std::sscanf(line, "Rss: %ld kB", &kb) == 1) {
-      rss = static_cast<int64_t>(kb) * 1024;
-      break;
-    }
-  }
-  std::fclose(f);
-  return rss;
-}
-
 // A file-backed model under a budget: decode on varied tokens reads experts into the pool's slots
 // with explicit reads, never through the mapping, so none of the experts' pages is mapped in (only
 // the file's metadata and the router's); without a budget the pages read stay mapped. Results are
@@ -591,7 +567,7 @@ TEST(CpuMoeDirectTest, BudgetBoundsTheMappedPagesOfAFileModel) {
     EXPECT_LE((*limited)->Stats().resident_expert_bytes, 2 * mapped_one) << "call " << call;
     // qemu-user does not pass madvise through, nor show the guest's mappings in smaps.
     if (!UnderQemu()) {
-      const int64_t rss = MappingRssBytes(limited_map);
+      const int64_t rss = testing::MappingRssBytes(limited_map);
       ASSERT_GE(rss, 0) << "the model's mapping is not in /proc/self/smaps";
       EXPECT_LE(rss, slack) << "call " << call;
     }
@@ -608,7 +584,8 @@ TEST(CpuMoeDirectTest, BudgetBoundsTheMappedPagesOfAFileModel) {
   EXPECT_GE(stats.expert_read_buffered_bytes + stats.expert_read_direct_bytes,
             stats.expert_reads * mapped_one);
   if (!UnderQemu()) {
-    EXPECT_GE(MappingRssBytes(free_map), static_cast<int64_t>(used * mapped_one) - 65536);
+    EXPECT_GE(testing::MappingRssBytes(free_map),
+              static_cast<int64_t>(used * mapped_one) - 65536);
   }
 }
 

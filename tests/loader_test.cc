@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "session/session.h"
 #include "testing/model_builder.h"
+#include "testing/testers.h"
 #include "testing/status_matchers.h"
 
 namespace fflite {
@@ -417,31 +418,6 @@ TEST_F(QuantLoaderTest, QuantisedModelLoadsWithItsLayout) {
   EXPECT_EQ(f.up.size, 4u * (64 + 256));
 }
 
-// The resident bytes of the mapping that holds `p` (its Rss in /proc/self/smaps), or -1.
-int64_t MappingRssBytes(const void* p) {
-  std::FILE* f = std::fopen("/proc/self/smaps", "r");
-  if (f == nullptr) return -1;
-  char line[512];
-  bool inside = false;
-  int64_t rss = -1;
-  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  while (std::fgets(line, sizeof(line), f) != nullptr) {
-    unsigned long lo = 0, hi = 0;  // NOLINT(runtime/int): the format of smaps
-    if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2 &&
-        std::strchr(line, '-') < std::strchr(line, ' ')) {
-      inside = a >= lo && a < hi;
-      continue;
-    }
-    long kb = 0;  // NOLINT(runtime/int)
-    if (inside && std::sscanf(line, "Rss: %ld kB", &kb) == 1) {
-      rss = static_cast<int64_t>(kb) * 1024;
-      break;
-    }
-  }
-  std::fclose(f);
-  return rss;
-}
-
 // A quantised matrix's scales are checked on its first use, not at load (which reads no weight
 // byte): a NaN or Inf scale loads, and then fails every run of its layer with DataLoss
 // (FFLITE_STATUS_INVALID_MODEL) naming the matrix, row and block, on every backend that takes the
@@ -647,7 +623,7 @@ TEST(QuantLoaderFileTest, LoadingReadsNoWeights) {
   ASSERT_GE(m.data_size(), 6u << 20);  // 2 layers of 3 i4 matrices of 2M weights
   // qemu-user does not show the guest's mappings in smaps.
   if (std::getenv("FFLITE_UNDER_QEMU") != nullptr) GTEST_SKIP() << "no smaps under qemu";
-  const int64_t rss = MappingRssBytes(m.layers()[0].ffn.up.data);
+  const int64_t rss = testing::MappingRssBytes(m.layers()[0].ffn.up.data);
   ASSERT_GE(rss, 0) << "the model's mapping is not in /proc/self/smaps";
   // Slack: one fault-around window (64 KiB, aligned: the data section starts on one) past the
   // metadata.
@@ -659,7 +635,7 @@ TEST(QuantLoaderFileTest, LoadingReadsNoWeights) {
   ASSERT_TRUE(session.ok()) << session.status();
   std::vector<float> x(1024, 0.25f), y(1024);
   ASSERT_TRUE((*session)->Run(0, x.data(), 1, y.data()).ok());
-  EXPECT_GE(MappingRssBytes(m.layers()[0].ffn.up.data),
+  EXPECT_GE(testing::MappingRssBytes(m.layers()[0].ffn.up.data),
             static_cast<int64_t>(m.data_size() / 2 - 65536));
 }
 

@@ -49,40 +49,39 @@ TEST(ExpertResidencyTest, BudgetBelowOneEntryKeepsOnlyTheOneInUse) {
 // The frequency-aware policy drops the entry used least often lately among the least recently
 // used ones (the least recent on ties), and old uses fade: an entry used often long ago goes.
 TEST(ExpertResidencyTest, FrequencyAwareKeepsTheOftenUsed) {
-  for (const ResidencyPolicy policy : {ResidencyPolicy::kLru, ResidencyPolicy::kFrequency}) {
+  // Four entries of 100 bytes under `budget`, recording what the list drops.
+  struct List {
     ExpertResidency r;
-    r.Init(4, /*budget=*/300, policy);
-    for (size_t e = 0; e < 4; ++e) r.SetBytes(e, 100);
     std::vector<size_t> evicted;
-    auto make = [&](size_t e) {
-      r.MakeRoom(e, [&](size_t victim) { evicted.push_back(victim); });
+    List(uint64_t budget, ResidencyPolicy policy) {
+      r.Init(4, budget, policy);
+      for (size_t e = 0; e < 4; ++e) r.SetBytes(e, 100);
+    }
+    void Make(size_t e) {
+      r.MakeRoom(e, [this](size_t victim) { evicted.push_back(victim); });
       r.Insert(e);
-    };
-    make(0);
-    for (int i = 0; i < 5; ++i) r.Touch(0);
-    make(1);
-    make(2);
-    make(3);  // LRU drops 0 (the least recent); frequency-aware drops 1 (1 use, before 2)
-    EXPECT_EQ(evicted, std::vector<size_t>{policy == ResidencyPolicy::kLru ? 0u : 1u});
-  }
-  ExpertResidency r;
-  r.Init(4, /*budget=*/300, ResidencyPolicy::kFrequency);  // half-life: 64 touches
-  for (size_t e = 0; e < 4; ++e) r.SetBytes(e, 100);
-  std::vector<size_t> evicted;
-  auto make = [&](size_t e) {
-    r.MakeRoom(e, [&](size_t victim) { evicted.push_back(victim); });
-    r.Insert(e);
+    }
   };
-  make(0);
-  for (int i = 0; i < 8; ++i) r.Touch(0);
-  make(1);
-  make(2);
-  for (int i = 0; i < 300; ++i) r.Touch(1 + i % 2);  // 9 uses of 0 fade to ~0.4
-  make(3);
-  EXPECT_EQ(evicted, std::vector<size_t>{0});
+  for (const ResidencyPolicy policy : {ResidencyPolicy::kLru, ResidencyPolicy::kFrequency}) {
+    List l(300, policy);
+    l.Make(0);
+    for (int i = 0; i < 5; ++i) l.r.Touch(0);
+    l.Make(1);
+    l.Make(2);
+    l.Make(3);  // LRU drops 0 (the least recent); frequency-aware drops 1 (1 use, before 2)
+    EXPECT_EQ(l.evicted, std::vector<size_t>{policy == ResidencyPolicy::kLru ? 0u : 1u});
+  }
+  List l(300, ResidencyPolicy::kFrequency);  // half-life: 64 touches
+  l.Make(0);
+  for (int i = 0; i < 8; ++i) l.r.Touch(0);
+  l.Make(1);
+  l.Make(2);
+  for (int i = 0; i < 300; ++i) l.r.Touch(1 + i % 2);  // 9 uses of 0 fade to ~0.4
+  l.Make(3);
+  EXPECT_EQ(l.evicted, std::vector<size_t>{0});
   // Victim honours what may not be dropped.
-  EXPECT_EQ(r.Victim([](size_t x) { return x == 2; }), 2);
-  EXPECT_EQ(r.Victim([](size_t) { return false; }), -1);
+  EXPECT_EQ(l.r.Victim([](size_t x) { return x == 2; }), 2);
+  EXPECT_EQ(l.r.Victim([](size_t) { return false; }), -1);
 }
 
 TEST(ExpertResidencyTest, NoBudgetDropsNothing) {

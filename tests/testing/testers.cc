@@ -2,6 +2,9 @@
 #include "testing/testers.h"
 
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
 
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
@@ -147,6 +150,30 @@ void ExpectCpuMatchesReference(const ModelSpec& spec, const WriteOptions& write,
   ASSERT_TRUE((*backend)->Run(0, input.data(), tokens, got.data()).ok());
   ExpectOutputsNear(*want, got, tokens, spec.d_model, tolerance, what);
   if (out != nullptr) *out = got;
+}
+
+int64_t MappingRssBytes(const void* p) {
+  std::FILE* f = std::fopen("/proc/self/smaps", "r");
+  if (f == nullptr) return -1;
+  char line[512];
+  bool inside = false;
+  int64_t rss = -1;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    unsigned long lo = 0, hi = 0;  // NOLINT(runtime/int): the format of smaps
+    if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2 &&
+        std::strchr(line, '-') < std::strchr(line, ' ')) {
+      inside = a >= lo && a < hi;
+      continue;
+    }
+    long kb = 0;  // NOLINT(runtime/int)
+    if (inside && std::sscanf(line, "Rss: %ld kB", &kb) == 1) {
+      rss = static_cast<int64_t>(kb) * 1024;
+      break;
+    }
+  }
+  std::fclose(f);
+  return rss;
 }
 
 }  // namespace testing

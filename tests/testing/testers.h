@@ -108,6 +108,10 @@ class MoeTester : public LayerTesterBase<MoeTester> {
   std::function<void(MoeSpec*)> customize_;
 };
 
+// Resident bytes of the mapping that holds `p`, from /proc/self/smaps (-1 if not found; qemu-user
+// shows no guest mapping there).
+int64_t MappingRssBytes(const void* p);
+
 }  // namespace testing
 }  // namespace fflite
 
