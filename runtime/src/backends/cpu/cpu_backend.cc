@@ -341,7 +341,9 @@ class CpuBackend : public Backend, LayerExecutor, ExpertExecutor {
 
   // With streamed experts, the call's experts are read ahead in the order they run, on the
   // pool's reader thread while the first ones compute (the first read is taken back by the
-  // compute thread when it comes to it: ExpertPool::Wait).
+  // compute thread when it comes to it: ExpertPool::Wait). Where the slots do not hold them all
+  // (a prefill), the reads go on in waves: each expert that finished gives its slot to the next
+  // one not yet started (AddExpert).
   absl::Status BeginExperts(const MoeCall& call, const ExpertGroups& groups) override {
     std::memset(scratch_.out, 0, call.n * model_.d_model() * sizeof(float));
     if (store_.streamed()) {
@@ -351,11 +353,18 @@ class CpuBackend : public Backend, LayerExecutor, ExpertExecutor {
       for (uint32_t e = 0; e < experts; ++e) {
         if (groups.count(e) != 0) store_.Protect(first + e);
       }
-      for (uint32_t e = 0; e < experts; ++e) {
-        if (groups.count(e) != 0 && !store_.Prefetch(first + e, /*guess=*/false)) break;
-      }
+      ahead_ = {&groups, first, experts, 0};
+      ReadAhead();
     }
     return absl::OkStatus();
+  }
+
+  // Starts the reads of the call's experts from ahead_.next on while they fit.
+  void ReadAhead() {
+    for (; ahead_.next < ahead_.experts; ++ahead_.next) {
+      if (ahead_.groups->count(ahead_.next) == 0) continue;
+      if (!store_.Prefetch(ahead_.first + ahead_.next, /*guess=*/false)) return;
+    }
   }
 
   absl::Status RunMany(const MoeCall& call, absl::Span<const ExpertBatch> batches,
@@ -411,6 +420,11 @@ class CpuBackend : public Backend, LayerExecutor, ExpertExecutor {
     for (size_t r = 0; r < b.count; ++r) {
       Axpy(d, b.weights[r], y + r * d, scratch_.out + b.tokens[r] * d);
     }
+    if (store_.streamed() && b.offset + b.count == b.group_count &&
+        ahead_.next < ahead_.experts) {
+      store_.Release(ahead_.first + b.expert);  // done with it in this call: the next wave's
+      ReadAhead();
+    }
     return absl::OkStatus();
   }
 
@@ -452,6 +466,13 @@ class CpuBackend : public Backend, LayerExecutor, ExpertExecutor {
   std::vector<LayerPlan> plans_;  // [layers]
   ExpertStore store_;             // routed experts: forms, residency
   HostRouter router_;
+  // The call's read-ahead (BeginExperts): its grouping, its layer's first expert slot, its
+  // experts, and the next one whose read is not started.
+  struct ReadAheadState {
+    const ExpertGroups* groups = nullptr;
+    size_t first = 0;
+    uint32_t experts = 0, next = 0;
+  } ahead_;
   // GuessNextExperts: tokens it guesses for (decode), and its routing [kGuessTokens, top_k].
   static constexpr size_t kGuessTokens = 8;
   std::vector<uint32_t> guess_experts_;

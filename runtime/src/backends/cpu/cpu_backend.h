@@ -28,10 +28,14 @@ bool CpuBackendAvailable(std::string* why);
 // pages released; f16/bf16 ones run calls of at most the direct limit on the file's rows and are
 // packed by their first larger call), quantised matrices are read from the mapping, and routed
 // experts are prepared on first use in the form a call needs (expert_store.h), within
-// config.expert_budget_bytes. Dropping file pages (MADV_DONTNEED) affects every session of the
-// same model, which then reads them again from the page cache. The model must outlive the backend.
-// Errors: ResourceExhausted (memory, threads), Internal (XNNPACK refused an operator); Run may
-// give these too, when packing a dense layer or an expert on first use fails.
+// config.expert_budget_bytes: a file-backed model's experts are then read into the session's
+// slots (moe/expert_pool.h) by the session's reader thread and the calling one, a caller's buffer
+// is read in place. Releasing packed layers' file pages (MADV_DONTNEED) affects every session of
+// the same model, which then reads them again from the page cache. The model must outlive the
+// backend. Errors: ResourceExhausted (memory, threads), Internal (XNNPACK refused an operator),
+// DataLoss (a shared expert's scale); Run may give these too, when packing a dense layer or an
+// expert on first use fails, Unavailable (an expert's read failed) and DataLoss (a matrix's
+// scales, checked on first use).
 absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const Model& model,
                                                           const BackendConfig& config);
 

@@ -62,8 +62,18 @@ std::string ExpertStore::Name(const ExpertSlot& s) const {
 
 void ExpertStore::MakeRoom(size_t entry, int64_t keep) {
   const bool slot = streamed() && entry % 2 == kFileForm;
-  residency_.MakeRoom(
-      entry, [this](size_t e) { Evict(e); }, [&] { return !slot || pool_.has_free(); }, keep);
+  while (!residency_.Fits(entry) || (slot && !pool_.has_free())) {
+    // Experts the epoch still needs (read ahead for this call, or guessed) go last.
+    int64_t victim = residency_.Victim([&](size_t x) {
+      return static_cast<int64_t>(x) != keep && slots_[x / 2].epoch != epoch_;
+    });
+    if (victim < 0) {
+      victim = residency_.Victim([keep](size_t x) { return static_cast<int64_t>(x) != keep; });
+    }
+    if (victim < 0) return;  // only `keep` is left: over the budget with it
+    residency_.Drop(static_cast<size_t>(victim));
+    Evict(static_cast<size_t>(victim));
+  }
 }
 
 absl::StatusOr<PackedFfn*> ExpertStore::Packed(size_t i, const EngineContext& ctx) {

@@ -83,6 +83,8 @@ class ExpertStore {
   // FileForm waits for a read started here. A no-op without streaming.
   void NewEpoch() { ++epoch_; }
   void Protect(size_t i);
+  // The epoch is done with expert i: read-ahead may drop it.
+  void Release(size_t i) { slots_[i].epoch = 0; }
   bool Prefetch(size_t i, bool guess);
 
   // The bytes of slot i's form as the budget counts them.
