@@ -147,7 +147,7 @@ typedef struct fflite_session_options {
    * system allows; none of their pages is mapped in, and a file truncated after loading fails
    * the call that reads past its end with IO_ERROR naming the expert and the offset (the session
    * stays usable). Such a session also reads experts ahead on one reader thread of its own,
-   * started on its first read-ahead (fflite_expert_stats). A model loaded from a buffer keeps
+   * started with the session (fflite_expert_stats). A model loaded from a buffer keeps
    * reading the buffer. Results are identical whatever the budget. Router, shared experts
    * and dense layers are always resident and not counted. >= 0. The cuda backend keeps every
    * expert in device memory and refuses a nonzero budget (INVALID_ARGUMENT). */

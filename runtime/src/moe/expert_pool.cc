@@ -101,6 +101,12 @@ absl::Status ExpertPool::Init(size_t slots, uint64_t slot_bytes) {
   for (size_t i = slots; i-- > 0;) free_.push_back(i);  // slot 0 first
   state_.assign(slots, SlotState());
   queue_.assign(slots, 0);
+  try {
+    reader_ = std::thread([this] { ReaderLoop(); });
+  } catch (const std::system_error& e) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("starting the expert reader thread failed: ", e.what()));
+  }
   return absl::OkStatus();
 }
 
@@ -155,12 +161,7 @@ absl::Status ExpertPool::Fill(const Model& model, const Plan& plan, size_t slot)
 
 absl::Status ExpertPool::Start(const Model& model, const Plan& plan, size_t slot) {
   if (!reader_.joinable()) {
-    try {
-      reader_ = std::thread([this] { ReaderLoop(); });
-    } catch (const std::system_error& e) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("starting the expert reader thread failed: ", e.what()));
-    }
+    return absl::FailedPreconditionError("the expert pool has no reader thread");
   }
   SlotState& s = state_[slot];
   s.started = true;

@@ -53,8 +53,9 @@ class ExpertPool {
   ExpertPool(const ExpertPool&) = delete;
   ExpertPool& operator=(const ExpertPool&) = delete;
 
-  // Reserves `slots` slots of `slot_bytes` (a multiple of 4 KiB) each; their pages are committed
-  // as they are first written. Errors: ResourceExhausted naming the bytes.
+  // Reserves `slots` slots of `slot_bytes` (a multiple of 4 KiB) each, their pages committed as
+  // they are first written, and starts the reader thread. Errors: ResourceExhausted naming the
+  // bytes, or the thread.
   absl::Status Init(size_t slots, uint64_t slot_bytes);
   size_t slots() const { return slots_; }
   uint64_t slot_bytes() const { return slot_bytes_; }
@@ -71,11 +72,11 @@ class ExpertPool {
   // Reads f's bytes per `plan` into `slot` now, on the calling thread. Errors: Unavailable
   // naming the file offset and the cause (the slot's contents are then undefined).
   absl::Status Fill(const Model& model, const Plan& plan, size_t slot);
-  // The same on the pool's reader thread (started on first use): returns at once; Wait(slot)
+  // The same on the pool's reader thread: returns at once; Wait(slot)
   // returns the read's status once it is done, reading it on the calling thread itself if the
   // reader has not taken it yet (so the caller never idles while its read waits in the queue).
   // `plan` and the model must stay until then.
-  // Errors: ResourceExhausted when the thread cannot be started (then nothing was queued).
+  // Errors: FailedPrecondition without a reader thread (Init did not succeed; nothing queued).
   absl::Status Start(const Model& model, const Plan& plan, size_t slot);
   absl::Status Wait(size_t slot);
   // Whether slot's Start has not been waited for.

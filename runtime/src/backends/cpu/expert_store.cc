@@ -186,7 +186,7 @@ bool ExpertStore::Prefetch(size_t i, bool guess) {
   const size_t slot = pool_.Acquire();
   if (!pool_.Start(model_, s.plan, slot).ok()) {
     pool_.Release(slot);
-    return false;  // no reader thread: the experts are read when they run
+    return false;  // no reader thread (not expected): the experts are read when they run
   }
   Point(s, slot);
   s.ahead = guess ? ExpertSlot::Ahead::kGuess : ExpertSlot::Ahead::kCall;
