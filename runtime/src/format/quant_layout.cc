@@ -44,6 +44,36 @@ void PackQuantMatrix(DType dtype, uint64_t rows, uint64_t k, const int8_t* q,
   });
 }
 
+void RepadQuantMatrix(DType dtype, uint64_t rows, uint64_t k, const uint8_t* src,
+                      uint64_t stored_rows, uint64_t stored_k, uint8_t* dst) {
+  WithQuantTraits(FindDType(dtype)->quant_type, [&](auto traits) {
+    using Q = decltype(traits);
+    const QuantGeometry from = GeometryOf<Q>(rows, k), to = GeometryOf<Q>(stored_rows, stored_k);
+    // One block of zero values (I4: nibbles 8) for the padding.
+    uint8_t zero_block[Q::kBlockPanelBytes];
+    for (size_t r = 0; r < kQuantPanelRows; ++r) {
+      for (size_t j = 0; j < kQuantBlock; ++j) Q::SetValue(zero_block, r, j, 0);
+    }
+    for (uint64_t p = 0; p < to.panels; ++p) {
+      uint8_t* panel = dst + p * to.panel_bytes;
+      std::memset(panel, 0, to.scale_bytes);
+      uint64_t b0 = 0;
+      if (p < from.panels) {
+        // Scales are [block][16 rows]: the first k_blocks · 32 bytes are the source's.
+        const uint8_t* in = src + p * from.panel_bytes;
+        std::memcpy(panel, in, from.k_blocks * kQuantPanelRows * 2);
+        std::memcpy(panel + to.scale_bytes, in + from.scale_bytes,
+                    from.k_blocks * from.block_panel_bytes);
+        b0 = from.k_blocks;
+      }
+      for (uint64_t b = b0; b < to.k_blocks; ++b) {
+        std::memcpy(panel + to.scale_bytes + b * to.block_panel_bytes, zero_block,
+                    sizeof(zero_block));
+      }
+    }
+  });
+}
+
 int8_t QuantValueAt(DType dtype, const QuantGeometry& g, const uint8_t* data, uint64_t r,
                     uint64_t j) {
   const uint64_t p = r / kQuantPanelRows, b = j / kQuantBlock;

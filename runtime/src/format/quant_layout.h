@@ -21,6 +21,11 @@ QuantGeometry QuantMatrixGeometry(DType dtype, uint64_t rows, uint64_t k);
 // fully written (padding zero).
 void PackQuantMatrix(DType dtype, uint64_t rows, uint64_t k, const int8_t* q,
                      const uint16_t* scales_f16, uint8_t* dst);
+// Re-lays a stored [rows, k] matrix `src` as the stored [stored_rows, stored_k] matrix `dst`
+// (stored_rows >= rows, stored_k >= k; dst: that geometry's bytes() bytes): the same scales and
+// values, the added rows and blocks with zero scales and zero values, as PackQuantMatrix pads.
+void RepadQuantMatrix(DType dtype, uint64_t rows, uint64_t k, const uint8_t* src,
+                      uint64_t stored_rows, uint64_t stored_k, uint8_t* dst);
 // The quantised value and the scale of element (r, j) of a stored matrix (the inverse of
 // PackQuantMatrix; for tests, the loader's checks and the reference backend).
 int8_t QuantValueAt(DType dtype, const QuantGeometry& g, const uint8_t* data, uint64_t r,

@@ -23,6 +23,7 @@
 #include "base/half.h"
 #include "base/status_macros.h"
 #include "flatbuffers/flatbuffers.h"
+#include "format/quant_layout.h"
 
 namespace fflite {
 namespace {
@@ -123,7 +124,7 @@ absl::StatusOr<Planner::TensorOffset> Planner::Tensor(const TensorSource& src,
                                                       path, ShapeString(src.shape),
                                                       ShapeString(logical)));
   }
-  if (DTypeSize(src.dtype) == 0) {
+  if (FindDType(src.dtype) == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": invalid source dtype"));
   }
   if (options_.dtype.has_value() && DTypeSize(*options_.dtype) == 0) {
@@ -131,16 +132,29 @@ absl::StatusOr<Planner::TensorOffset> Planner::Tensor(const TensorSource& src,
         "%s: dtype %s: only f32, f16 and bf16 apply to every tensor (quantise the weight "
         "matrices through matrix_dtype)", path, DTypeName(*options_.dtype)));
   }
-  DType dtype = options_.dtype.value_or(src.dtype);
-  if (matrix && options_.matrix_dtype) dtype = options_.matrix_dtype(path, dtype);
+  const DTypeInfo* src_info = FindDType(src.dtype);
+  const bool prequantized = src_info != nullptr && src_info->quantized;
+  DType dtype = src.dtype;
+  if (prequantized) {
+    // Quantised already (a GGUF Q4_0 / Q8_0 tensor): stored as it is, never quantised again.
+    if (!matrix || src.shape.size() != 2 || (options_.dtype.has_value() &&
+                                             *options_.dtype != src.dtype)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: a %s source is stored as it is, only as a weight matrix and without a dtype "
+          "conversion", path, DTypeName(src.dtype)));
+    }
+  } else {
+    dtype = options_.dtype.value_or(src.dtype);
+    if (matrix && options_.matrix_dtype) dtype = options_.matrix_dtype(path, dtype);
+  }
   const DTypeInfo* info = FindDType(dtype);
   if (info == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": invalid stored dtype"));
   }
-  const Layout layout = !info->quantized            ? (value_rows ? Layout::VALUE_ROWS
-                                                                 : Layout::ROW_MAJOR)
-                        : options_.quantize.rotate ? Layout::PANEL16_K4_HADAMARD32
-                                                   : Layout::PANEL16_K4;
+  const Layout layout = !info->quantized ? (value_rows ? Layout::VALUE_ROWS : Layout::ROW_MAJOR)
+                        : options_.quantize.rotate && !prequantized
+                            ? Layout::PANEL16_K4_HADAMARD32
+                            : Layout::PANEL16_K4;
   const uint64_t size = TensorBytes(dtype, stored, layout);
   cursor_ = AlignUp(cursor_, alignment);
   max_alignment_ = std::max(max_alignment_, alignment);
@@ -351,6 +365,18 @@ absl::Status Emit(const ModelSpec& spec, const WriteOptions& options, Sink* sink
       // Stored as produced: no second buffer, so peak memory is one tensor.
       stored.resize(t.size);
       FFLITE_RETURN_IF_ERROR(src.fill(stored.data(), stored.size()));
+      FFLITE_RETURN_IF_ERROR(sink->Write(stored.data(), stored.size()));
+      written += t.size;
+      if (options.progress) options.progress(written, planner.data_size());
+      continue;
+    }
+    if (FindDType(src.dtype)->quantized) {
+      // Quantised already: its panels for the logical shape, re-laid for the padded one.
+      source.assign(TensorBytes(src.dtype, src.shape, t.layout), 0);
+      FFLITE_RETURN_IF_ERROR(src.fill(source.data(), source.size()));
+      stored.assign(t.size, 0);
+      RepadQuantMatrix(src.dtype, src.shape[0], src.shape[1], source.data(), t.stored_shape[0],
+                       t.stored_shape[1], stored.data());
       FFLITE_RETURN_IF_ERROR(sink->Write(stored.data(), stored.size()));
       written += t.size;
       if (options.progress) options.progress(written, planner.data_size());

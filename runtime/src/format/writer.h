@@ -19,7 +19,10 @@
 namespace fflite {
 
 // A tensor in its logical (unpadded) shape. `fill` writes product(shape) elements of `dtype`
-// into `dst` (exactly `bytes` bytes); it is called once, while the file is written.
+// into `dst` (exactly `bytes` bytes); it is called once, while the file is written. A quantised
+// dtype (I8, I4: a weight matrix quantised already, e.g. a GGUF Q8_0 / Q4_0 tensor) fills the
+// panel layout of its logical [rows, k] shape (format/quant_layout.h, PANEL16_K4); the writer
+// stores it as it is, re-laid for the padded d_ff, and never converts or quantises it again.
 struct TensorSource {
   DType dtype = DType::F32;
   std::vector<uint64_t> shape;
