@@ -15,6 +15,9 @@
 #include "base/status_macros.h"
 #include "converter/arch/arch.h"
 #include "converter/checkpoint.h"
+#include "converter/gguf.h"
+#include "converter/gguf_convert.h"
+#include "format/quant_layout.h"
 #include "format/writer.h"
 
 namespace fflite {
@@ -57,9 +60,14 @@ uint64_t CountTensors(const ModelSpec& spec) {
 
 // The dtype most of the source's weight bytes have ("mixed" never: the largest share wins).
 std::string SourceDType(const ModelSpec& spec) {
-  uint64_t bytes[4] = {0, 0, 0, 0};
+  uint64_t bytes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   auto see = [&](const TensorSource& t) {
-    if (t.present()) bytes[static_cast<int>(t.dtype)] += Numel(t.shape) * DTypeSize(t.dtype);
+    const int i = static_cast<int>(t.dtype);
+    if (!t.present() || i < 1 || i > 7) return;
+    // A quantised source (a GGUF file's Q8_0 / Q4_0 matrix) counts its stored bytes.
+    const QuantGeometry g = QuantMatrixGeometry(t.dtype, t.shape.empty() ? 0 : t.shape[0],
+                                                t.shape.size() < 2 ? 0 : t.shape[1]);
+    bytes[i] += g.panels > 0 ? g.bytes() : Numel(t.shape) * DTypeSize(t.dtype);
   };
   for (const LayerSpec& l : spec.layers) {
     const std::vector<FfnSpec>* lists[] = {&l.moe.experts, &l.moe.shared_experts};
@@ -75,7 +83,7 @@ std::string SourceDType(const ModelSpec& spec) {
     }
   }
   int best = 1;
-  for (int i = 2; i < 4; ++i) best = bytes[i] > bytes[best] ? i : best;
+  for (int i = 2; i < 8; ++i) best = bytes[i] > bytes[best] ? i : best;
   return DTypeName(static_cast<DType>(best));
 }
 
@@ -214,16 +222,36 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const std::string& dir, const st
         "d_ff alignment %d must be in [1, 65536]", options.d_ff_alignment));
   }
   FFLITE_RETURN_IF_ERROR(CheckExpertAlignment(options.expert_alignment));
-  FFLITE_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint, Checkpoint::Open(dir));
-  const HfConfig& config = checkpoint->config();
-  FFLITE_ASSIGN_OR_RETURN(const std::string model_type, config.String("model_type"));
-  FFLITE_ASSIGN_OR_RETURN(const ArchEntry* arch, FindArchitecture(model_type));
-  const ArchContext ctx{*checkpoint, config, model_type, options.include_norm};
-  FFLITE_ASSIGN_OR_RETURN(ArchPlan plan, arch->convert(ctx));
-  if (plan.sublayers.empty()) {
-    return config.Error("model_type", absl::StrFormat(
-        "\"%s\": the config gives the model no FFN sublayers (0 layers): nothing to convert",
-        model_type));
+  // A GGUF file, or a Hugging Face checkpoint folder. The checkpoint (or the GGUF file) stays
+  // open while the plan's sources read from it.
+  std::unique_ptr<Checkpoint> checkpoint;
+  std::unique_ptr<ArchContext> ctx;
+  std::string model_type;
+  std::string shards = "1";
+  ArchPlan plan;
+  if (LooksLikeGguf(dir)) {
+    FFLITE_ASSIGN_OR_RETURN(std::shared_ptr<const GgufFile> gguf, GgufFile::Open(dir));
+    GgufPlanOptions gguf_options;
+    // Q8_0 / Q4_0 stay quantised unless the output's dtypes are chosen; then every tensor is
+    // read as its exact values (f32) and converted as a checkpoint's would be.
+    gguf_options.native = !options.dtype.has_value() && !options.quantize.has_value();
+    gguf_options.include_norm = options.include_norm;
+    FFLITE_ASSIGN_OR_RETURN(plan, PlanGguf(gguf, gguf_options, &model_type));
+    model_type = "gguf:" + model_type;
+  } else {
+    FFLITE_ASSIGN_OR_RETURN(checkpoint, Checkpoint::Open(dir));
+    const HfConfig& config = checkpoint->config();
+    FFLITE_ASSIGN_OR_RETURN(model_type, config.String("model_type"));
+    FFLITE_ASSIGN_OR_RETURN(const ArchEntry* arch, FindArchitecture(model_type));
+    ctx = std::make_unique<ArchContext>(
+        ArchContext{*checkpoint, config, model_type, options.include_norm});
+    FFLITE_ASSIGN_OR_RETURN(plan, arch->convert(*ctx));
+    if (plan.sublayers.empty()) {
+      return config.Error("model_type", absl::StrFormat(
+          "\"%s\": the config gives the model no FFN sublayers (0 layers): nothing to convert",
+          model_type));
+    }
+    shards = absl::StrCat(checkpoint->files().size());
   }
 
   std::vector<size_t> selected;
@@ -256,7 +284,7 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const std::string& dir, const st
       {"source.architecture", model_type},
       {"source.dtype", SourceDType(spec)},
       {"source.sublayers", absl::StrCat(plan.sublayers.size())},
-      {"source.shards", absl::StrCat(checkpoint->files().size())},
+      {"source.shards", shards},
       {"converter.version", kConverterVersion},
       {"converter.dtype", options.dtype.has_value() ? DTypeName(*options.dtype) : "source"},
       {"converter.quantize",

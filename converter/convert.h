@@ -91,7 +91,8 @@ absl::StatusOr<std::vector<size_t>> ParseLayerSelection(const std::string& spec,
 // Parses an output dtype name: "f32", "f16", "bf16", "i8", "i4" (InvalidArgument otherwise).
 absl::StatusOr<DType> ParseDType(const std::string& name);
 
-// Converts the checkpoint in `dir` to the model file `output`. Nothing is written at `output`
+// Converts the checkpoint in `dir` (a Hugging Face folder, or a GGUF file: converter/
+// gguf_convert.h) to the model file `output`. Nothing is written at `output`
 // unless the whole conversion succeeds (an existing file there is replaced only then).
 // Errors: those of Checkpoint::Open, the mapping (NotFound for a missing tensor, InvalidArgument
 // for a shape that contradicts config.json, Unimplemented for an unknown model_type, activation

@@ -1,5 +1,6 @@
-// fflite-convert: converts a Hugging Face checkpoint folder (config.json + safetensors) into one
-// .fflite model file holding its FFN / MoE sublayers. A thin main over ConvertCheckpoint.
+// fflite-convert: converts a Hugging Face checkpoint folder (config.json + safetensors) or a GGUF
+// file into one .fflite model file holding its FFN / MoE sublayers. A thin main over
+// ConvertCheckpoint.
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,8 +57,8 @@ ABSL_FLAG(bool, quiet, false, "No progress bar or summary line.");
 int main(int argc, char** argv) {
   fflite::HelpListsFlagsOf(__FILE__);
   absl::SetProgramUsageMessage(
-      "converts a Hugging Face checkpoint to an fflite model file.\n"
-      "usage: fflite-convert CHECKPOINT_DIR OUTPUT.fflite [--dtype f32|f16|bf16|i8|i4] "
+      "converts a Hugging Face checkpoint or a GGUF file to an fflite model file.\n"
+      "usage: fflite-convert CHECKPOINT_DIR|MODEL.gguf OUTPUT.fflite [--dtype f32|f16|bf16|i8|i4] "
       "[--keep f16:down@0,31] [--rotate] [--quant_report FILE] [--d_ff_alignment N] "
       "[--layers 0-3,7] [--expert_alignment BYTES] [--page_align_experts] [--no_norm] "
       "[--novalue_rows]");

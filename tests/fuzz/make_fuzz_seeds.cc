@@ -13,9 +13,11 @@
 #include <vector>
 
 #include "converter/example_checkpoint.h"
+#include "converter/gguf_types.h"
 #include "format/model.h"
 #include "format/writer.h"
 #include "fuzz_util.h"
+#include "testing/gguf_writer.h"
 #include "testing/model_builder.h"
 
 namespace {
@@ -171,6 +173,103 @@ bool WriteConfigSeeds(const std::string& root, int* n) {
 
 }  // namespace
 
+// fuzz_gguf: GGUF files of every mapped architecture and every type the converter reads, small
+// (d_model 32, or 256 for the types with 256-value blocks). Odd-sized files are converted with
+// --dtype f16 by the target: each seed is written once as it is and once with a byte appended.
+bool WriteGgufSeeds(const std::string& root, int* n) {
+  using testing::GgufWriter;
+  const std::string dir = root + "/fuzz_gguf";
+  ::mkdir(dir.c_str(), 0755);
+  testing::Rng rng(17);
+  auto seed = [&](const GgufWriter& g) {
+    std::vector<uint8_t> b = g.Bytes();
+    if (!WriteFile(dir + "/seed" + std::to_string((*n)++), b)) return false;
+    b.push_back(0);
+    return WriteFile(dir + "/seed" + std::to_string((*n)++), b);
+  };
+  auto keys = [](GgufWriter& g, const std::string& arch, uint32_t d, uint32_t layers,
+                 uint32_t ff) {
+    g.Str("general.architecture", arch);
+    g.U32(arch + ".embedding_length", d);
+    g.U32(arch + ".block_count", layers);
+    g.U32(arch + ".feed_forward_length", ff);
+    g.F32(arch + ".attention.layer_norm_rms_epsilon", 1e-5f);
+  };
+  // Random blocks of any type, bytes below 0x3c so that f16 scales are finite.
+  auto raw = [&](uint32_t type, uint64_t numel) {
+    const converter::GgmlTypeInfo* info = converter::FindGgmlType(type);
+    std::vector<uint8_t> b(numel / info->block_elems * info->block_bytes);
+    for (uint8_t& v : b) v = static_cast<uint8_t>(rng.Uniform(0.0f, 59.99f));
+    return b;
+  };
+  auto dense = [&](GgufWriter& g, int layer, uint32_t type, uint32_t d, uint32_t ff,
+                   bool fused = false) {
+    const std::string b = "blk." + std::to_string(layer);
+    g.Matrix(b + ".ffn_norm.weight", {d}, testing::kGgmlF32, rng.Vec(d, 1.0f));
+    const bool simple = type == testing::kGgmlF32 || type == testing::kGgmlF16 ||
+                        type == testing::kGgmlBF16 || type == testing::kGgmlQ8_0 ||
+                        type == testing::kGgmlQ4_0;
+    auto matrix = [&](const std::string& name, uint64_t cols, uint64_t rows) {
+      if (simple) {
+        g.Matrix(name, {cols, rows}, type, rng.Vec(cols * rows, 1.0f));
+      } else {
+        g.Tensor(name, {cols, rows}, type, raw(type, cols * rows));
+      }
+    };
+    if (fused) {
+      matrix(b + ".ffn_up.weight", d, 2 * ff);
+    } else {
+      matrix(b + ".ffn_gate.weight", d, ff);
+      matrix(b + ".ffn_up.weight", d, ff);
+    }
+    matrix(b + ".ffn_down.weight", ff, d);
+  };
+  bool ok = true;
+  for (const uint32_t type : {testing::kGgmlF32, testing::kGgmlF16, testing::kGgmlBF16,
+                              testing::kGgmlQ8_0, testing::kGgmlQ4_0}) {
+    GgufWriter g;
+    keys(g, "llama", 32, 1, 32);
+    dense(g, 0, type, 32, 32);
+    ok = ok && seed(g);
+  }
+  // Every other type the converter reads, on 256-wide matrices.
+  for (const uint32_t type : {3u, 6u, 7u, 10u, 11u, 12u, 13u, 14u, 20u, 23u, 39u}) {
+    GgufWriter g;
+    keys(g, "qwen3", 256, 1, 256);
+    dense(g, 0, type, 256, 256);
+    ok = ok && seed(g);
+  }
+  {
+    GgufWriter g;  // phi3's fused gate and up
+    keys(g, "phi3", 32, 1, 32);
+    dense(g, 0, testing::kGgmlQ4_0, 32, 32, /*fused=*/true);
+    ok = ok && seed(g);
+  }
+  // MoE: Mixtral-style stacked experts, qwen2moe's shared expert behind its gate, qwen3moe with
+  // a dense first layer.
+  for (const std::string arch : {"llama", "qwen2moe", "qwen3moe"}) {
+    GgufWriter g;
+    keys(g, arch, 32, 2, 32);
+    g.U32(arch + ".expert_count", 4);
+    g.U32(arch + ".expert_used_count", 2);
+    if (arch != "llama") g.U32(arch + ".expert_feed_forward_length", 32);
+    dense(g, 0, testing::kGgmlF16, 32, 32);
+    g.Matrix("blk.1.ffn_norm.weight", {32}, testing::kGgmlF32, rng.Vec(32, 1.0f));
+    g.Matrix("blk.1.ffn_gate_inp.weight", {32, 4}, testing::kGgmlF32, rng.Vec(128, 1.0f));
+    g.Matrix("blk.1.ffn_gate_exps.weight", {32, 32, 4}, testing::kGgmlQ4_0, rng.Vec(4096, 1.0f));
+    g.Matrix("blk.1.ffn_up_exps.weight", {32, 32, 4}, testing::kGgmlQ4_0, rng.Vec(4096, 1.0f));
+    g.Matrix("blk.1.ffn_down_exps.weight", {32, 32, 4}, testing::kGgmlQ8_0, rng.Vec(4096, 1.0f));
+    if (arch == "qwen2moe") {
+      g.Matrix("blk.1.ffn_gate_shexp.weight", {32, 32}, testing::kGgmlF16, rng.Vec(1024, 1.0f));
+      g.Matrix("blk.1.ffn_up_shexp.weight", {32, 32}, testing::kGgmlF16, rng.Vec(1024, 1.0f));
+      g.Matrix("blk.1.ffn_down_shexp.weight", {32, 32}, testing::kGgmlF16, rng.Vec(1024, 1.0f));
+      g.Matrix("blk.1.ffn_gate_inp_shexp.weight", {32}, testing::kGgmlF32, rng.Vec(32, 1.0f));
+    }
+    ok = ok && seed(g);
+  }
+  return ok;
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s SEED_ROOT\n", argv[0]);
@@ -244,12 +343,13 @@ int main(int argc, char** argv) {
     if (!WriteFile(loader + "/model" + std::to_string(n++) + ".fflite", *bytes)) return 1;
   }
   std::printf("wrote %d seeds to %s\n", n, loader.c_str());
-  int safetensors_seeds = 0, config_seeds = 0;
-  if (!WriteSafetensorsSeeds(root, &safetensors_seeds) || !WriteConfigSeeds(root, &config_seeds)) {
+  int safetensors_seeds = 0, config_seeds = 0, gguf_seeds = 0;
+  if (!WriteSafetensorsSeeds(root, &safetensors_seeds) || !WriteConfigSeeds(root, &config_seeds) ||
+      !WriteGgufSeeds(root, &gguf_seeds)) {
     std::fprintf(stderr, "cannot write the converter seeds under %s\n", root.c_str());
     return 1;
   }
-  std::printf("wrote %d fuzz_safetensors and %d fuzz_config seeds\n", safetensors_seeds,
-              config_seeds);
+  std::printf("wrote %d fuzz_safetensors, %d fuzz_config and %d fuzz_gguf seeds\n",
+              safetensors_seeds, config_seeds, gguf_seeds);
   return 0;
 }

@@ -1,0 +1,409 @@
+// GGUF -> fflite layers. The names and keys are llama.cpp's (src/llama-arch.cpp: LLM_TENSOR_*,
+// LLM_KV_*); the semantics of each architecture are those of its safetensors mapping in arch/.
+#include "converter/gguf_convert.h"
+
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "format/quant_layout.h"
+
+namespace fflite {
+namespace converter {
+namespace {
+
+using GgufPtr = std::shared_ptr<const GgufFile>;
+
+std::string ShapeString(const std::vector<uint64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+// What each architecture's FFN is. `post_norm`: the FFN output goes through a second RMSNorm
+// before the residual (gemma2/3's post_feedforward_layernorm), which one fflite layer cannot
+// express with its norm: such models convert with --no_norm only.
+struct GgufArch {
+  const char* name;
+  Activation activation;
+  bool fused_gate_up;    // phi3: ffn_up holds gate then up, [2·d_ff, d_model]
+  bool post_norm;
+  bool normalize_top_k;  // the top-k weights renormalised (unless expert_weights_norm says)
+};
+
+constexpr GgufArch kGgufArchs[] = {
+    {"llama", Activation::SILU, false, false, true},  // Mixtral-style experts renormalise
+    {"qwen2", Activation::SILU, false, false, false},
+    {"qwen3", Activation::SILU, false, false, false},
+    {"qwen2moe", Activation::SILU, false, false, false},
+    {"qwen3moe", Activation::SILU, false, false, true},
+    {"gemma", Activation::GELU_TANH, false, false, false},
+    {"gemma2", Activation::GELU_TANH, false, true, false},
+    {"gemma3", Activation::GELU_TANH, false, true, false},
+    {"phi3", Activation::SILU, true, false, false},
+};
+
+// A [rows, cols] view of rows [first_row, first_row + rows) of a tensor whose ne[0] is cols (a
+// 2-D matrix, one expert of a 3-D one, a half of a fused one, or a vector with rows = 1).
+struct View {
+  GgufPtr file;
+  const GgufTensor* t = nullptr;
+  uint64_t first_row = 0, rows = 0, cols = 0;
+  uint64_t RowBytes() const { return cols / t->type->block_elems * t->type->block_bytes; }
+  const uint8_t* Begin() const { return file->Data(*t) + first_row * RowBytes(); }
+  std::string Describe() const {
+    return absl::StrFormat("'%s': tensor \"%s\"", file->path(), t->name);
+  }
+};
+
+DType FloatDType(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: return DType::F32;
+    case GgmlType::F16: return DType::F16;
+    case GgmlType::BF16: return DType::BF16;
+    default: return DType::INVALID;
+  }
+}
+
+// Q8_0 / Q4_0 rows -> fflite's I8 / I4 panels (kernels/quant_types.h). Both types are an f16
+// scale d and 32 values per block: Q8_0 stores q[0..31] as int8; Q4_0 stores q + 8 in nibbles,
+// byte j holding element j (low) and j + 16 (high). fflite's byte c·64 + 4r + i of a block holds
+// row r's element 4c + i (Q8) or elements 4c + i and 4c + i + 16 (Q4, low and high nibble): the
+// GGUF block's byte 4c + i in both cases, so each row's block is four-byte pieces moved as they
+// are. Scales must be finite (the loader's check); Q8_0's -128 is outside I8's [-127, 127].
+absl::Status RelayQ(const View& v, DType dtype, uint8_t* dst) {
+  const bool q8 = dtype == DType::I8;
+  const size_t qbytes = q8 ? 32 : 16, block_bytes = 2 + qbytes;
+  const QuantGeometry g = QuantMatrixGeometry(dtype, v.rows, v.cols);
+  // Padding rows keep zero scales and zero values (I4: nibbles 8), as PackQuantMatrix pads.
+  std::memset(dst, 0, g.bytes());
+  const uint8_t* src = v.Begin();
+  for (uint64_t r = 0; r < g.panels * kQuantPanelRows; ++r) {
+    uint8_t* panel = dst + r / kQuantPanelRows * g.panel_bytes;
+    const size_t pr = r % kQuantPanelRows;
+    for (uint64_t b = 0; b < g.k_blocks; ++b) {
+      uint8_t* blk = panel + g.scale_bytes + b * g.block_panel_bytes;
+      if (r >= v.rows) {
+        if (!q8) {
+          for (size_t c = 0; c < 4; ++c) std::memset(blk + c * 64 + 4 * pr, 0x88, 4);
+        }
+        continue;
+      }
+      const uint8_t* in = src + r * v.RowBytes() + b * block_bytes;
+      uint16_t d;
+      std::memcpy(&d, in, 2);
+      if ((d & 0x7c00u) == 0x7c00u) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: row %d, block %d has a scale that is not finite (f16 bits 0x%04x)",
+            v.Describe(), v.first_row + r, b, d));
+      }
+      std::memcpy(panel + (b * kQuantPanelRows + pr) * 2, &d, 2);
+      const uint8_t* q = in + 2;
+      if (q8) {
+        for (size_t j = 0; j < 32; ++j) {
+          if (q[j] == 0x80) {
+            return absl::UnimplementedError(absl::StrFormat(
+                "%s: row %d, block %d holds the Q8_0 value -128, outside fflite's I8 range "
+                "[-127, 127] (llama.cpp's quantiser never writes it); convert with --dtype f32 "
+                "to keep its values exactly", v.Describe(), v.first_row + r, b));
+          }
+        }
+      }
+      for (size_t c = 0; c < qbytes / 4; ++c) std::memcpy(blk + c * 64 + 4 * pr, q + 4 * c, 4);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The source of a view: as stored (float types; Q8_0 / Q4_0 matrices when native), or
+// dequantised to f32.
+TensorSource Source(const View& v, std::vector<uint64_t> shape, bool matrix, bool native) {
+  TensorSource s;
+  s.shape = std::move(shape);
+  const GgmlType type = v.t->type->type;
+  DType quant = DType::INVALID;
+  if (native && matrix && type == GgmlType::Q8_0) quant = DType::I8;
+  if (native && matrix && type == GgmlType::Q4_0) quant = DType::I4;
+  const DType as_is = FloatDType(type);
+  const uint64_t begin = v.first_row * v.RowBytes(), end = begin + v.rows * v.RowBytes();
+  if (quant != DType::INVALID) {
+    s.dtype = quant;
+    s.fill = [v, quant, begin, end](uint8_t* dst, uint64_t bytes) -> absl::Status {
+      if (bytes != QuantMatrixGeometry(quant, v.rows, v.cols).bytes()) {
+        return absl::InternalError(v.Describe() + ": byte count mismatch");
+      }
+      FFLITE_RETURN_IF_ERROR(RelayQ(v, quant, dst));
+      v.file->Release(*v.t, begin, end);
+      return absl::OkStatus();
+    };
+  } else if (as_is != DType::INVALID) {
+    s.dtype = as_is;
+    s.fill = [v, begin, end](uint8_t* dst, uint64_t bytes) -> absl::Status {
+      if (bytes != end - begin) return absl::InternalError(v.Describe() + ": byte count mismatch");
+      std::memcpy(dst, v.Begin(), bytes);
+      v.file->Release(*v.t, begin, end);
+      return absl::OkStatus();
+    };
+  } else {
+    s.dtype = DType::F32;
+    s.fill = [v, begin, end](uint8_t* dst, uint64_t bytes) -> absl::Status {
+      const uint64_t n = v.rows * v.cols;
+      if (bytes != n * sizeof(float)) {
+        return absl::InternalError(v.Describe() + ": byte count mismatch");
+      }
+      // Dequantised into an aligned f32 buffer (dst need not be 4-byte aligned).
+      std::vector<float> row(static_cast<size_t>(v.cols));
+      for (uint64_t r = 0; r < v.rows; ++r) {
+        absl::Status st = DequantizeGguf(v.t->type->type, v.Begin() + r * v.RowBytes(), v.cols,
+                                         row.data());
+        if (!st.ok()) return absl::Status(st.code(), v.Describe() + ": " + std::string(st.message()));
+        std::memcpy(dst + r * v.cols * sizeof(float), row.data(), v.cols * sizeof(float));
+      }
+      v.file->Release(*v.t, begin, end);
+      return absl::OkStatus();
+    };
+  }
+  return s;
+}
+
+struct Ctx {
+  GgufPtr file;
+  const GgufArch* arch;
+  GgufPlanOptions options;
+  uint32_t d = 0;
+
+  // The tensor `name`, of exactly `ne` (`why` says where ne comes from), of a type this
+  // converter reads.
+  absl::StatusOr<const GgufTensor*> Need(const std::string& name, const std::vector<uint64_t>& ne,
+                                         const std::string& why) const {
+    const GgufTensor* t = file->Find(name);
+    if (t == nullptr) {
+      return absl::NotFoundError(absl::StrFormat(
+          "'%s': tensor \"%s\" is missing; %s expects it with ne %s (%s)", file->path(), name,
+          arch->name, ShapeString(ne), why));
+    }
+    if (t->ne != ne) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "'%s': tensor \"%s\" has ne %s; %s expects %s (%s)", file->path(), name,
+          ShapeString(t->ne), arch->name, ShapeString(ne), why));
+    }
+    if (t->type == nullptr || (!t->type->dequantizable && FloatDType(t->type->type) ==
+                                                              DType::INVALID)) {
+      return absl::UnimplementedError(absl::StrFormat(
+          "'%s': tensor \"%s\" is of type %s, which this converter does not read (it reads F32, "
+          "F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K to Q6_K, IQ4_NL, IQ4_XS and MXFP4)",
+          file->path(), name, t->TypeName()));
+    }
+    return t;
+  }
+  // A vector [n] ("blk.3.ffn_norm.weight").
+  absl::StatusOr<TensorSource> Vector(const std::string& name, uint64_t n,
+                                      const std::string& why, std::vector<uint64_t> shape = {}) {
+    FFLITE_ASSIGN_OR_RETURN(const GgufTensor* t, Need(name, {n}, why));
+    if (shape.empty()) shape = {n};
+    return Source(View{file, t, 0, 1, n}, std::move(shape), false, options.native);
+  }
+  // A matrix [rows, cols] (ne = [cols, rows]), or rows [first, first + rows) of a [total, cols]
+  // one, or expert e of a 3-D [experts, rows, cols] one (ne = [cols, rows, experts]).
+  absl::StatusOr<TensorSource> Matrix(const std::string& name, const std::vector<uint64_t>& ne,
+                                      uint64_t first_row, uint64_t rows, bool matrix,
+                                      const std::string& why) {
+    FFLITE_ASSIGN_OR_RETURN(const GgufTensor* t, Need(name, ne, why));
+    return Source(View{file, t, first_row, rows, ne[0]}, {rows, ne[0]}, matrix, options.native);
+  }
+
+  // A dimension key "<arch>.<key>": an integer in [1, 2^20], or element `layer` of an array.
+  absl::StatusOr<uint32_t> Dim(const std::string& key, uint32_t layer) const {
+    const std::string full = absl::StrCat(arch->name, ".", key);
+    const HfConfig& m = file->metadata();
+    if (m.Has(full) && m.json()[full].is_array()) {
+      const nlohmann::json& a = m.json()[full];
+      if (layer >= a.size() || !a[layer].is_number_integer() || a[layer].get<int64_t>() < 1 ||
+          a[layer].get<int64_t>() > kMaxConfigDim) {
+        return m.Error(full, absl::StrFormat("has no dimension in [1, %d] for layer %d",
+                                             kMaxConfigDim, layer));
+      }
+      return static_cast<uint32_t>(a[layer].get<int64_t>());
+    }
+    return m.Dim(full);
+  }
+  std::string Key(const std::string& key) const { return absl::StrCat(arch->name, ".", key); }
+};
+
+absl::StatusOr<FfnSpec> GatedFfn(Ctx& c, const std::string& blk, const std::string& suffix,
+                                 uint32_t ff, const std::string& ff_key) {
+  FfnSpec f;
+  f.activation = c.arch->activation;
+  f.gated = true;
+  f.d_ff = ff;
+  const std::string why = absl::StrFormat("d_model %d, d_ff %d from %s", c.d, ff, ff_key);
+  if (c.arch->fused_gate_up) {
+    const std::string up = absl::StrCat(blk, ".ffn_up", suffix, ".weight");
+    FFLITE_ASSIGN_OR_RETURN(f.gate, c.Matrix(up, {c.d, 2ull * ff}, 0, ff, true, why));
+    FFLITE_ASSIGN_OR_RETURN(f.up, c.Matrix(up, {c.d, 2ull * ff}, ff, ff, true, why));
+  } else {
+    FFLITE_ASSIGN_OR_RETURN(
+        f.gate, c.Matrix(absl::StrCat(blk, ".ffn_gate", suffix, ".weight"), {c.d, ff}, 0, ff,
+                         true, why));
+    FFLITE_ASSIGN_OR_RETURN(
+        f.up, c.Matrix(absl::StrCat(blk, ".ffn_up", suffix, ".weight"), {c.d, ff}, 0, ff, true,
+                       why));
+  }
+  FFLITE_ASSIGN_OR_RETURN(
+      f.down, c.Matrix(absl::StrCat(blk, ".ffn_down", suffix, ".weight"), {ff, c.d}, 0, c.d, true,
+                       why));
+  return f;
+}
+
+absl::StatusOr<LayerSpec> BuildLayer(Ctx& c, uint32_t i) {
+  const std::string blk = absl::StrFormat("blk.%d", i);
+  const HfConfig& m = c.file->metadata();
+  LayerSpec l;
+  l.name = blk;
+  const uint32_t d = c.d;
+  if (c.file->Find(blk + ".ffn_gate_inp.weight") == nullptr) {
+    l.kind = LayerKind::kDense;
+    FFLITE_ASSIGN_OR_RETURN(const uint32_t ff, c.Dim("feed_forward_length", i));
+    FFLITE_ASSIGN_OR_RETURN(l.ffn, GatedFfn(c, blk, "", ff, c.Key("feed_forward_length")));
+  } else {
+    l.kind = LayerKind::kMoe;
+    FFLITE_ASSIGN_OR_RETURN(const uint32_t experts,
+                            m.Count(c.Key("expert_count"), 1, 1 << 16));
+    FFLITE_ASSIGN_OR_RETURN(l.moe.top_k, m.Count(c.Key("expert_used_count"), 1, experts));
+    FFLITE_ASSIGN_OR_RETURN(l.moe.normalize_top_k,
+                            m.Bool(c.Key("expert_weights_norm"), c.arch->normalize_top_k));
+    FFLITE_ASSIGN_OR_RETURN(const uint32_t gating, m.Count(c.Key("expert_gating_func"), 1, 3, 1));
+    if (gating != 1) {
+      return absl::UnimplementedError(absl::StrFormat(
+          "'%s': %s is %d; the mapping of %s reads softmax routing (1) only", c.file->path(),
+          c.Key("expert_gating_func"), gating, c.arch->name));
+    }
+    l.moe.scoring = Scoring::SOFTMAX;
+    FFLITE_ASSIGN_OR_RETURN(const double scale, m.Float(c.Key("expert_weights_scale"), 1.0));
+    l.moe.routed_scaling_factor = static_cast<float>(scale);
+    FFLITE_ASSIGN_OR_RETURN(
+        l.moe.router, c.Matrix(blk + ".ffn_gate_inp.weight", {d, experts}, 0, experts, false,
+                               absl::StrFormat("d_model %d, %d experts from %s", d, experts,
+                                               c.Key("expert_count"))));
+    // Experts' d_ff: expert_feed_forward_length where the architecture has it (qwen2moe,
+    // qwen3moe), else feed_forward_length (Mixtral-style llama).
+    const std::string ff_key = m.Has(c.Key("expert_feed_forward_length"))
+                                   ? "expert_feed_forward_length"
+                                   : "feed_forward_length";
+    FFLITE_ASSIGN_OR_RETURN(const uint32_t ff, c.Dim(ff_key, i));
+    const std::string why = absl::StrFormat("d_model %d, d_ff %d from %s, %d experts", d, ff,
+                                            c.Key(ff_key), experts);
+    const bool stacked = c.file->Find(blk + ".ffn_gate_exps.weight") != nullptr ||
+                         c.file->Find(blk + ".ffn_up_exps.weight") != nullptr;
+    for (uint32_t e = 0; e < experts; ++e) {
+      if (!stacked) {  // older files: one tensor per expert, blk.N.ffn_gate.E.weight
+        FFLITE_ASSIGN_OR_RETURN(FfnSpec f, GatedFfn(c, blk, absl::StrCat(".", e), ff,
+                                                    c.Key(ff_key)));
+        l.moe.experts.push_back(std::move(f));
+        continue;
+      }
+      FfnSpec f;
+      f.activation = c.arch->activation;
+      f.gated = true;
+      f.d_ff = ff;
+      FFLITE_ASSIGN_OR_RETURN(f.gate, c.Matrix(blk + ".ffn_gate_exps.weight", {d, ff, experts},
+                                               uint64_t{e} * ff, ff, true, why));
+      FFLITE_ASSIGN_OR_RETURN(f.up, c.Matrix(blk + ".ffn_up_exps.weight", {d, ff, experts},
+                                             uint64_t{e} * ff, ff, true, why));
+      FFLITE_ASSIGN_OR_RETURN(f.down, c.Matrix(blk + ".ffn_down_exps.weight", {ff, d, experts},
+                                               uint64_t{e} * d, d, true, why));
+      l.moe.experts.push_back(std::move(f));
+    }
+    if (const GgufTensor* up = c.file->Find(blk + ".ffn_up_shexp.weight"); up != nullptr) {
+      // qwen2moe's shared expert, behind sigmoid(ffn_gate_inp_shexp · x).
+      uint32_t sff = 0;
+      if (m.Has(c.Key("expert_shared_feed_forward_length"))) {
+        FFLITE_ASSIGN_OR_RETURN(sff, c.Dim("expert_shared_feed_forward_length", i));
+      } else if (up->ne.size() == 2 && up->ne[1] >= 1 && up->ne[1] <= kMaxConfigDim) {
+        sff = static_cast<uint32_t>(up->ne[1]);
+      } else {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "'%s': tensor \"%s\" has ne %s; a shared expert's up matrix is [d_model, d_ff]",
+            c.file->path(), up->name, ShapeString(up->ne)));
+      }
+      FFLITE_ASSIGN_OR_RETURN(FfnSpec f,
+                              GatedFfn(c, blk, "_shexp", sff,
+                                       c.Key("expert_shared_feed_forward_length")));
+      l.moe.shared_experts.push_back(std::move(f));
+      if (c.file->Find(blk + ".ffn_gate_inp_shexp.weight") != nullptr) {
+        FFLITE_ASSIGN_OR_RETURN(l.moe.shared_expert_gate,
+                                c.Vector(blk + ".ffn_gate_inp_shexp.weight", d,
+                                         "the shared expert's gate, [d_model]", {1, d}));
+      }
+    }
+  }
+  // The Llama-family pre-norm: h = x + ffn(rms_norm(x)·w). llama.cpp's converter stores Gemma's
+  // weights with its 1 already added, so no unit offset here.
+  if (c.options.include_norm) {
+    FFLITE_ASSIGN_OR_RETURN(const double eps,
+                            m.Epsilon(c.Key("attention.layer_norm_rms_epsilon"), 1e-5));
+    NormSpec n;
+    n.kind = NormKind::RMS_NORM;
+    n.placement = NormPlacement::PRE;
+    n.eps = static_cast<float>(eps);
+    n.unit_offset = false;
+    FFLITE_ASSIGN_OR_RETURN(n.weight, c.Vector(blk + ".ffn_norm.weight", d, "[d_model]"));
+    l.norm = std::move(n);
+    l.residual = true;
+  }
+  return l;
+}
+
+}  // namespace
+
+std::string GgufArchitectures() {
+  std::vector<std::string> names;
+  for (const GgufArch& a : kGgufArchs) names.push_back(a.name);
+  return absl::StrJoin(names, ", ");
+}
+
+absl::StatusOr<ArchPlan> PlanGguf(GgufPtr file, const GgufPlanOptions& options,
+                                  std::string* architecture) {
+  const HfConfig& m = file->metadata();
+  FFLITE_ASSIGN_OR_RETURN(const std::string name, m.String("general.architecture"));
+  *architecture = name;
+  const GgufArch* arch = nullptr;
+  for (const GgufArch& a : kGgufArchs) {
+    if (name == a.name) arch = &a;
+  }
+  if (arch == nullptr) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "'%s': general.architecture \"%s\" is not supported; supported GGUF architectures: %s",
+        file->path(), name, GgufArchitectures()));
+  }
+  if (arch->post_norm && options.include_norm) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "'%s': %s applies a second RMSNorm to the FFN's output before the residual "
+        "(ffn_post_norm), which an fflite layer cannot hold with its input norm; convert with "
+        "--no_norm (bare FFN layers, the engine applies both norms)", file->path(), name));
+  }
+  auto ctx = std::make_shared<Ctx>();
+  ctx->file = file;
+  ctx->arch = arch;
+  ctx->options = options;
+  ArchPlan plan;
+  FFLITE_ASSIGN_OR_RETURN(plan.d_model, m.Dim(ctx->Key("embedding_length")));
+  ctx->d = plan.d_model;
+  FFLITE_ASSIGN_OR_RETURN(const uint32_t layers, m.Count(ctx->Key("block_count"), 1, 1 << 16));
+  plan.metadata = {{"source.format", absl::StrFormat("GGUF version %d", file->version())}};
+  if (m.Has("general.name")) {
+    FFLITE_ASSIGN_OR_RETURN(const std::string model_name, m.String("general.name"));
+    plan.metadata.push_back({"source.name", model_name});
+  }
+  for (uint32_t i = 0; i < layers; ++i) {
+    plan.sublayers.push_back({absl::StrFormat("blk.%d", i),
+                              [ctx, i]() { return BuildLayer(*ctx, i); }});
+  }
+  return plan;
+}
+
+}  // namespace converter
+}  // namespace fflite

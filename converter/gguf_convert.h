@@ -1,0 +1,42 @@
+// GGUF files -> fflite layers: the architecture from general.architecture, dimensions from its
+// keys, and each FFN / MoE sublayer from llama.cpp's tensor names (blk.N.ffn_up, ffn_gate_exps,
+// ffn_gate_inp, ffn_up_shexp, ...), with the same layer semantics as the safetensors mappings.
+//
+// Weights keep their bits where fflite has their type: F32, F16 and BF16 as they are, Q8_0 as I8
+// and Q4_0 as I4 (the same arithmetic: an f16 scale per block of 32, q·d), re-laid into fflite's
+// panels, never quantised again. The other GGUF types (k-quants, IQ4, MXFP4, ...) are
+// dequantised exactly as the specification defines (every value is an f32 the GGUF file's own
+// dequantisation gives) and stored as f32; --dtype and --quantize then convert as from a
+// checkpoint.
+#ifndef FFLITE_CONVERTER_GGUF_CONVERT_H_
+#define FFLITE_CONVERTER_GGUF_CONVERT_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "converter/arch/arch.h"
+#include "converter/gguf.h"
+
+namespace fflite {
+namespace converter {
+
+struct GgufPlanOptions {
+  // true: Q8_0 / Q4_0 weight matrices stay quantised (I8 / I4) and F16 / BF16 stay as they are;
+  // false: every quantised tensor is dequantised to f32 (for --dtype / --quantize).
+  bool native = true;
+  bool include_norm = true;
+};
+
+// The GGUF architectures this converter maps, in the order it lists them.
+std::string GgufArchitectures();
+
+// Plans the FFN / MoE sublayers of `file` (kept alive by the plan's build functions).
+// Errors: Unimplemented for an architecture, type or feature fflite cannot express (naming it),
+// InvalidArgument for a missing or contradictory key or tensor shape (naming it).
+absl::StatusOr<ArchPlan> PlanGguf(std::shared_ptr<const GgufFile> file,
+                                  const GgufPlanOptions& options, std::string* architecture);
+
+}  // namespace converter
+}  // namespace fflite
+
+#endif  // FFLITE_CONVERTER_GGUF_CONVERT_H_
