@@ -44,7 +44,7 @@ using testing::Variant;
 
 constexpr Activation kActivations[] = {Activation::RELU, Activation::GELU_ERF,
                                        Activation::GELU_TANH, Activation::SILU,
-                                       Activation::SIGMOID};
+                                       Activation::SIGMOID, Activation::SWIGLU_OAI};
 
 // --- Dense: activation x gated x bias x norm/residual, small odd shapes. ---
 

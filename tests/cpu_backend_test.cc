@@ -31,7 +31,7 @@ using testing::Rng;
 
 constexpr Activation kActivations[] = {Activation::RELU, Activation::GELU_ERF,
                                        Activation::GELU_TANH, Activation::SILU,
-                                       Activation::SIGMOID};
+                                       Activation::SIGMOID, Activation::SWIGLU_OAI};
 
 // The sweep over activations, gating, biases, norms and shapes runs on every backend:
 // backend_conformance_test.cc.

@@ -137,7 +137,7 @@ TEST_F(LoaderTest, NewerMajorVersionIsRefusedWithBothVersions) {
   ASSERT_TRUE(Root()->mutate_version_minor(3));
   EXPECT_THAT(Load(), StatusIs(absl::StatusCode::kUnimplemented,
                                HasSubstr("file format version 2.3 is newer than this fflite "
-                                         "reads (1.2)")));
+                                         "reads (1.3)")));
 }
 
 TEST_F(LoaderTest, NewerMinorVersionIsAccepted) {

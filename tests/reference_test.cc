@@ -89,6 +89,23 @@ TEST_P(ActivationTest, GatedFfnMultipliesActivatedGateByUp) {
              {2.0 * c.at_one, -2.0 * c.at_minus_one});
 }
 
+// gpt-oss's SwiGLU, worked by hand: gate c = min(g, 7), c·σ(1.702·c), times clamp(u, -7, 7) + 1.
+// Gate rows (1, 10): c = 1 and 7 (clamped); up rows (x0 + x1, -x0 - 2·x1) at x = (2, 5): u = 7,
+// clamped 7 -> 8, and -12, clamped -7 -> -6. σ(1.702) = 0.845795766..., σ(11.914) =
+// 0.999993304...: y = (1·0.845795766·8, 7·0.999993304·(-6)) through down = identity.
+TEST(ReferenceTest, SwigluOaiClampsGateAndUp) {
+  const double s1 = 1.0 / (1.0 + std::exp(-1.702)), s7 = 1.0 / (1.0 + std::exp(-1.702 * 7.0));
+  EXPECT_NEAR(s1, 0.845795766, 1e-9);
+  EXPECT_NEAR(s7, 0.999993304, 1e-9);
+  // gate·x = (x0 / 2, 2·x1): (1, 10).
+  FfnSpec f = Ffn2(Activation::SWIGLU_OAI, true, {1, 1, -1, -2}, {0.5f, 0, 0, 2}, kIdentity);
+  ExpectNear(RunOne(Dense(std::move(f)), {2, 5}), {1.0 * s1 * 8.0, 7.0 * s7 * -6.0});
+  // Without a gate: c·σ(1.702·c) of the up values (7 and -12: not clamped below).
+  FfnSpec plain = Ffn2(Activation::SWIGLU_OAI, false, {1, 1, -1, -2}, {}, kIdentity);
+  const double sm12 = 1.0 / (1.0 + std::exp(1.702 * 12.0));
+  ExpectNear(RunOne(Dense(std::move(plain)), {2, 5}), {7.0 * s7, -12.0 * sm12});
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Reference, ActivationTest,
     ::testing::Values(ActivationCase{Activation::RELU, 1.0, 0.0},            // ReGLU

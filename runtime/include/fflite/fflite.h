@@ -64,7 +64,9 @@ typedef enum fflite_activation {
   FFLITE_ACTIVATION_GELU = 2,      /* exact, with erf */
   FFLITE_ACTIVATION_GELU_TANH = 3, /* tanh approximation (gelu_new, gelu_pytorch_tanh) */
   FFLITE_ACTIVATION_SILU = 4,
-  FFLITE_ACTIVATION_SIGMOID = 5
+  FFLITE_ACTIVATION_SIGMOID = 5,
+  /* gpt-oss's SwiGLU: c·sigmoid(1.702·c)·(clamp(up, -7, 7) + 1) with c = min(gate, 7) */
+  FFLITE_ACTIVATION_SWIGLU_OAI = 6
 } fflite_activation;
 
 typedef struct fflite_model fflite_model;     /* opaque, immutable, thread-safe */

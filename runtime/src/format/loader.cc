@@ -31,6 +31,7 @@ const char* ActivationName(Activation activation) {
     case Activation::GELU_TANH: return "gelu_tanh";
     case Activation::SILU: return "silu";
     case Activation::SIGMOID: return "sigmoid";
+    case Activation::SWIGLU_OAI: return "swiglu_oai";
     default: return "invalid";
   }
 }

@@ -9,6 +9,9 @@ namespace approx {
 // exp(x), Cephes expf: n = round(x·log2 e), r = x - n·ln 2 in two parts (Cody-Waite), then
 // e^r = 1 + r + r²·P(r) on |r| <= ln2/2 (about 1 ulp), scaled by 2^n through the exponent bits.
 // Inputs are clamped to [kExpMin, kExpMax] so that 2^n stays a normal number.
+// gpt-oss's SwiGLU (transformers GptOssExperts): sigmoid slope and clamp limit.
+inline constexpr float kOaiAlpha = 1.702f;
+inline constexpr float kOaiLimit = 7.0f;
 inline constexpr float kExpMin = -87.33654f;  // e^kExpMin ~ 2^-126
 inline constexpr float kExpMax = 88.37626f;   // e^kExpMax < FLT_MAX
 inline constexpr float kLog2e = 1.44269504088896341f;

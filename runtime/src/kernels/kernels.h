@@ -55,6 +55,8 @@ using F32ValueRowsFn = void (*)(size_t c, size_t cols, size_t n, const uint32_t*
 struct Kernels {
   const char* isa;  // "scalar", "avx2", "avx512", "avx512-streams", "neon"
   F32ActivationFn relu, gelu_erf, gelu_tanh, silu, sigmoid;
+  // gpt-oss's SwiGLU: y = act(x)·(clamp(u, ±7) + 1), act(x) = c·σ(1.702·c), c = min(x, 7).
+  F32ActivationFn swiglu_oai;
   F32LayerNormFn layer_norm;
   F32RmsNormFn rms_norm;
   F32GemvFn gemv;
@@ -82,6 +84,7 @@ void F32GeluErfScalar(size_t n, const float* x, const float* u, float* y);
 void F32GeluTanhScalar(size_t n, const float* x, const float* u, float* y);
 void F32SiluScalar(size_t n, const float* x, const float* u, float* y);
 void F32SigmoidScalar(size_t n, const float* x, const float* u, float* y);
+void F32SwigluOaiScalar(size_t n, const float* x, const float* u, float* y);
 void F32LayerNormScalar(size_t d, const float* x, const float* w, const float* b, float eps,
                         float* y);
 void F32RmsNormScalar(size_t d, const float* x, const float* w, float eps, float* y);
@@ -99,6 +102,7 @@ void F32GeluErfAvx2(size_t n, const float* x, const float* u, float* y);
 void F32GeluTanhAvx2(size_t n, const float* x, const float* u, float* y);
 void F32SiluAvx2(size_t n, const float* x, const float* u, float* y);
 void F32SigmoidAvx2(size_t n, const float* x, const float* u, float* y);
+void F32SwigluOaiAvx2(size_t n, const float* x, const float* u, float* y);
 void F32LayerNormAvx2(size_t d, const float* x, const float* w, const float* b, float eps,
                       float* y);
 void F32RmsNormAvx2(size_t d, const float* x, const float* w, float eps, float* y);
@@ -128,6 +132,7 @@ void F32GeluErfAvx512(size_t n, const float* x, const float* u, float* y);
 void F32GeluTanhAvx512(size_t n, const float* x, const float* u, float* y);
 void F32SiluAvx512(size_t n, const float* x, const float* u, float* y);
 void F32SigmoidAvx512(size_t n, const float* x, const float* u, float* y);
+void F32SwigluOaiAvx512(size_t n, const float* x, const float* u, float* y);
 // value_rows_x86.cc: the value-row kernel on 8 and 16 lanes.
 void F32ValueRowsAvx2(size_t c, size_t cols, size_t n, const uint32_t* rows, const void* v,
                       FloatType v_type, size_t v_stride, const float* bias, const float* h,
@@ -147,6 +152,7 @@ void F32GeluErfNeon(size_t n, const float* x, const float* u, float* y);
 void F32GeluTanhNeon(size_t n, const float* x, const float* u, float* y);
 void F32SiluNeon(size_t n, const float* x, const float* u, float* y);
 void F32SigmoidNeon(size_t n, const float* x, const float* u, float* y);
+void F32SwigluOaiNeon(size_t n, const float* x, const float* u, float* y);
 void F32LayerNormNeon(size_t d, const float* x, const float* w, const float* b, float eps,
                       float* y);
 void F32RmsNormNeon(size_t d, const float* x, const float* w, float eps, float* y);

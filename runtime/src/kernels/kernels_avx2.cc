@@ -56,12 +56,12 @@ FFLITE_AVX2 inline __m256i TailMask(size_t rest) {
 
 // The activation over full vectors, then the tail through masked loads and stores (which do not
 // touch memory outside the mask, so no tail slack is needed).
-template <__m256 (*Act)(__m256)>
+template <__m256 (*Act)(__m256), __m256 (*Up)(__m256) = Identity>
 FFLITE_AVX2 inline void Apply(size_t n, const float* x, const float* u, float* y) {
   size_t i = 0;
   if (u != nullptr) {
     for (; i + 8 <= n; i += 8) {
-      _mm256_storeu_ps(y + i, _mm256_mul_ps(Act(_mm256_loadu_ps(x + i)), _mm256_loadu_ps(u + i)));
+      _mm256_storeu_ps(y + i, _mm256_mul_ps(Act(_mm256_loadu_ps(x + i)), Up(_mm256_loadu_ps(u + i))));
     }
   } else {
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, Act(_mm256_loadu_ps(x + i)));
@@ -69,7 +69,7 @@ FFLITE_AVX2 inline void Apply(size_t n, const float* x, const float* u, float* y
   if (i < n) {
     const __m256i mask = TailMask(n - i);
     __m256 v = Act(_mm256_maskload_ps(x + i, mask));
-    if (u != nullptr) v = _mm256_mul_ps(v, _mm256_maskload_ps(u + i, mask));
+    if (u != nullptr) v = _mm256_mul_ps(v, Up(_mm256_maskload_ps(u + i, mask)));
     _mm256_maskstore_ps(y + i, mask, v);
   }
 }
@@ -149,6 +149,9 @@ FFLITE_AVX2 void F32SiluAvx2(size_t n, const float* x, const float* u, float* y)
 }
 FFLITE_AVX2 void F32SigmoidAvx2(size_t n, const float* x, const float* u, float* y) {
   Apply<Sigmoid>(n, x, u, y);
+}
+FFLITE_AVX2 void F32SwigluOaiAvx2(size_t n, const float* x, const float* u, float* y) {
+  Apply<SwishOai, UpOai>(n, x, u, y);
 }
 
 // Two passes (mean, then the centred sum of squares): stable where E[x²] - mean² is not.

@@ -59,12 +59,12 @@ FFLITE_AVX512 inline V IfNegative(V x, V a, V b) {
 
 // The activation over full vectors, then the tail under a mask (masked loads and stores touch no
 // memory outside it, so no tail slack is needed).
-template <V (*Act)(V)>
+template <V (*Act)(V), V (*Up)(V) = Identity>
 FFLITE_AVX512 inline void Apply(size_t n, const float* x, const float* u, float* y) {
   size_t i = 0;
   if (u != nullptr) {
     for (; i + 16 <= n; i += 16) {
-      _mm512_storeu_ps(y + i, _mm512_mul_ps(Act(_mm512_loadu_ps(x + i)), _mm512_loadu_ps(u + i)));
+      _mm512_storeu_ps(y + i, _mm512_mul_ps(Act(_mm512_loadu_ps(x + i)), Up(_mm512_loadu_ps(u + i))));
     }
   } else {
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, Act(_mm512_loadu_ps(x + i)));
@@ -72,7 +72,7 @@ FFLITE_AVX512 inline void Apply(size_t n, const float* x, const float* u, float*
   if (i < n) {
     const __mmask16 mask = static_cast<__mmask16>((1u << (n - i)) - 1);
     V v = Act(_mm512_maskz_loadu_ps(mask, x + i));
-    if (u != nullptr) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(mask, u + i));
+    if (u != nullptr) v = _mm512_mul_ps(v, Up(_mm512_maskz_loadu_ps(mask, u + i)));
     _mm512_mask_storeu_ps(y + i, mask, v);
   }
 }
@@ -93,6 +93,9 @@ FFLITE_AVX512 void F32SiluAvx512(size_t n, const float* x, const float* u, float
 }
 FFLITE_AVX512 void F32SigmoidAvx512(size_t n, const float* x, const float* u, float* y) {
   Apply<Sigmoid>(n, x, u, y);
+}
+FFLITE_AVX512 void F32SwigluOaiAvx512(size_t n, const float* x, const float* u, float* y) {
+  Apply<SwishOai, UpOai>(n, x, u, y);
 }
 
 }  // namespace fflite

@@ -100,14 +100,25 @@ inline float32x4_t GeluTanh(float32x4_t x) {
 
 inline float32x4_t Relu(float32x4_t x) { return vmaxq_f32(x, vdupq_n_f32(0.0f)); }
 inline float32x4_t Silu(float32x4_t x) { return vmulq_f32(x, Sigmoid(x)); }
+inline float32x4_t Identity(float32x4_t v) { return v; }
+// gpt-oss's SwiGLU (see activations_x86.inc); vminq/vmaxq return NaN when either operand is NaN.
+inline float32x4_t SwishOai(float32x4_t x) {
+  const float32x4_t c = vminq_f32(vdupq_n_f32(approx::kOaiLimit), x);
+  return vmulq_f32(c, Sigmoid(vmulq_f32(c, vdupq_n_f32(approx::kOaiAlpha))));
+}
+inline float32x4_t UpOai(float32x4_t u) {
+  return vaddq_f32(vmaxq_f32(vdupq_n_f32(-approx::kOaiLimit),
+                             vminq_f32(vdupq_n_f32(approx::kOaiLimit), u)),
+                   vdupq_n_f32(1.0f));
+}
 
 // Full vectors, then the tail through a small copy (no reads or writes past n).
-template <float32x4_t (*Act)(float32x4_t)>
+template <float32x4_t (*Act)(float32x4_t), float32x4_t (*Up)(float32x4_t) = Identity>
 inline void Apply(size_t n, const float* x, const float* u, float* y) {
   size_t i = 0;
   for (; i + 4 <= n; i += 4) {
     float32x4_t v = Act(vld1q_f32(x + i));
-    if (u != nullptr) v = vmulq_f32(v, vld1q_f32(u + i));
+    if (u != nullptr) v = vmulq_f32(v, Up(vld1q_f32(u + i)));
     vst1q_f32(y + i, v);
   }
   if (i < n) {
@@ -116,7 +127,7 @@ inline void Apply(size_t n, const float* x, const float* u, float* y) {
       bx[j] = x[i + j];
       if (u != nullptr) bu[j] = u[i + j];
     }
-    vst1q_f32(by, vmulq_f32(Act(vld1q_f32(bx)), vld1q_f32(bu)));
+    vst1q_f32(by, vmulq_f32(Act(vld1q_f32(bx)), u != nullptr ? Up(vld1q_f32(bu)) : vld1q_f32(bu)));
     for (size_t j = 0; i + j < n; ++j) y[i + j] = by[j];
   }
 }
@@ -183,6 +194,9 @@ void F32GeluTanhNeon(size_t n, const float* x, const float* u, float* y) {
 void F32SiluNeon(size_t n, const float* x, const float* u, float* y) { Apply<Silu>(n, x, u, y); }
 void F32SigmoidNeon(size_t n, const float* x, const float* u, float* y) {
   Apply<Sigmoid>(n, x, u, y);
+}
+void F32SwigluOaiNeon(size_t n, const float* x, const float* u, float* y) {
+  Apply<SwishOai, UpOai>(n, x, u, y);
 }
 
 void F32LayerNormNeon(size_t d, const float* x, const float* w, const float* b, float eps,

@@ -9,15 +9,19 @@ namespace fflite {
 
 namespace {
 
-// Applies `act` element-wise, times u when given. One loop per case so each vectorises or not on
-// its own, without a branch per element.
-template <typename Act>
-inline void Apply(size_t n, const float* x, const float* u, float* y, Act act) {
+// Applies `act` element-wise, times up(u) when u is given. One loop per case so each vectorises or
+// not on its own, without a branch per element.
+template <typename Act, typename Up>
+inline void Apply(size_t n, const float* x, const float* u, float* y, Act act, Up up) {
   if (u != nullptr) {
-    for (size_t i = 0; i < n; ++i) y[i] = act(x[i]) * u[i];
+    for (size_t i = 0; i < n; ++i) y[i] = act(x[i]) * up(u[i]);
   } else {
     for (size_t i = 0; i < n; ++i) y[i] = act(x[i]);
   }
+}
+template <typename Act>
+inline void Apply(size_t n, const float* x, const float* u, float* y, Act act) {
+  Apply(n, x, u, y, act, [](float v) { return v; });
 }
 
 // 1 / (1 + e^-v) in a form that neither overflows nor cancels: for v < 0 use e^v / (1 + e^v).
@@ -50,6 +54,22 @@ void F32SiluScalar(size_t n, const float* x, const float* u, float* y) {
 
 void F32SigmoidScalar(size_t n, const float* x, const float* u, float* y) {
   Apply(n, x, u, y, [](float v) { return Sigmoid(v); });
+}
+
+// gpt-oss's SwiGLU: c·σ(1.702·c) with c = min(gate, 7), times clamp(up, -7, 7) + 1. The
+// comparisons leave a NaN as it is (as the SIMD sets do).
+void F32SwigluOaiScalar(size_t n, const float* x, const float* u, float* y) {
+  Apply(
+      n, x, u, y,
+      [](float v) {
+        const float c = v > approx::kOaiLimit ? approx::kOaiLimit : v;
+        return c * Sigmoid(c * approx::kOaiAlpha);
+      },
+      [](float v) {
+        const float c = v > approx::kOaiLimit ? approx::kOaiLimit
+                                              : (v < -approx::kOaiLimit ? -approx::kOaiLimit : v);
+        return c + 1.0f;
+      });
 }
 
 void F32LayerNormScalar(size_t d, const float* x, const float* w, const float* b, float eps,

@@ -19,18 +19,18 @@ constexpr uint64_t Bits(std::initializer_list<CpuFeature> fs) {
 // --- Element-wise, norms, the few-token float product and value rows (kernels.h). ---
 
 constexpr Kernels kScalarKernels = {"scalar",           F32ReluScalar,    F32GeluErfScalar,
-                                    F32GeluTanhScalar,  F32SiluScalar,    F32SigmoidScalar,
+                                    F32GeluTanhScalar,  F32SiluScalar,    F32SigmoidScalar, F32SwigluOaiScalar,
                                     F32LayerNormScalar, F32RmsNormScalar, F32GemvScalar,
                                     F32ValueRowsScalar};
 #if defined(FFLITE_KERNELS_AVX2)
 constexpr Kernels kAvx2Kernels = {"avx2",           F32ReluAvx2,      F32GeluErfAvx2,
-                                  F32GeluTanhAvx2,  F32SiluAvx2,      F32SigmoidAvx2,
+                                  F32GeluTanhAvx2,  F32SiluAvx2,      F32SigmoidAvx2, F32SwigluOaiAvx2,
                                   F32LayerNormAvx2, F32RmsNormAvx2,   F32GemvAvx2,
                                   F32ValueRowsAvx2};
 // The AVX2 set with the AVX-512 gemv and activations (the norms gain nothing from 16 lanes at
 // d_model sizes).
 constexpr Kernels kAvx512Kernels = {"avx512",         F32ReluAvx512,    F32GeluErfAvx512,
-                                    F32GeluTanhAvx512, F32SiluAvx512,    F32SigmoidAvx512,
+                                    F32GeluTanhAvx512, F32SiluAvx512,    F32SigmoidAvx512, F32SwigluOaiAvx512,
                                     F32LayerNormAvx2, F32RmsNormAvx2,   F32GemvAvx512,
                                     F32ValueRowsAvx512};
 // The same with one token's gemv in 8-row streams (F32GemvAvx512Streams): chosen on AMD CPUs,
@@ -46,7 +46,7 @@ bool NotOnAmd(const CpuFeatures& cpu) { return cpu.vendor != CpuVendor::kAmd; }
 #endif
 #if defined(FFLITE_KERNELS_NEON)
 constexpr Kernels kNeonKernels = {"neon",           F32ReluNeon,      F32GeluErfNeon,
-                                  F32GeluTanhNeon,  F32SiluNeon,      F32SigmoidNeon,
+                                  F32GeluTanhNeon,  F32SiluNeon,      F32SigmoidNeon, F32SwigluOaiNeon,
                                   F32LayerNormNeon, F32RmsNormNeon,   F32GemvNeon,
                                   F32ValueRowsNeon};
 #endif
@@ -286,6 +286,7 @@ F32ActivationFn Kernels::Activation(ActKind activation) const {
     case ActKind::kGeluTanh: return gelu_tanh;
     case ActKind::kSilu: return silu;
     case ActKind::kSigmoid: return sigmoid;
+    case ActKind::kSwigluOai: return swiglu_oai;
     default: return relu;
   }
 }

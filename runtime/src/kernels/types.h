@@ -19,7 +19,7 @@ enum class QuantType : uint8_t { kQ8, kQ4 };
 inline constexpr size_t kQuantTypeCount = 2;
 
 // The element-wise activations.
-enum class ActKind : uint8_t { kRelu, kGeluErf, kGeluTanh, kSilu, kSigmoid };
+enum class ActKind : uint8_t { kRelu, kGeluErf, kGeluTanh, kSilu, kSigmoid, kSwigluOai };
 
 }  // namespace fflite
 

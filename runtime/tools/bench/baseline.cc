@@ -9,6 +9,7 @@
 #include <pthreadpool.h>
 #include <xnnpack.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -33,8 +34,18 @@ float Act(Activation a, float x) {
     case Activation::GELU_TANH:
       return 0.5f * x * (1.0f + std::tanh(0.7978845608f * (x + 0.044715f * x * x * x)));
     case Activation::SILU: return x / (1.0f + std::exp(-x));
+    case Activation::SWIGLU_OAI: {
+      const float c = std::min(x, 7.0f);
+      return c / (1.0f + std::exp(-1.702f * c));
+    }
     default: return 1.0f / (1.0f + std::exp(-x));
   }
+}
+
+// act(g)·u, with gpt-oss's clamp(u, -7, 7) + 1 for SWIGLU_OAI.
+float Glu(Activation a, float g, float u) {
+  if (a == Activation::SWIGLU_OAI) u = std::min(std::max(u, -7.0f), 7.0f) + 1.0f;
+  return Act(a, g) * u;
 }
 
 struct Ffn {
@@ -255,7 +266,7 @@ class Baseline : public Backend, LayerExecutor, ExpertExecutor {
     if (!Fc(f.up, n, in, a_.data())) return false;
     if (v.gated) {
       if (!Fc(f.gate, n, in, g_.data())) return false;
-      for (size_t i = 0; i < n * ff; ++i) a_.data()[i] *= Act(v.activation, g_.data()[i]);
+      for (size_t i = 0; i < n * ff; ++i) a_.data()[i] = Glu(v.activation, g_.data()[i], a_.data()[i]);
     } else {
       for (size_t i = 0; i < n * ff; ++i) a_.data()[i] = Act(v.activation, a_.data()[i]);
     }

@@ -14,6 +14,7 @@ ActKind ActKindOf(Activation activation) {
     case Activation::GELU_TANH: return ActKind::kGeluTanh;
     case Activation::SILU: return ActKind::kSilu;
     case Activation::SIGMOID: return ActKind::kSigmoid;
+    case Activation::SWIGLU_OAI: return ActKind::kSwigluOai;
     default: return ActKind::kRelu;  // RELU (the loader refuses unknown activations)
   }
 }

@@ -26,7 +26,8 @@ static_assert(static_cast<uint8_t>(Activation::RELU) == 1 &&
                   static_cast<uint8_t>(Activation::GELU_ERF) == 2 &&
                   static_cast<uint8_t>(Activation::GELU_TANH) == 3 &&
                   static_cast<uint8_t>(Activation::SILU) == 4 &&
-                  static_cast<uint8_t>(Activation::SIGMOID) == 5,
+                  static_cast<uint8_t>(Activation::SIGMOID) == 5 &&
+                  static_cast<uint8_t>(Activation::SWIGLU_OAI) == 6,
               "cuda_device.cuh's Act() switches on these values");
 
 // Up to this many tokens a product runs on the f32-activation kernel (each weight row read once

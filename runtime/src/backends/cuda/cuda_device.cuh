@@ -133,8 +133,19 @@ __device__ __forceinline__ float Act(uint8_t activation, float v) {
     case 3:                                                              // GELU_TANH
       return 0.5f * v * (1.0f + tanhf(0.79788456080286535588f * (v + 0.044715f * v * v * v)));
     case 4: return v / (1.0f + expf(-v));  // SILU
+    case 6: {                                // SWIGLU_OAI's gate part: c·σ(1.702·c), c = min(v, 7)
+      const float c = v > 7.0f ? 7.0f : v;
+      return c / (1.0f + expf(-1.702f * c));
+    }
     default: return 1.0f / (1.0f + expf(-v));  // SIGMOID (the loader refuses other values)
   }
+}
+
+// A GLU's product of the activated gate g and the up value u: act(g)·u, except SWIGLU_OAI's
+// act(g)·(clamp(u, -7, 7) + 1).
+__device__ __forceinline__ float Glu(uint8_t activation, float g, float u) {
+  if (activation == 6) u = (u > 7.0f ? 7.0f : (u < -7.0f ? -7.0f : u)) + 1.0f;
+  return Act(activation, g) * u;
 }
 
 constexpr unsigned kThreads = 256;

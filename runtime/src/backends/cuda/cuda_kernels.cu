@@ -138,7 +138,7 @@ __global__ void ActivateKernel(uint8_t activation, bool gated, float* __restrict
        i += size_t{gridDim.x} * blockDim.x) {
     const uint32_t c = static_cast<uint32_t>(i % ff);
     const float u = up[i] + (up_bias ? up_bias[c] : 0.0f);
-    const float h = gated ? Act(activation, gate[i] + (gate_bias ? gate_bias[c] : 0.0f)) * u
+    const float h = gated ? Glu(activation, gate[i] + (gate_bias ? gate_bias[c] : 0.0f), u)
                           : Act(activation, u);
     up[i] = scale ? h * scale[c] : h;
   }

@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(kExpertWarps* kWarp)
   }
   if (lane != 0) return;
   u += p.up_bias ? p.up_bias[row] : 0.0f;
-  const float v = gated ? Act(activation, g + (p.gate_bias ? p.gate_bias[row] : 0.0f)) * u
+  const float v = gated ? Glu(activation, g + (p.gate_bias ? p.gate_bias[row] : 0.0f), u)
                         : Act(activation, u);
   h[blockIdx.y * ldh + row] = p.scale ? v * p.scale[row] : v;
 }

@@ -23,8 +23,18 @@ double ReferenceActivation(Activation activation, double x) {
       return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x)));
     case Activation::SILU: return x / (1.0 + std::exp(-x));
     case Activation::SIGMOID: return 1.0 / (1.0 + std::exp(-x));
+    case Activation::SWIGLU_OAI: {  // transformers GptOssExperts: the gate clamped above at 7
+      const double c = std::min(x, 7.0);
+      return c / (1.0 + std::exp(-1.702 * c));
+    }
     default: return x;  // unreachable: the loader refuses unknown activations
   }
+}
+
+double ReferenceGlu(Activation activation, double gate, double up) {
+  // gpt-oss: (clamp(up, -7, 7) + 1) · act(gate).
+  if (activation == Activation::SWIGLU_OAI) up = std::min(std::max(up, -7.0), 7.0) + 1.0;
+  return ReferenceActivation(activation, gate) * up;
 }
 
 namespace {
@@ -213,7 +223,7 @@ class ReferenceBackend : public Backend, LayerExecutor, ExpertExecutor {
     MatVec(f.up, f.up_bias, x, a_.data(), &row_);
     if (f.gated) {
       MatVec(f.gate, f.gate_bias, x, b_.data(), &row_);
-      for (size_t i = 0; i < ff; ++i) a_[i] *= ReferenceActivation(f.activation, b_[i]);
+      for (size_t i = 0; i < ff; ++i) a_[i] = ReferenceGlu(f.activation, b_[i], a_[i]);
     } else {
       for (size_t i = 0; i < ff; ++i) a_[i] = ReferenceActivation(f.activation, a_[i]);
     }

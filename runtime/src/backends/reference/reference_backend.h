@@ -17,7 +17,11 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateReferenceBackend(const Model& mod
 
 // The activations in double, as the reference computes them (exposed for tests and for other
 // backends' scalar paths to compare against).
+// For SWIGLU_OAI: the gate part, c·σ(1.702·c) with c = min(x, 7).
 double ReferenceActivation(Activation activation, double x);
+// A GLU's product of act(gate) and the up value: act(gate)·up, except SWIGLU_OAI's
+// act(gate)·(clamp(up, -7, 7) + 1).
+double ReferenceGlu(Activation activation, double gate, double up);
 
 }  // namespace fflite
 
