@@ -32,6 +32,7 @@ struct GgufArch {
   bool fused_gate_up;    // phi3: ffn_up holds gate then up, [2·d_ff, d_model]
   bool post_norm;
   bool normalize_top_k;  // the top-k weights renormalised (unless expert_weights_norm says)
+  const char* norm = "ffn_norm";  // the FFN's pre-norm: blk.N.<norm>.weight
 };
 
 constexpr GgufArch kGgufArchs[] = {
@@ -44,6 +45,9 @@ constexpr GgufArch kGgufArchs[] = {
     {"gemma2", Activation::GELU_TANH, false, true, false},
     {"gemma3", Activation::GELU_TANH, false, true, false},
     {"phi3", Activation::SILU, true, false, false},
+    // gpt-oss: softmax over the top-k logits (= softmax renormalised over the top k), experts
+    // with biases, the clamped SwiGLU, and its FFN norm stored as post_attention_norm.
+    {"gpt-oss", Activation::SWIGLU_OAI, false, false, true, "post_attention_norm"},
 };
 
 // A [rows, cols] view of rows [first_row, first_row + rows) of a tensor whose ne[0] is cols (a
@@ -68,15 +72,17 @@ DType FloatDType(GgmlType t) {
   }
 }
 
-// Q8_0 / Q4_0 rows -> fflite's I8 / I4 panels (kernels/quant_types.h). Both types are an f16
-// scale d and 32 values per block: Q8_0 stores q[0..31] as int8; Q4_0 stores q + 8 in nibbles,
-// byte j holding element j (low) and j + 16 (high). fflite's byte c·64 + 4r + i of a block holds
-// row r's element 4c + i (Q8) or elements 4c + i and 4c + i + 16 (Q4, low and high nibble): the
-// GGUF block's byte 4c + i in both cases, so each row's block is four-byte pieces moved as they
-// are. Scales must be finite (the loader's check); Q8_0's -128 is outside I8's [-127, 127].
+// GGUF rows -> fflite's I8 / I4 panels (kernels/quant_types.h). Q4_0 is an f16 scale d and 32
+// nibbles q + 8, byte j holding element j (low) and j + 16 (high); fflite's I4 byte c·64 + 4r + i
+// of a block holds row r's elements 4c + i and 4c + i + 16 (low and high nibble): the GGUF
+// block's byte 4c + i, so each row's block is four-byte pieces moved as they are. The I8 types
+// (GgufBlockAsInt8: Q8_0, Q5_0, IQ4_NL, MXFP4) give an f16 scale and 32 integers; fflite's I8
+// byte g·64 + 4r + i holds row r's element 4g + i. Scales must be finite (the loader's check);
+// Q8_0's -128 is outside I8's [-127, 127].
 absl::Status RelayQ(const View& v, DType dtype, uint8_t* dst) {
   const bool q8 = dtype == DType::I8;
-  const size_t qbytes = q8 ? 32 : 16, block_bytes = 2 + qbytes;
+  const GgmlType type = v.t->type->type;
+  const size_t block_bytes = v.t->type->block_bytes;
   const QuantGeometry g = QuantMatrixGeometry(dtype, v.rows, v.cols);
   // Padding rows keep zero scales and zero values (I4: nibbles 8), as PackQuantMatrix pads.
   std::memset(dst, 0, g.bytes());
@@ -94,25 +100,33 @@ absl::Status RelayQ(const View& v, DType dtype, uint8_t* dst) {
       }
       const uint8_t* in = src + r * v.RowBytes() + b * block_bytes;
       uint16_t d;
-      std::memcpy(&d, in, 2);
+      int8_t q8v[32];
+      if (q8) {
+        if (!GgufBlockAsInt8(type, in, &d, q8v)) {  // checked when the source was chosen
+          return absl::InternalError(v.Describe() + ": a block fflite's I8 cannot hold");
+        }
+      } else {
+        std::memcpy(&d, in, 2);
+      }
       if ((d & 0x7c00u) == 0x7c00u) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "%s: row %d, block %d has a scale that is not finite (f16 bits 0x%04x)",
             v.Describe(), v.first_row + r, b, d));
       }
       std::memcpy(panel + (b * kQuantPanelRows + pr) * 2, &d, 2);
-      const uint8_t* q = in + 2;
       if (q8) {
         for (size_t j = 0; j < 32; ++j) {
-          if (q[j] == 0x80) {
+          if (q8v[j] == -128) {
             return absl::UnimplementedError(absl::StrFormat(
                 "%s: row %d, block %d holds the Q8_0 value -128, outside fflite's I8 range "
                 "[-127, 127] (llama.cpp's quantiser never writes it); convert with --dtype f32 "
                 "to keep its values exactly", v.Describe(), v.first_row + r, b));
           }
         }
+        for (size_t k = 0; k < 8; ++k) std::memcpy(blk + k * 64 + 4 * pr, q8v + 4 * k, 4);
+      } else {
+        for (size_t c = 0; c < 4; ++c) std::memcpy(blk + c * 64 + 4 * pr, in + 2 + 4 * c, 4);
       }
-      for (size_t c = 0; c < qbytes / 4; ++c) std::memcpy(blk + c * 64 + 4 * pr, q + 4 * c, 4);
     }
   }
   return absl::OkStatus();
@@ -125,8 +139,8 @@ TensorSource Source(const View& v, std::vector<uint64_t> shape, bool matrix, boo
   s.shape = std::move(shape);
   const GgmlType type = v.t->type->type;
   DType quant = DType::INVALID;
-  if (native && matrix && type == GgmlType::Q8_0) quant = DType::I8;
   if (native && matrix && type == GgmlType::Q4_0) quant = DType::I4;
+  if (native && matrix && GgufScalesFitInt8(type, v.Begin(), v.rows * v.cols)) quant = DType::I8;
   const DType as_is = FloatDType(type);
   const uint64_t begin = v.first_row * v.RowBytes(), end = begin + v.rows * v.RowBytes();
   if (quant != DType::INVALID) {
@@ -206,6 +220,12 @@ struct Ctx {
     if (shape.empty()) shape = {n};
     return Source(View{file, t, 0, 1, n}, std::move(shape), false, options.native);
   }
+  // Row `row` of a [rows, n] tensor (ne = [n, rows]) as a vector [n]: one expert's bias.
+  absl::StatusOr<TensorSource> Row(const std::string& name, const std::vector<uint64_t>& ne,
+                                   uint64_t row, const std::string& why) {
+    FFLITE_ASSIGN_OR_RETURN(const GgufTensor* t, Need(name, ne, why));
+    return Source(View{file, t, row, 1, ne[0]}, {ne[0]}, false, options.native);
+  }
   // A matrix [rows, cols] (ne = [cols, rows]), or rows [first, first + rows) of a [total, cols]
   // one, or expert e of a 3-D [experts, rows, cols] one (ne = [cols, rows, experts]).
   absl::StatusOr<TensorSource> Matrix(const std::string& name, const std::vector<uint64_t>& ne,
@@ -275,12 +295,15 @@ absl::StatusOr<LayerSpec> BuildLayer(Ctx& c, uint32_t i) {
     FFLITE_ASSIGN_OR_RETURN(l.moe.top_k, m.Count(c.Key("expert_used_count"), 1, experts));
     FFLITE_ASSIGN_OR_RETURN(l.moe.normalize_top_k,
                             m.Bool(c.Key("expert_weights_norm"), c.arch->normalize_top_k));
+    // llama.cpp's gating functions: 1 softmax, 2 sigmoid, 3 softmax over the top-k weights only
+    // (the same weights as a softmax renormalised over the top k).
     FFLITE_ASSIGN_OR_RETURN(const uint32_t gating, m.Count(c.Key("expert_gating_func"), 1, 3, 1));
-    if (gating != 1) {
+    if (gating == 2) {
       return absl::UnimplementedError(absl::StrFormat(
-          "'%s': %s is %d; the mapping of %s reads softmax routing (1) only", c.file->path(),
-          c.Key("expert_gating_func"), gating, c.arch->name));
+          "'%s': %s is 2 (sigmoid); the mapping of %s reads softmax routing (1 or 3) only",
+          c.file->path(), c.Key("expert_gating_func"), c.arch->name));
     }
+    if (gating == 3) l.moe.normalize_top_k = true;
     l.moe.scoring = Scoring::SOFTMAX;
     FFLITE_ASSIGN_OR_RETURN(const double scale, m.Float(c.Key("expert_weights_scale"), 1.0));
     l.moe.routed_scaling_factor = static_cast<float>(scale);
@@ -296,6 +319,12 @@ absl::StatusOr<LayerSpec> BuildLayer(Ctx& c, uint32_t i) {
     FFLITE_ASSIGN_OR_RETURN(const uint32_t ff, c.Dim(ff_key, i));
     const std::string why = absl::StrFormat("d_model %d, d_ff %d from %s, %d experts", d, ff,
                                             c.Key(ff_key), experts);
+    if (c.file->Find(blk + ".ffn_gate_inp.bias") != nullptr) {  // gpt-oss's router bias
+      FFLITE_ASSIGN_OR_RETURN(l.moe.router_bias, c.Vector(blk + ".ffn_gate_inp.bias", experts,
+                                                          "the router's bias, [experts]"));
+    }
+    // Expert biases (gpt-oss): [experts, d_ff] for gate and up, [experts, d_model] for down.
+    const bool biases = c.file->Find(blk + ".ffn_gate_exps.bias") != nullptr;
     const bool stacked = c.file->Find(blk + ".ffn_gate_exps.weight") != nullptr ||
                          c.file->Find(blk + ".ffn_up_exps.weight") != nullptr;
     for (uint32_t e = 0; e < experts; ++e) {
@@ -315,6 +344,13 @@ absl::StatusOr<LayerSpec> BuildLayer(Ctx& c, uint32_t i) {
                                              uint64_t{e} * ff, ff, true, why));
       FFLITE_ASSIGN_OR_RETURN(f.down, c.Matrix(blk + ".ffn_down_exps.weight", {ff, d, experts},
                                                uint64_t{e} * d, d, true, why));
+      if (biases) {
+        FFLITE_ASSIGN_OR_RETURN(f.gate_bias, c.Row(blk + ".ffn_gate_exps.bias", {ff, experts}, e,
+                                                   why));
+        FFLITE_ASSIGN_OR_RETURN(f.up_bias, c.Row(blk + ".ffn_up_exps.bias", {ff, experts}, e, why));
+        FFLITE_ASSIGN_OR_RETURN(f.down_bias, c.Row(blk + ".ffn_down_exps.bias", {d, experts}, e,
+                                                   why));
+      }
       l.moe.experts.push_back(std::move(f));
     }
     if (const GgufTensor* up = c.file->Find(blk + ".ffn_up_shexp.weight"); up != nullptr) {
@@ -350,7 +386,8 @@ absl::StatusOr<LayerSpec> BuildLayer(Ctx& c, uint32_t i) {
     n.placement = NormPlacement::PRE;
     n.eps = static_cast<float>(eps);
     n.unit_offset = false;
-    FFLITE_ASSIGN_OR_RETURN(n.weight, c.Vector(blk + ".ffn_norm.weight", d, "[d_model]"));
+    FFLITE_ASSIGN_OR_RETURN(n.weight, c.Vector(absl::StrCat(blk, ".", c.arch->norm, ".weight"), d,
+                                               "[d_model]"));
     l.norm = std::move(n);
     l.residual = true;
   }
@@ -384,6 +421,13 @@ absl::StatusOr<ArchPlan> PlanGguf(GgufPtr file, const GgufPlanOptions& options,
         "'%s': %s applies a second RMSNorm to the FFN's output before the residual "
         "(ffn_post_norm), which an fflite layer cannot hold with its input norm; convert with "
         "--no_norm (bare FFN layers, the engine applies both norms)", file->path(), name));
+  }
+  if (arch->activation == Activation::SWIGLU_OAI && m.Has(absl::StrCat(name, ".swiglu_limit"))) {
+    FFLITE_ASSIGN_OR_RETURN(const double limit, m.Float(absl::StrCat(name, ".swiglu_limit"), 7.0));
+    if (limit != 7.0) {
+      return m.Error(absl::StrCat(name, ".swiglu_limit"),
+                     absl::StrFormat("is %g; fflite's SWIGLU_OAI clamps at 7", limit));
+    }
   }
   auto ctx = std::make_shared<Ctx>();
   ctx->file = file;

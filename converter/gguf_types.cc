@@ -371,6 +371,57 @@ BlockFn BlockDecoder(GgmlType type) {
 
 }  // namespace
 
+bool GgufBlockAsInt8(GgmlType type, const uint8_t* b, uint16_t* scale_f16, int8_t q[32]) {
+  switch (type) {
+    case GgmlType::Q8_0:
+      std::memcpy(scale_f16, b, 2);
+      std::memcpy(q, b + 2, 32);
+      return true;
+    case GgmlType::Q5_0: {
+      std::memcpy(scale_f16, b, 2);
+      const uint32_t qh = LoadU32(b + 2);
+      const uint8_t* qs = b + 6;
+      for (int j = 0; j < 16; ++j) {
+        q[j] = static_cast<int8_t>(static_cast<int>((qs[j] & 0xF) | (((qh >> j) & 1u) << 4)) - 16);
+        q[j + 16] = static_cast<int8_t>(
+            static_cast<int>((qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4)) - 16);
+      }
+      return true;
+    }
+    case GgmlType::IQ4_NL:
+      std::memcpy(scale_f16, b, 2);
+      for (int j = 0; j < 16; ++j) {
+        q[j] = kIq4nlLevels[b[2 + j] & 0xF];
+        q[j + 16] = kIq4nlLevels[b[2 + j] >> 4];
+      }
+      return true;
+    case GgmlType::MXFP4: {
+      // 2^p with p = e - 128: an f16 normal (exponent field p + 15) for p in [-14, 15], a
+      // subnormal (bit p + 24 of the mantissa) for p in [-24, -15].
+      const int p = static_cast<int>(b[0]) - 128;
+      if (p < -24 || p > 15) return false;
+      *scale_f16 = static_cast<uint16_t>(p >= -14 ? (p + 15) << 10 : 1 << (p + 24));
+      for (int j = 0; j < 16; ++j) {
+        q[j] = kE2m1Doubled[b[1 + j] & 0xF];
+        q[j + 16] = kE2m1Doubled[b[1 + j] >> 4];
+      }
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+bool GgufScalesFitInt8(GgmlType type, const uint8_t* src, uint64_t n) {
+  if (type == GgmlType::Q8_0 || type == GgmlType::Q5_0 || type == GgmlType::IQ4_NL) return true;
+  if (type != GgmlType::MXFP4) return false;
+  for (uint64_t b = 0; b < n / kQK; ++b) {
+    const int p = static_cast<int>(src[b * 17]) - 128;
+    if (p < -24 || p > 15) return false;
+  }
+  return true;
+}
+
 const GgmlTypeInfo* FindGgmlType(uint32_t id) {
   for (const GgmlTypeInfo& t : kTypes) {
     if (static_cast<uint32_t>(t.type) == id) return &t;

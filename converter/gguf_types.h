@@ -70,6 +70,17 @@ const GgmlTypeInfo* FindGgmlType(uint32_t id);
 // Q8_K and the grid-based IQ1/IQ2/IQ3 types).
 absl::Status DequantizeGguf(GgmlType type, const uint8_t* src, uint64_t n, float* dst);
 
+// The types whose values are an integer in [-128, 127] times one f16 scale per block of 32, so
+// that fflite's I8 holds them exactly: Q8_0 (q·d), Q5_0 ((q - 16)·d), IQ4_NL (level·d) and MXFP4
+// (its doubled e2m1 value times 2^(e - 128), when that power of two is an f16: e in [104, 143]).
+// Writes the scale's f16 bits and the 32 integers, such that the specification's value of element
+// j is exactly q[j] · scale (the same f32 product). False for another type, and for an MXFP4 block
+// whose scale is not an f16.
+bool GgufBlockAsInt8(GgmlType type, const uint8_t* block, uint16_t* scale_f16, int8_t q[32]);
+// Whether every block of an MXFP4 tensor's `n` elements at `src` has a scale GgufBlockAsInt8
+// takes (true for Q8_0, Q5_0 and IQ4_NL, whose scales are f16 already; false for other types).
+bool GgufScalesFitInt8(GgmlType type, const uint8_t* src, uint64_t n);
+
 }  // namespace converter
 }  // namespace fflite
 

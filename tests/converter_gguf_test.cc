@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -243,6 +244,207 @@ TEST_F(GgufTest, QwenMoeSharedExpertDenseLayersAndNormKey) {
   }
 }
 
+// ---- gpt-oss: MXFP4 experts, biases, the clamped SwiGLU ----
+
+// e2m1 from its bits (sign, 2-bit exponent, 1-bit mantissa; exponent 0 is subnormal: m/2).
+double E2m1(int code) {
+  const int e = (code >> 1) & 3, m = code & 1;
+  const double v = e == 0 ? 0.5 * m : (1.0 + 0.5 * m) * std::ldexp(1.0, e - 1);
+  return (code & 8) != 0 ? -v : v;
+}
+
+// One expert's matrix [rows, k] as MXFP4 codes and e8m0 scales (one per 32 of a row).
+struct Mx {
+  uint64_t rows, k;
+  std::vector<uint8_t> codes, scales;
+  double At(uint64_t r, uint64_t j) const {
+    return E2m1(codes[r * k + j]) * std::ldexp(1.0, scales[r * (k / 32) + j / 32] - 127);
+  }
+  std::vector<float> Values() const {
+    std::vector<float> v(rows * k);
+    for (uint64_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(At(i / k, i % k));
+    return v;
+  }
+};
+Mx RandomMx(Rng& rng, uint64_t rows, uint64_t k) {
+  Mx m{rows, k, std::vector<uint8_t>(rows * k), std::vector<uint8_t>(rows * k / 32)};
+  for (uint8_t& c : m.codes) c = static_cast<uint8_t>(rng.Uniform(0.0f, 15.99f));
+  for (uint8_t& s : m.scales) s = static_cast<uint8_t>(rng.Uniform(120.0f, 127.99f));
+  return m;
+}
+// transformers' packing: rows of k/32 blocks of 16 bytes, byte j = elements 2j (low), 2j + 1.
+void PackHf(const Mx& m, std::vector<uint8_t>* blocks, std::vector<uint8_t>* scales) {
+  for (uint64_t i = 0; i < m.rows * m.k; i += 2) {
+    blocks->push_back(static_cast<uint8_t>(m.codes[i] | (m.codes[i + 1] << 4)));
+  }
+  scales->insert(scales->end(), m.scales.begin(), m.scales.end());
+}
+// ggml's block_mxfp4: the e8m0 byte, then 16 bytes, byte j = elements j (low) and j + 16 (high).
+void PackGgml(const Mx& m, std::vector<uint8_t>* out) {
+  for (uint64_t b = 0; b < m.rows * m.k / 32; ++b) {
+    out->push_back(m.scales[b]);
+    for (uint64_t j = 0; j < 16; ++j) {
+      out->push_back(static_cast<uint8_t>(m.codes[b * 32 + j] | (m.codes[b * 32 + j + 16] << 4)));
+    }
+  }
+}
+
+TEST_F(GgufTest, GptOssFromSafetensorsAndGguf) {
+  constexpr uint64_t kFf = 64, kE = 4, kK = 2;
+  Rng rng(21);
+  std::vector<Mx> gate, up, down;
+  for (uint64_t e = 0; e < kE; ++e) {
+    gate.push_back(RandomMx(rng, kFf, kD));
+    up.push_back(RandomMx(rng, kFf, kD));
+    down.push_back(RandomMx(rng, kD, kFf));
+  }
+  const std::vector<float> router = rng.Vec(kE * kD, 0.5f), router_bias = rng.Vec(kE, 0.5f);
+  const std::vector<float> norm = rng.Vec(kD, 0.5f), down_bias = rng.Vec(kE * kD, 0.5f);
+  const std::vector<float> gu_bias = rng.Vec(kE * 2 * kFf, 2.0f);  // biases that reach the clamps
+  for (float& v : const_cast<std::vector<float>&>(norm)) v += 1.0f;
+
+  // transformers' checkpoint: gate_up_proj interleaved (gate = even rows), MXFP4 blocks.
+  CheckpointWriter hf;
+  const std::string p = "model.layers.0";
+  hf.Add(p + ".post_attention_layernorm.weight", {kD}, norm);
+  hf.Add(p + ".mlp.router.weight", {kE, kD}, router);
+  hf.Add(p + ".mlp.router.bias", {kE}, router_bias);
+  std::vector<uint8_t> gu_blocks, gu_scales, d_blocks, d_scales;
+  for (uint64_t e = 0; e < kE; ++e) {
+    Mx gu{2 * kFf, kD, {}, {}};
+    for (uint64_t i = 0; i < kFf; ++i) {
+      for (const Mx* half : {&gate[e], &up[e]}) {
+        gu.codes.insert(gu.codes.end(), half->codes.begin() + static_cast<long>(i * kD),
+                        half->codes.begin() + static_cast<long>((i + 1) * kD));
+        gu.scales.insert(gu.scales.end(), half->scales.begin() + static_cast<long>(i * kD / 32),
+                         half->scales.begin() + static_cast<long>((i + 1) * kD / 32));
+      }
+    }
+    PackHf(gu, &gu_blocks, &gu_scales);
+    PackHf(down[e], &d_blocks, &d_scales);
+  }
+  hf.AddRaw(p + ".mlp.experts.gate_up_proj_blocks", "U8", 1, {kE, 2 * kFf, kD / 32, 16},
+            gu_blocks);
+  hf.AddRaw(p + ".mlp.experts.gate_up_proj_scales", "U8", 1, {kE, 2 * kFf, kD / 32}, gu_scales);
+  hf.Add(p + ".mlp.experts.gate_up_proj_bias", {kE, 2 * kFf}, gu_bias);
+  hf.AddRaw(p + ".mlp.experts.down_proj_blocks", "U8", 1, {kE, kD, kFf / 32, 16}, d_blocks);
+  hf.AddRaw(p + ".mlp.experts.down_proj_scales", "U8", 1, {kE, kD, kFf / 32}, d_scales);
+  hf.Add(p + ".mlp.experts.down_proj_bias", {kE, kD}, down_bias);
+  const json config = {{"model_type", "gpt_oss"}, {"hidden_size", kD},
+                       {"intermediate_size", kFf}, {"num_hidden_layers", 1},
+                       {"num_local_experts", kE}, {"num_experts_per_tok", kK},
+                       {"swiglu_limit", 7.0}, {"rms_norm_eps", 1e-5f}};
+  auto model = Convert(hf, config, {}, 1, "hf.fflite");
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(model->layers()[0].moe.experts[0].activation, Activation::SWIGLU_OAI);
+
+  // By hand: top-k of the biased logits, softmax among them, each expert
+  // down·((clamp(up·h + b_u, ±7) + 1) · c·σ(1.702·c)) + b_d with c = min(gate·h + b_g, 7).
+  ExpectLayer(*model, 0, [&](const Vec& x) {
+    const Vec h = HfRmsNorm(x, norm, 1e-5f);
+    Vec logits = HfLinear(router, &router_bias, h);
+    std::vector<size_t> order(kE);
+    for (size_t e = 0; e < kE; ++e) order[e] = e;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return logits[a] > logits[b]; });
+    double z = 0.0;
+    for (size_t r = 0; r < kK; ++r) z += std::exp(logits[order[r]] - logits[order[0]]);
+    Vec y = x;
+    for (size_t r = 0; r < kK; ++r) {
+      const size_t e = order[r];
+      const double w = std::exp(logits[e] - logits[order[0]]) / z;
+      Vec a(kFf);
+      for (uint64_t i = 0; i < kFf; ++i) {
+        double g = gu_bias[e * 2 * kFf + 2 * i], u = gu_bias[e * 2 * kFf + 2 * i + 1];
+        for (uint64_t j = 0; j < kD; ++j) {
+          g += gate[e].At(i, j) * h[j];
+          u += up[e].At(i, j) * h[j];
+        }
+        const double c = std::min(g, 7.0);
+        a[i] = c / (1.0 + std::exp(-1.702 * c)) * (std::min(std::max(u, -7.0), 7.0) + 1.0);
+      }
+      for (uint64_t o = 0; o < kD; ++o) {
+        double v = down_bias[e * kD + o];
+        for (uint64_t i = 0; i < kFf; ++i) v += down[e].At(o, i) * a[i];
+        y[o] += w * v;
+      }
+    }
+    return y;
+  });
+
+  // The same weights saved dequantised (bf16 holds every MXFP4 value exactly), and as llama.cpp
+  // writes gpt-oss to GGUF (gate and up apart, MXFP4 blocks in ggml's order): the same bits out.
+  CheckpointWriter plain;
+  plain.Add(p + ".post_attention_layernorm.weight", {kD}, norm);
+  plain.Add(p + ".mlp.router.weight", {kE, kD}, router);
+  plain.Add(p + ".mlp.router.bias", {kE}, router_bias);
+  std::vector<float> gu_plain, down_plain;  // [E, d, 2ff] and [E, ff, d]: x @ W
+  for (uint64_t e = 0; e < kE; ++e) {
+    for (uint64_t j = 0; j < kD; ++j) {
+      for (uint64_t i = 0; i < kFf; ++i) {
+        gu_plain.push_back(static_cast<float>(gate[e].At(i, j)));
+        gu_plain.push_back(static_cast<float>(up[e].At(i, j)));
+      }
+    }
+    for (uint64_t i = 0; i < kFf; ++i) {
+      for (uint64_t o = 0; o < kD; ++o) down_plain.push_back(static_cast<float>(down[e].At(o, i)));
+    }
+  }
+  plain.Add(p + ".mlp.experts.gate_up_proj", {kE, kD, 2 * kFf}, gu_plain, "BF16");
+  plain.Add(p + ".mlp.experts.gate_up_proj_bias", {kE, 2 * kFf}, gu_bias);
+  plain.Add(p + ".mlp.experts.down_proj", {kE, kFf, kD}, down_plain, "BF16");
+  plain.Add(p + ".mlp.experts.down_proj_bias", {kE, kD}, down_bias);
+  std::filesystem::remove_all(ckpt_);
+  std::filesystem::create_directories(ckpt_);
+  auto from_plain = Convert(plain, config, {}, 1, "plain.fflite");
+  ASSERT_NE(from_plain, nullptr);
+
+  GgufWriter g;
+  g.Str("general.architecture", "gpt-oss");
+  g.U32("gpt-oss.embedding_length", kD);
+  g.U32("gpt-oss.block_count", 1);
+  g.U32("gpt-oss.expert_count", kE);
+  g.U32("gpt-oss.expert_used_count", kK);
+  g.U32("gpt-oss.expert_feed_forward_length", kFf);
+  g.F32("gpt-oss.attention.layer_norm_rms_epsilon", 1e-5f);
+  g.Matrix("blk.0.post_attention_norm.weight", {kD}, kGgmlF32, norm);
+  g.Matrix("blk.0.ffn_gate_inp.weight", {kD, kE}, kGgmlF32, router);
+  g.Matrix("blk.0.ffn_gate_inp.bias", {kE}, kGgmlF32, router_bias);
+  std::vector<uint8_t> gb, ub, db;
+  std::vector<float> gbias, ubias;
+  for (uint64_t e = 0; e < kE; ++e) {
+    PackGgml(gate[e], &gb);
+    PackGgml(up[e], &ub);
+    PackGgml(down[e], &db);
+    for (uint64_t i = 0; i < kFf; ++i) {
+      gbias.push_back(gu_bias[e * 2 * kFf + 2 * i]);
+      ubias.push_back(gu_bias[e * 2 * kFf + 2 * i + 1]);
+    }
+  }
+  constexpr uint32_t kMxfp4 = 39;
+  g.Tensor("blk.0.ffn_gate_exps.weight", {kD, kFf, kE}, kMxfp4, gb);
+  g.Tensor("blk.0.ffn_up_exps.weight", {kD, kFf, kE}, kMxfp4, ub);
+  g.Tensor("blk.0.ffn_down_exps.weight", {kFf, kD, kE}, kMxfp4, db);
+  g.Matrix("blk.0.ffn_gate_exps.bias", {kFf, kE}, kGgmlF32, gbias);
+  g.Matrix("blk.0.ffn_up_exps.bias", {kFf, kE}, kGgmlF32, ubias);
+  g.Matrix("blk.0.ffn_down_exps.bias", {kD, kE}, kGgmlF32, down_bias);
+  ASSERT_OK_AND_ASSIGN(auto from_gguf, ConvertGguf(WriteGguf(g)));
+  const std::vector<float> x = rng.Vec(3 * kD, 1.0f);
+  ASSERT_OK_AND_ASSIGN(auto want, RunLayer(*model, "reference", 0, x, 3));
+  ASSERT_OK_AND_ASSIGN(auto got_plain, RunLayer(*from_plain, "reference", 0, x, 3));
+  ASSERT_OK_AND_ASSIGN(auto got_gguf, RunLayer(*from_gguf, "reference", 0, x, 3));
+  EXPECT_EQ(got_plain, want);
+  EXPECT_EQ(got_gguf, want);
+  // A swiglu_limit fflite's activation does not have is refused by name.
+  json other = config;
+  other["swiglu_limit"] = 10.0;
+  std::filesystem::remove_all(ckpt_);
+  std::filesystem::create_directories(ckpt_);
+  ASSERT_OK(hf.Write(ckpt_, other.dump()));
+  EXPECT_THAT(converter::ConvertCheckpoint(ckpt_, out_dir_ + "/x.fflite", {}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("swiglu_limit")));
+}
+
 // ---- types ----
 
 // Q8_0 and Q4_0 become I8 and I4: every value and scale as the file holds them (the
@@ -316,6 +518,66 @@ TEST_F(GgufTest, Q8AndQ4KeptAsStored) {
     }
     return y;
   });
+}
+
+// Q5_0, IQ4_NL and MXFP4 are an integer times an f16 scale per 32 too: stored as I8, each value
+// exactly the specification's (DequantizeGguf, checked against the specification in
+// gguf_types_test); an MXFP4 tensor with a scale f16 cannot hold is stored as f32 instead.
+TEST_F(GgufTest, Q5_0Iq4nlMxfp4KeptAsI8) {
+  constexpr uint32_t kFf = 96;
+  Rng rng(8);
+  auto blocks = [&](uint32_t type, uint64_t rows, uint64_t cols, int mxfp4_exp) {
+    const size_t bb = type == 39 ? 17 : (type == 6 ? 22 : 18);
+    std::vector<uint8_t> b(rows * cols / 32 * bb);
+    for (uint8_t& v : b) v = static_cast<uint8_t>(rng.Uniform(0.0f, 255.99f));
+    for (size_t i = 0; i < b.size(); i += bb) {
+      if (type == 39) {
+        b[i] = static_cast<uint8_t>(mxfp4_exp + static_cast<int>(rng.Uniform(0.0f, 7.99f)));
+      } else {
+        const uint16_t h = F32ToF16(rng.Uniform(-0.1f, 0.1f));
+        std::memcpy(&b[i], &h, 2);
+      }
+    }
+    return b;
+  };
+  for (const auto& [type, exp, stored] :
+       {std::tuple<uint32_t, int, DType>{6, 0, DType::I8}, {20, 0, DType::I8},
+        {39, 120, DType::I8}, {39, 100, DType::F32} /* 2^-28: below f16 */}) {
+    SCOPED_TRACE(type);
+    GgufWriter g;
+    LlamaKeys(g, "llama", 1, kFf);
+    g.Matrix("blk.0.ffn_norm.weight", {kD}, kGgmlF32, rng.Vec(kD, 1.0f));
+    const auto gate = blocks(type, kFf, kD, exp), up = blocks(type, kFf, kD, exp);
+    const auto down = blocks(type, kD, kFf, exp);
+    g.Tensor("blk.0.ffn_gate.weight", {kD, kFf}, type, gate);
+    g.Tensor("blk.0.ffn_up.weight", {kD, kFf}, type, up);
+    g.Tensor("blk.0.ffn_down.weight", {kFf, kD}, type, down);
+    ASSERT_OK_AND_ASSIGN(auto model, ConvertGguf(WriteGguf(g)));
+    const FfnView& f = model->layers()[0].ffn;
+    const std::pair<const TensorView*, const std::vector<uint8_t>*> cases[] = {
+        {&f.gate, &gate}, {&f.up, &up}, {&f.down, &down}};
+    for (const auto& [t, src] : cases) {
+      ASSERT_EQ(t->dtype, stored);
+      const uint64_t rows = t == &f.down ? kD : kFf, k = t == &f.down ? kFf : kD;
+      std::vector<float> want(rows * k);
+      ASSERT_OK(converter::DequantizeGguf(static_cast<converter::GgmlType>(type), src->data(),
+                                          want.size(), want.data()));
+      if (stored == DType::F32) {  // rows padded to the stored d_ff
+        for (uint64_t r = 0; r < rows; ++r) {
+          ASSERT_EQ(std::memcmp(t->data + r * t->shape[1] * 4, &want[r * k], k * 4), 0) << r;
+        }
+        continue;
+      }
+      const QuantGeometry geo = QuantMatrixGeometry(DType::I8, t->shape[0], t->shape[1]);
+      for (uint64_t r = 0; r < rows; ++r) {
+        for (uint64_t j = 0; j < k; ++j) {
+          const float v = static_cast<float>(QuantValueAt(DType::I8, geo, t->data, r, j)) *
+                          F16ToF32(QuantScaleAt(geo, t->data, r, j / 32));
+          ASSERT_EQ(FloatBits(v), FloatBits(want[r * k + j])) << "row " << r << " col " << j;
+        }
+      }
+    }
+  }
 }
 
 // Types fflite has no kernels for yet are stored as f32, each value exactly the specification's

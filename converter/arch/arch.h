@@ -114,6 +114,7 @@ absl::StatusOr<ArchPlan> ConvertGpt2(const ArchContext& ctx);
 absl::StatusOr<ArchPlan> ConvertT5(const ArchContext& ctx);
 absl::StatusOr<ArchPlan> ConvertWhisper(const ArchContext& ctx);
 absl::StatusOr<ArchPlan> ConvertOpt(const ArchContext& ctx);
+absl::StatusOr<ArchPlan> ConvertGptOss(const ArchContext& ctx);  // MXFP4 experts, SWIGLU_OAI
 
 }  // namespace converter
 }  // namespace fflite

@@ -29,6 +29,7 @@ constexpr ArchEntry kArchitectures[] = {
     {"t5", ConvertT5},
     {"whisper", ConvertWhisper},
     {"opt", ConvertOpt},
+    {"gpt_oss", ConvertGptOss},
 };
 
 }  // namespace

@@ -267,6 +267,28 @@ bool WriteGgufSeeds(const std::string& root, int* n) {
     }
     ok = ok && seed(g);
   }
+  {
+    // gpt-oss: MXFP4 experts (bytes below 0x3c: scales 2^-68..2^-69, far below f16, stored as f32;
+    // one tensor's scales set to 120 so that it becomes i8), biases, the router's bias.
+    GgufWriter g;
+    keys(g, "gpt-oss", 32, 1, 32);
+    g.U32("gpt-oss.expert_count", 4);
+    g.U32("gpt-oss.expert_used_count", 2);
+    g.U32("gpt-oss.expert_feed_forward_length", 32);
+    g.Matrix("blk.0.post_attention_norm.weight", {32}, testing::kGgmlF32, rng.Vec(32, 1.0f));
+    g.Matrix("blk.0.ffn_gate_inp.weight", {32, 4}, testing::kGgmlF32, rng.Vec(128, 1.0f));
+    g.Matrix("blk.0.ffn_gate_inp.bias", {4}, testing::kGgmlF32, rng.Vec(4, 1.0f));
+    std::vector<uint8_t> gate = raw(39, 4096);
+    for (size_t i = 0; i < gate.size(); i += 17) gate[i] = 120;
+    g.Tensor("blk.0.ffn_gate_exps.weight", {32, 32, 4}, 39, gate);
+    g.Tensor("blk.0.ffn_up_exps.weight", {32, 32, 4}, 39, raw(39, 4096));
+    g.Tensor("blk.0.ffn_down_exps.weight", {32, 32, 4}, 39, raw(39, 4096));
+    for (const char* b : {"gate", "up", "down"}) {
+      g.Matrix(std::string("blk.0.ffn_") + b + "_exps.bias", {32, 4}, testing::kGgmlF32,
+               rng.Vec(128, 1.0f));
+    }
+    ok = ok && seed(g);
+  }
   return ok;
 }
 

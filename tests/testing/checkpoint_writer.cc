@@ -74,8 +74,10 @@ const std::vector<float>& CheckpointWriter::AddRandom(const std::string& name,
 }
 
 void CheckpointWriter::AddRaw(const std::string& name, const std::string& dtype,
-                              size_t element_size, std::vector<uint64_t> shape) {
+                              size_t element_size, std::vector<uint64_t> shape,
+                              std::vector<uint8_t> bytes) {
   Entry e;
+  e.raw = std::move(bytes);
   e.name = name;
   e.dtype = dtype;
   e.element_size = element_size;
@@ -102,7 +104,9 @@ absl::Status CheckpointWriter::Write(const std::string& dir, const std::string& 
     for (size_t i = static_cast<size_t>(s); i < entries_.size(); i += static_cast<size_t>(shards)) {
       const Entry& e = entries_[i];
       const uint64_t begin = data.size();
-      if (e.values.empty()) {
+      if (!e.raw.empty()) {
+        data.append(e.raw.begin(), e.raw.end());
+      } else if (e.values.empty()) {
         data.append(Numel(e.shape) * e.element_size, '\0');
       } else {
         for (float v : e.values) AppendValue(e.dtype, v, &data);

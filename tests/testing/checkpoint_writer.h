@@ -29,9 +29,9 @@ class CheckpointWriter {
   const std::vector<float>& AddRandom(const std::string& name, std::vector<uint64_t> shape,
                                       Rng& rng, float scale, const std::string& dtype = "",
                                       float center = 0.0f);
-  // An entry of another dtype (e.g. "I8", "I64"), with raw zero bytes.
+  // An entry of another dtype (e.g. "I8", "I64", "U8"), with `bytes` (zeros when empty).
   void AddRaw(const std::string& name, const std::string& dtype, size_t element_size,
-              std::vector<uint64_t> shape);
+              std::vector<uint64_t> shape, std::vector<uint8_t> bytes = {});
   const std::vector<float>& Get(const std::string& name) const;
   // The dtype used when Add is given none ("F32" unless set).
   void set_default_dtype(const std::string& dtype) { default_dtype_ = dtype; }
@@ -46,6 +46,7 @@ class CheckpointWriter {
     size_t element_size = 0;
     std::vector<uint64_t> shape;
     std::vector<float> values;  // empty for raw entries
+    std::vector<uint8_t> raw;   // a raw entry's bytes (empty: zeros)
   };
   std::vector<Entry> entries_;
   std::map<std::string, size_t> index_;
