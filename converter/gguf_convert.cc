@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -33,6 +34,8 @@ struct GgufArch {
   bool post_norm;
   bool normalize_top_k;  // the top-k weights renormalised (unless expert_weights_norm says)
   const char* norm = "ffn_norm";  // the FFN's pre-norm: blk.N.<norm>.weight
+  // BERT: a plain FFN with biases, then LayerNorm(x + ffn(x)) (layer_output_norm, with a bias).
+  bool bert = false;
 };
 
 constexpr GgufArch kGgufArchs[] = {
@@ -45,6 +48,11 @@ constexpr GgufArch kGgufArchs[] = {
     {"gemma2", Activation::GELU_TANH, false, true, false},
     {"gemma3", Activation::GELU_TANH, false, true, false},
     {"phi3", Activation::SILU, true, false, false},
+    // deepseek2 (DeepSeek-V2, -V3 and R1): leading dense layers, routed experts, shared experts
+    // (ffn_*_shexp, one FFN of expert_shared_count experts' width), routing in Routing().
+    {"deepseek2", Activation::SILU, false, false, false},
+    // bert: GELU with erf, as transformers' "gelu" (llama.cpp runs its tanh approximation).
+    {"bert", Activation::GELU_ERF, false, false, false, "", true},
     // gpt-oss: softmax over the top-k logits (= softmax renormalised over the top k), experts
     // with biases, the clamped SwiGLU, and its FFN norm stored as post_attention_norm.
     {"gpt-oss", Activation::SWIGLU_OAI, false, false, true, "post_attention_norm"},
@@ -278,7 +286,97 @@ absl::StatusOr<FfnSpec> GatedFfn(Ctx& c, const std::string& blk, const std::stri
   return f;
 }
 
+// The routing keys (llama.cpp's expert_gating_func: 1 softmax, 2 sigmoid, 3 softmax over the
+// top-k logits only, the same weights as a softmax renormalised over the top k). deepseek2 keeps
+// its checkpoints' semantics (arch/deepseek.cc): softmax is DeepSeek-V2 (group score the highest
+// expert score; the scale only without renormalisation), sigmoid DeepSeek-V3 (selection on the
+// scores plus exp_probs_b, group score the sum of the top 2, the scale always); groups from
+// expert_group_count / expert_group_used_count (absent: none, as llama.cpp routes then).
+absl::Status Routing(Ctx& c, uint32_t experts, MoeSpec* moe) {
+  const HfConfig& m = c.file->metadata();
+  const bool deepseek = std::string(c.arch->name) == "deepseek2";
+  FFLITE_ASSIGN_OR_RETURN(bool normalize,
+                          m.Bool(c.Key("expert_weights_norm"), c.arch->normalize_top_k));
+  FFLITE_ASSIGN_OR_RETURN(const uint32_t gating, m.Count(c.Key("expert_gating_func"), 1, 3, 1));
+  if (gating == 2 && !deepseek) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "'%s': %s is 2 (sigmoid); the mapping of %s reads softmax routing (1 or 3) only",
+        c.file->path(), c.Key("expert_gating_func"), c.arch->name));
+  }
+  if (gating == 3) normalize = true;
+  moe->scoring = gating == 2 ? Scoring::SIGMOID : Scoring::SOFTMAX;
+  FFLITE_ASSIGN_OR_RETURN(double scale, m.Float(c.Key("expert_weights_scale"), 1.0));
+  if (!(scale > 0.0) || scale > std::numeric_limits<float>::max()) {
+    return m.Error(c.Key("expert_weights_scale"),
+                   absl::StrFormat("%g must be positive and at most %g (stored as float32)",
+                                   scale, std::numeric_limits<float>::max()));
+  }
+  if (deepseek) {
+    normalize = normalize && moe->top_k > 1;
+    if (gating != 2 && normalize) scale = 1.0;  // V2 scales only unnormalised weights
+    moe->group_scoring = gating == 2 ? GroupScoring::TOP2_SUM : GroupScoring::HIGHEST;
+    FFLITE_ASSIGN_OR_RETURN(moe->n_group, m.Count(c.Key("expert_group_count"), 1, experts, 1));
+    FFLITE_ASSIGN_OR_RETURN(moe->topk_group,
+                            m.Count(c.Key("expert_group_used_count"), 1, moe->n_group, 1));
+    if (experts % moe->n_group != 0) {
+      return m.Error(c.Key("expert_group_count"),
+                     absl::StrFormat("%d does not divide %s = %d", moe->n_group,
+                                     c.Key("expert_count"), experts));
+    }
+    if (moe->n_group == 1) moe->topk_group = 1;
+    const uint32_t per_group = experts / moe->n_group;
+    if (moe->n_group > 1 && gating == 2 && per_group < 2) {
+      return m.Error(c.Key("expert_group_count"), absl::StrFormat(
+          "%d leaves %d expert per group; a group is scored by the sum of its top 2 experts",
+          moe->n_group, per_group));
+    }
+    if (moe->n_group > 1 && uint64_t{moe->top_k} > uint64_t{moe->topk_group} * per_group) {
+      return m.Error(c.Key("expert_used_count"), absl::StrFormat(
+          "%d exceeds the %d experts of %d kept groups of %d", moe->top_k,
+          uint64_t{moe->topk_group} * per_group, moe->topk_group, per_group));
+    }
+  }
+  moe->normalize_top_k = normalize;
+  moe->routed_scaling_factor = static_cast<float>(scale);
+  return absl::OkStatus();
+}
+
+// BERT's layer (arch/bert.cc): LayerNorm(x + down(gelu(up·x + b_up)) + b_down).
+absl::StatusOr<LayerSpec> BuildBertLayer(Ctx& c, uint32_t i) {
+  const std::string blk = absl::StrFormat("blk.%d", i);
+  const HfConfig& m = c.file->metadata();
+  const uint32_t d = c.d;
+  LayerSpec l;
+  l.name = blk;
+  l.kind = LayerKind::kDense;
+  FFLITE_ASSIGN_OR_RETURN(const uint32_t ff, c.Dim("feed_forward_length", i));
+  const std::string why = absl::StrFormat("d_model %d, d_ff %d from %s", d, ff,
+                                          c.Key("feed_forward_length"));
+  l.ffn.activation = c.arch->activation;
+  l.ffn.gated = false;
+  l.ffn.d_ff = ff;
+  FFLITE_ASSIGN_OR_RETURN(l.ffn.up, c.Matrix(blk + ".ffn_up.weight", {d, ff}, 0, ff, true, why));
+  FFLITE_ASSIGN_OR_RETURN(l.ffn.up_bias, c.Vector(blk + ".ffn_up.bias", ff, why));
+  FFLITE_ASSIGN_OR_RETURN(l.ffn.down, c.Matrix(blk + ".ffn_down.weight", {ff, d}, 0, d, true,
+                                               why));
+  FFLITE_ASSIGN_OR_RETURN(l.ffn.down_bias, c.Vector(blk + ".ffn_down.bias", d, why));
+  if (c.options.include_norm) {
+    FFLITE_ASSIGN_OR_RETURN(const double eps,
+                            m.Epsilon(c.Key("attention.layer_norm_epsilon"), 1e-12));
+    NormSpec n;
+    n.kind = NormKind::LAYER_NORM;
+    n.placement = NormPlacement::POST;
+    n.eps = static_cast<float>(eps);
+    FFLITE_ASSIGN_OR_RETURN(n.weight, c.Vector(blk + ".layer_output_norm.weight", d, "[d_model]"));
+    FFLITE_ASSIGN_OR_RETURN(n.bias, c.Vector(blk + ".layer_output_norm.bias", d, "[d_model]"));
+    l.norm = std::move(n);
+    l.residual = true;
+  }
+  return l;
+}
+
 absl::StatusOr<LayerSpec> BuildLayer(Ctx& c, uint32_t i) {
+  if (c.arch->bert) return BuildBertLayer(c, i);
   const std::string blk = absl::StrFormat("blk.%d", i);
   const HfConfig& m = c.file->metadata();
   LayerSpec l;
@@ -293,20 +391,7 @@ absl::StatusOr<LayerSpec> BuildLayer(Ctx& c, uint32_t i) {
     FFLITE_ASSIGN_OR_RETURN(const uint32_t experts,
                             m.Count(c.Key("expert_count"), 1, 1 << 16));
     FFLITE_ASSIGN_OR_RETURN(l.moe.top_k, m.Count(c.Key("expert_used_count"), 1, experts));
-    FFLITE_ASSIGN_OR_RETURN(l.moe.normalize_top_k,
-                            m.Bool(c.Key("expert_weights_norm"), c.arch->normalize_top_k));
-    // llama.cpp's gating functions: 1 softmax, 2 sigmoid, 3 softmax over the top-k weights only
-    // (the same weights as a softmax renormalised over the top k).
-    FFLITE_ASSIGN_OR_RETURN(const uint32_t gating, m.Count(c.Key("expert_gating_func"), 1, 3, 1));
-    if (gating == 2) {
-      return absl::UnimplementedError(absl::StrFormat(
-          "'%s': %s is 2 (sigmoid); the mapping of %s reads softmax routing (1 or 3) only",
-          c.file->path(), c.Key("expert_gating_func"), c.arch->name));
-    }
-    if (gating == 3) l.moe.normalize_top_k = true;
-    l.moe.scoring = Scoring::SOFTMAX;
-    FFLITE_ASSIGN_OR_RETURN(const double scale, m.Float(c.Key("expert_weights_scale"), 1.0));
-    l.moe.routed_scaling_factor = static_cast<float>(scale);
+    FFLITE_RETURN_IF_ERROR(Routing(c, experts, &l.moe));
     FFLITE_ASSIGN_OR_RETURN(
         l.moe.router, c.Matrix(blk + ".ffn_gate_inp.weight", {d, experts}, 0, experts, false,
                                absl::StrFormat("d_model %d, %d experts from %s", d, experts,
@@ -319,6 +404,12 @@ absl::StatusOr<LayerSpec> BuildLayer(Ctx& c, uint32_t i) {
     FFLITE_ASSIGN_OR_RETURN(const uint32_t ff, c.Dim(ff_key, i));
     const std::string why = absl::StrFormat("d_model %d, d_ff %d from %s, %d experts", d, ff,
                                             c.Key(ff_key), experts);
+    if (l.moe.scoring == Scoring::SIGMOID && c.file->Find(blk + ".exp_probs_b.bias") != nullptr) {
+      // DeepSeek-V3's e_score_correction_bias.
+      FFLITE_ASSIGN_OR_RETURN(l.moe.score_correction_bias,
+                              c.Vector(blk + ".exp_probs_b.bias", experts,
+                                       "the score correction bias, [experts]"));
+    }
     if (c.file->Find(blk + ".ffn_gate_inp.bias") != nullptr) {  // gpt-oss's router bias
       FFLITE_ASSIGN_OR_RETURN(l.moe.router_bias, c.Vector(blk + ".ffn_gate_inp.bias", experts,
                                                           "the router's bias, [experts]"));
@@ -354,10 +445,20 @@ absl::StatusOr<LayerSpec> BuildLayer(Ctx& c, uint32_t i) {
       l.moe.experts.push_back(std::move(f));
     }
     if (const GgufTensor* up = c.file->Find(blk + ".ffn_up_shexp.weight"); up != nullptr) {
-      // qwen2moe's shared expert, behind sigmoid(ffn_gate_inp_shexp · x).
+      // qwen2moe's shared expert, behind sigmoid(ffn_gate_inp_shexp · x); deepseek2's
+      // expert_shared_count experts as one FFN of that many times the experts' d_ff.
       uint32_t sff = 0;
-      if (m.Has(c.Key("expert_shared_feed_forward_length"))) {
+      std::string sff_key = c.Key("expert_shared_feed_forward_length");
+      if (m.Has(sff_key)) {
         FFLITE_ASSIGN_OR_RETURN(sff, c.Dim("expert_shared_feed_forward_length", i));
+      } else if (m.Has(c.Key("expert_shared_count"))) {
+        sff_key = c.Key("expert_shared_count");
+        FFLITE_ASSIGN_OR_RETURN(const uint32_t count, m.Count(sff_key, 1, 1 << 16));
+        if (uint64_t{count} * ff > static_cast<uint64_t>(kMaxConfigDim)) {
+          return m.Error(sff_key, absl::StrFormat("%d times the experts' d_ff %d exceeds %d",
+                                                  count, ff, kMaxConfigDim));
+        }
+        sff = count * ff;
       } else if (up->ne.size() == 2 && up->ne[1] >= 1 && up->ne[1] <= kMaxConfigDim) {
         sff = static_cast<uint32_t>(up->ne[1]);
       } else {
@@ -365,9 +466,7 @@ absl::StatusOr<LayerSpec> BuildLayer(Ctx& c, uint32_t i) {
             "'%s': tensor \"%s\" has ne %s; a shared expert's up matrix is [d_model, d_ff]",
             c.file->path(), up->name, ShapeString(up->ne)));
       }
-      FFLITE_ASSIGN_OR_RETURN(FfnSpec f,
-                              GatedFfn(c, blk, "_shexp", sff,
-                                       c.Key("expert_shared_feed_forward_length")));
+      FFLITE_ASSIGN_OR_RETURN(FfnSpec f, GatedFfn(c, blk, "_shexp", sff, sff_key));
       l.moe.shared_experts.push_back(std::move(f));
       if (c.file->Find(blk + ".ffn_gate_inp_shexp.weight") != nullptr) {
         FFLITE_ASSIGN_OR_RETURN(l.moe.shared_expert_gate,

@@ -91,6 +91,22 @@ class GgufTest : public ConverterTest {
       EXPECT_EQ(got, want) << "layer " << l;
       EXPECT_EQ(gg->layers()[l].residual, hf->layers()[l].residual);
       EXPECT_EQ(gg->layers()[l].norm.present, hf->layers()[l].norm.present);
+      // The routing, field by field (random inputs may not reach every difference).
+      const MoeView& a = gg->layers()[l].moe;
+      const MoeView& b = hf->layers()[l].moe;
+      ASSERT_EQ(gg->layers()[l].kind, hf->layers()[l].kind);
+      EXPECT_EQ(a.num_experts, b.num_experts);
+      EXPECT_EQ(a.top_k, b.top_k);
+      EXPECT_EQ(a.scoring, b.scoring);
+      EXPECT_EQ(a.normalize_top_k, b.normalize_top_k);
+      EXPECT_EQ(a.routed_scaling_factor, b.routed_scaling_factor);
+      EXPECT_EQ(a.n_group, b.n_group);
+      EXPECT_EQ(a.topk_group, b.topk_group);
+      EXPECT_EQ(a.group_scoring, b.group_scoring);
+      EXPECT_EQ(a.router_bias.present(), b.router_bias.present());
+      EXPECT_EQ(a.score_correction_bias.present(), b.score_correction_bias.present());
+      EXPECT_EQ(a.shared_experts.size(), b.shared_experts.size());
+      EXPECT_EQ(a.shared_expert_gate.present(), b.shared_expert_gate.present());
     }
   }
 };
@@ -242,6 +258,89 @@ TEST_F(GgufTest, QwenMoeSharedExpertDenseLayersAndNormKey) {
     if (shared) config["shared_expert_intermediate_size"] = kSharedFf;
     ExpectSameAsSafetensors(t, config, 2);
   }
+}
+
+// DeepSeek-V3 (sigmoid, correction bias, 4 groups keep 1, top-2 renormalised, scale 2.5) and V2
+// (softmax, groups by their best score, not renormalised, scale 16) from deepseek2 GGUF files,
+// against the deepseek_v3 / deepseek_v2 safetensors mappings: a dense first layer, then routed
+// and shared experts.
+TEST_F(GgufTest, Deepseek2V3AndV2) {
+  for (const bool v3 : {true, false}) {
+    SCOPED_TRACE(v3 ? "v3" : "v2");
+    Twin t;
+    constexpr uint32_t kFf = 96, kMoeFf = 32, kE = 8, kShared = 2;
+    LlamaKeys(t.gguf, "deepseek2", 2, kFf);
+    t.gguf.U32("deepseek2.leading_dense_block_count", 1);
+    t.gguf.U32("deepseek2.expert_count", kE);
+    t.gguf.U32("deepseek2.expert_used_count", 2);
+    t.gguf.U32("deepseek2.expert_shared_count", kShared);
+    t.gguf.U32("deepseek2.expert_feed_forward_length", kMoeFf);
+    t.gguf.U32("deepseek2.expert_group_count", 4);
+    t.gguf.U32("deepseek2.expert_group_used_count", 1);  // one group of 2 kept: top-2 inside it
+    t.gguf.F32("deepseek2.expert_weights_scale", v3 ? 2.5f : 16.0f);
+    t.gguf.Bool("deepseek2.expert_weights_norm", v3);
+    t.gguf.U32("deepseek2.expert_gating_func", v3 ? 2 : 1);
+    t.Add("model.layers.0.post_attention_layernorm.weight", "blk.0.ffn_norm.weight", 0, kD, 1.0f);
+    t.Add("model.layers.0.mlp.gate_proj.weight", "blk.0.ffn_gate.weight", kFf, kD);
+    t.Add("model.layers.0.mlp.up_proj.weight", "blk.0.ffn_up.weight", kFf, kD);
+    t.Add("model.layers.0.mlp.down_proj.weight", "blk.0.ffn_down.weight", kD, kFf);
+    const std::string p = "model.layers.1.mlp";
+    t.Add("model.layers.1.post_attention_layernorm.weight", "blk.1.ffn_norm.weight", 0, kD, 1.0f);
+    t.Add(p + ".gate.weight", "blk.1.ffn_gate_inp.weight", kE, kD);
+    if (v3) t.Add(p + ".gate.e_score_correction_bias", "blk.1.exp_probs_b.bias", 0, kE, 0.05f);
+    t.AddExperts(p + ".experts", "gate_proj.weight", "blk.1.ffn_gate_exps.weight", kE, kMoeFf, kD);
+    t.AddExperts(p + ".experts", "up_proj.weight", "blk.1.ffn_up_exps.weight", kE, kMoeFf, kD);
+    t.AddExperts(p + ".experts", "down_proj.weight", "blk.1.ffn_down_exps.weight", kE, kD, kMoeFf);
+    const uint64_t sff = kMoeFf * kShared;
+    t.Add(p + ".shared_experts.gate_proj.weight", "blk.1.ffn_gate_shexp.weight", sff, kD);
+    t.Add(p + ".shared_experts.up_proj.weight", "blk.1.ffn_up_shexp.weight", sff, kD);
+    t.Add(p + ".shared_experts.down_proj.weight", "blk.1.ffn_down_shexp.weight", kD, sff);
+    json config = {{"model_type", v3 ? "deepseek_v3" : "deepseek_v2"}, {"hidden_size", kD},
+                   {"intermediate_size", kFf}, {"moe_intermediate_size", kMoeFf},
+                   {"num_hidden_layers", 2}, {"n_routed_experts", kE},
+                   {"n_shared_experts", kShared}, {"num_experts_per_tok", 2}, {"n_group", 4},
+                   {"topk_group", 1},
+                   {"topk_method", v3 ? "noaux_tc" : "group_limited_greedy"},
+                   {"norm_topk_prob", v3}, {"routed_scaling_factor", v3 ? 2.5 : 16.0},
+                   {"first_k_dense_replace", 1}, {"rms_norm_eps", 1e-5f}, {"hidden_act", "silu"}};
+    if (v3) config["scoring_func"] = "sigmoid";
+    ExpectSameAsSafetensors(t, config, 2);
+  }
+  // A group count that does not divide the experts is refused by key.
+  GgufWriter g;
+  LlamaKeys(g, "deepseek2", 1, 32);
+  g.U32("deepseek2.expert_count", 6);
+  g.U32("deepseek2.expert_used_count", 2);
+  g.U32("deepseek2.expert_group_count", 4);
+  Rng rng(4);
+  g.Matrix("blk.0.ffn_gate_inp.weight", {kD, 6}, kGgmlF32, rng.Vec(6 * kD, 1.0f));
+  EXPECT_THAT(ConvertGguf(WriteGguf(g)).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("deepseek2.expert_group_count")));
+}
+
+TEST_F(GgufTest, BertPostLayerNorm) {
+  Twin t;
+  constexpr uint32_t kFf = 96;
+  t.gguf.Str("general.architecture", "bert");
+  t.gguf.U32("bert.embedding_length", kD);
+  t.gguf.U32("bert.block_count", 2);
+  t.gguf.U32("bert.feed_forward_length", kFf);
+  t.gguf.F32("bert.attention.layer_norm_epsilon", 1e-12f);
+  for (int i = 0; i < 2; ++i) {
+    const std::string p = absl::StrFormat("bert.encoder.layer.%d", i);
+    const std::string b = absl::StrFormat("blk.%d", i);
+    t.Add(p + ".intermediate.dense.weight", b + ".ffn_up.weight", kFf, kD);
+    t.Add(p + ".intermediate.dense.bias", b + ".ffn_up.bias", 0, kFf);
+    t.Add(p + ".output.dense.weight", b + ".ffn_down.weight", kD, kFf);
+    t.Add(p + ".output.dense.bias", b + ".ffn_down.bias", 0, kD);
+    t.Add(p + ".output.LayerNorm.weight", b + ".layer_output_norm.weight", 0, kD, 1.0f);
+    t.Add(p + ".output.LayerNorm.bias", b + ".layer_output_norm.bias", 0, kD);
+  }
+  const json config = {{"model_type", "bert"}, {"hidden_size", kD}, {"intermediate_size", kFf},
+                       {"num_hidden_layers", 2}, {"layer_norm_eps", 1e-12f},
+                       {"hidden_act", "gelu"}};
+  ExpectSameAsSafetensors(t, config, 2);
 }
 
 // ---- gpt-oss: MXFP4 experts, biases, the clamped SwiGLU ----

@@ -132,6 +132,12 @@ TEST_F(LoaderTest, WrongIdentifier) {
   EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("not an fflite file: identifier 'GGUF'")));
 }
 
+TEST_F(LoaderTest, GgufFileIsNamedWithTheConverterCommand) {
+  std::memcpy(bytes_.data(), "GGUF", 4);
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("GGUF file (llama.cpp's format): convert it "
+                                                    "first with `fflite-convert")));
+}
+
 TEST_F(LoaderTest, NewerMajorVersionIsRefusedWithBothVersions) {
   ASSERT_TRUE(Root()->mutate_version_major(kFormatVersionMajor + 1));
   ASSERT_TRUE(Root()->mutate_version_minor(3));

@@ -268,6 +268,44 @@ bool WriteGgufSeeds(const std::string& root, int* n) {
     ok = ok && seed(g);
   }
   {
+    // deepseek2: a dense first layer, sigmoid routing with the correction bias and 2 groups,
+    // shared experts.
+    GgufWriter g;
+    keys(g, "deepseek2", 32, 2, 32);
+    g.U32("deepseek2.expert_count", 4);
+    g.U32("deepseek2.expert_used_count", 2);
+    g.U32("deepseek2.expert_shared_count", 1);
+    g.U32("deepseek2.expert_feed_forward_length", 32);
+    g.U32("deepseek2.expert_group_count", 2);
+    g.U32("deepseek2.expert_group_used_count", 1);
+    g.U32("deepseek2.expert_gating_func", 2);
+    g.Bool("deepseek2.expert_weights_norm", true);
+    g.F32("deepseek2.expert_weights_scale", 2.5f);
+    dense(g, 0, testing::kGgmlQ8_0, 32, 32);
+    g.Matrix("blk.1.ffn_norm.weight", {32}, testing::kGgmlF32, rng.Vec(32, 1.0f));
+    g.Matrix("blk.1.ffn_gate_inp.weight", {32, 4}, testing::kGgmlF32, rng.Vec(128, 1.0f));
+    g.Matrix("blk.1.exp_probs_b.bias", {4}, testing::kGgmlF32, rng.Vec(4, 0.1f));
+    for (const char* m : {"gate", "up", "down"}) {
+      g.Matrix(std::string("blk.1.ffn_") + m + "_exps.weight", {32, 32, 4}, testing::kGgmlQ4_0,
+               rng.Vec(4096, 1.0f));
+      g.Matrix(std::string("blk.1.ffn_") + m + "_shexp.weight", {32, 32}, testing::kGgmlF16,
+               rng.Vec(1024, 1.0f));
+    }
+    ok = ok && seed(g);
+  }
+  {
+    // bert: plain FFNs with biases and a post-LayerNorm with a bias.
+    GgufWriter g;
+    keys(g, "bert", 32, 1, 32);
+    g.Matrix("blk.0.ffn_up.weight", {32, 32}, testing::kGgmlF16, rng.Vec(1024, 1.0f));
+    g.Matrix("blk.0.ffn_up.bias", {32}, testing::kGgmlF32, rng.Vec(32, 1.0f));
+    g.Matrix("blk.0.ffn_down.weight", {32, 32}, testing::kGgmlQ8_0, rng.Vec(1024, 1.0f));
+    g.Matrix("blk.0.ffn_down.bias", {32}, testing::kGgmlF32, rng.Vec(32, 1.0f));
+    g.Matrix("blk.0.layer_output_norm.weight", {32}, testing::kGgmlF32, rng.Vec(32, 1.0f));
+    g.Matrix("blk.0.layer_output_norm.bias", {32}, testing::kGgmlF32, rng.Vec(32, 1.0f));
+    ok = ok && seed(g);
+  }
+  {
     // gpt-oss: MXFP4 experts (bytes below 0x3c: scales 2^-68..2^-69, far below f16, stored as f32;
     // one tensor's scales set to 120 so that it becomes i8), biases, the router's bias.
     GgufWriter g;

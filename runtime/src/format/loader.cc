@@ -466,6 +466,10 @@ absl::StatusOr<const schema::Model*> VerifyRoot(const uint8_t* bytes, uint64_t s
     return Bad(absl::StrFormat(
         "file is %d bytes, too small for an fflite header (at least %d)", size, kMinSize));
   }
+  if (std::memcmp(bytes, "GGUF", 4) == 0) {
+    return Bad("not an fflite file but a GGUF file (llama.cpp's format): convert it first with "
+               "`fflite-convert MODEL.gguf OUT.fflite`");
+  }
   if (std::memcmp(bytes + 8, schema::ModelIdentifier(), 4) != 0) {
     std::string got;
     for (int i = 8; i < 12; ++i) {
