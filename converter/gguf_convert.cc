@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -541,6 +542,20 @@ absl::StatusOr<ArchPlan> PlanGguf(GgufPtr file, const GgufPlanOptions& options,
     FFLITE_ASSIGN_OR_RETURN(const std::string model_name, m.String("general.name"));
     plan.metadata.push_back({"source.name", model_name});
   }
+  // The types of the file's FFN weight matrices ("Q4_K: 64, Q6_K: 32"), so that a converted
+  // file says which of its matrices kept their bits.
+  std::map<std::string, int> types;
+  for (const GgufTensor& t : file->tensors()) {
+    const size_t ffn = t.name.find(".ffn_");
+    if (t.name.rfind("blk.", 0) == 0 && ffn != std::string::npos &&
+        t.name.size() > 7 && t.name.compare(t.name.size() - 7, 7, ".weight") == 0 &&
+        t.ne.size() >= 2 && t.name.find("_inp") == std::string::npos) {
+      ++types[t.TypeName()];
+    }
+  }
+  std::vector<std::string> parts;
+  for (const auto& [type, count] : types) parts.push_back(absl::StrCat(type, ": ", count));
+  plan.metadata.push_back({"source.gguf_ffn_types", absl::StrJoin(parts, ", ")});
   for (uint32_t i = 0; i < layers; ++i) {
     plan.sublayers.push_back({absl::StrFormat("blk.%d", i),
                               [ctx, i]() { return BuildLayer(*ctx, i); }});

@@ -593,6 +593,11 @@ TEST_F(GgufTest, Q8AndQ4KeptAsStored) {
     expect_values(moe.experts[e].down, DType::I8, down, uint64_t{e} * kD, kD, kFf);
   }
   ASSERT_EQ(moe.router.dtype, DType::F16);
+  bool types_noted = false;
+  for (const auto& [k, v] : model->metadata()) {
+    if (k == "source.gguf_ffn_types") types_noted = v == "Q4_0: 2, Q8_0: 1";
+  }
+  EXPECT_TRUE(types_noted);
   // The layer on the same values, computed by hand: softmax top-2, renormalised (qwen3moe).
   ExpectLayer(*model, 0, [&](const Vec& x) {
     const Vec h = HfRmsNorm(x, norm, 1e-5f);
