@@ -192,6 +192,14 @@ TensorSource Source(const View& v, std::vector<uint64_t> shape, bool matrix, boo
   return s;
 }
 
+// An FFN weight matrix of a block (blk.N.ffn_*.weight, 2-D or 3-D; not a router).
+bool IsFfnMatrix(const GgufTensor& t) {
+  const std::string& n = t.name;
+  return n.rfind("blk.", 0) == 0 && n.find(".ffn_") != std::string::npos && n.size() > 7 &&
+         n.compare(n.size() - 7, 7, ".weight") == 0 && t.ne.size() >= 2 &&
+         n.find("_inp") == std::string::npos;
+}
+
 struct Ctx {
   GgufPtr file;
   const GgufArch* arch;
@@ -496,6 +504,54 @@ absl::StatusOr<LayerSpec> BuildLayer(Ctx& c, uint32_t i) {
 
 }  // namespace
 
+std::string DescribeGguf(GgufPtr file) {
+  std::string out = absl::StrFormat("%s: GGUF version %d, %d key-values, %d tensors\n",
+                                    file->path(), file->version(), file->key_types().size(),
+                                    file->tensors().size());
+  std::string arch;
+  auto plan = PlanGguf(file, GgufPlanOptions(), &arch);
+  if (plan.ok()) {
+    absl::StrAppendFormat(&out, "architecture %s: %d FFN sublayers, d_model %d\n", arch,
+                          plan->sublayers.size(), plan->d_model);
+  } else {
+    absl::StrAppendFormat(&out, "does not convert: %s\n", plan.status().message());
+  }
+  struct Row {
+    int count = 0;
+    uint64_t bytes = 0;
+  };
+  std::map<std::string, Row> rows;
+  std::map<std::string, std::string> how;
+  for (const GgufTensor& t : file->tensors()) {
+    if (!IsFfnMatrix(t)) continue;
+    Row& r = rows[t.TypeName()];
+    ++r.count;
+    r.bytes += t.bytes;
+    std::string h = "not read (no dequantisation for this type)";
+    if (t.type != nullptr) {
+      const GgmlType ty = t.type->type;
+      if (FloatDType(ty) != DType::INVALID) {
+        h = "as is";
+      } else if (ty == GgmlType::Q4_0) {
+        h = "i4, bits kept";
+      } else if (ty == GgmlType::MXFP4) {
+        h = "i8, bits kept (f32, exact, where a scale leaves f16's range)";
+      } else if (GgufScalesFitInt8(ty, nullptr, 0)) {
+        h = "i8, bits kept";
+      } else if (t.type->dequantizable) {
+        h = "f32, exact values (no fflite kernels for this type yet)";
+      }
+    }
+    how[t.TypeName()] = h;
+  }
+  out += "FFN weight matrices by type:\n";
+  for (const auto& [type, r] : rows) {
+    absl::StrAppendFormat(&out, "  %-8s %5d tensors %10.1f MiB  -> %s\n", type, r.count,
+                          static_cast<double>(r.bytes) / (1 << 20), how[type]);
+  }
+  return out;
+}
+
 std::string GgufArchitectures() {
   std::vector<std::string> names;
   for (const GgufArch& a : kGgufArchs) names.push_back(a.name);
@@ -546,12 +602,7 @@ absl::StatusOr<ArchPlan> PlanGguf(GgufPtr file, const GgufPlanOptions& options,
   // file says which of its matrices kept their bits.
   std::map<std::string, int> types;
   for (const GgufTensor& t : file->tensors()) {
-    const size_t ffn = t.name.find(".ffn_");
-    if (t.name.rfind("blk.", 0) == 0 && ffn != std::string::npos &&
-        t.name.size() > 7 && t.name.compare(t.name.size() - 7, 7, ".weight") == 0 &&
-        t.ne.size() >= 2 && t.name.find("_inp") == std::string::npos) {
-      ++types[t.TypeName()];
-    }
+    if (IsFfnMatrix(t)) ++types[t.TypeName()];
   }
   std::vector<std::string> parts;
   for (const auto& [type, count] : types) parts.push_back(absl::StrCat(type, ": ", count));

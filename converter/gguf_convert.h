@@ -30,6 +30,12 @@ struct GgufPlanOptions {
 // The GGUF architectures this converter maps, in the order it lists them.
 std::string GgufArchitectures();
 
+// What fflite-inspect prints for a GGUF file: version, architecture, the FFN sublayers a
+// conversion would write (or why it would not), and per ggml type of the FFN weight matrices
+// their count, bytes and how fflite-convert stores them (bits kept as i4 / i8, as is, or
+// dequantised exactly to f32).
+std::string DescribeGguf(std::shared_ptr<const GgufFile> file);
+
 // Plans the FFN / MoE sublayers of `file` (kept alive by the plan's build functions).
 // Errors: Unimplemented for an architecture, type or feature fflite cannot express (naming it),
 // InvalidArgument for a missing or contradictory key or tensor shape (naming it).

@@ -14,6 +14,7 @@
 #include "base/half.h"
 #include "base/status_macros.h"
 #include "converter/gguf.h"
+#include "converter/gguf_convert.h"
 #include "converter/gguf_types.h"
 #include "converter_test_util.h"
 #include "format/quant_layout.h"
@@ -593,6 +594,10 @@ TEST_F(GgufTest, Q8AndQ4KeptAsStored) {
     expect_values(moe.experts[e].down, DType::I8, down, uint64_t{e} * kD, kD, kFf);
   }
   ASSERT_EQ(moe.router.dtype, DType::F16);
+  const std::string described = converter::DescribeGguf(*GgufFile::Open(root_ + "/model.gguf"));
+  EXPECT_THAT(described, HasSubstr("architecture qwen3moe: 1 FFN sublayers"));
+  EXPECT_THAT(described, HasSubstr("-> i4, bits kept"));
+  EXPECT_THAT(described, HasSubstr("-> i8, bits kept"));
   bool types_noted = false;
   for (const auto& [k, v] : model->metadata()) {
     if (k == "source.gguf_ffn_types") types_noted = v == "Q4_0: 2, Q8_0: 1";

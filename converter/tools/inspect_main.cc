@@ -8,6 +8,8 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "base/tool_flags.h"
+#include "converter/gguf.h"
+#include "converter/gguf_convert.h"
 #include "converter/inspect.h"
 #include "format/model.h"
 
@@ -15,12 +17,28 @@ ABSL_FLAG(bool, json, false, "Print one JSON object instead of the table.");
 
 int main(int argc, char** argv) {
   fflite::HelpListsFlagsOf(__FILE__);
-  absl::SetProgramUsageMessage("prints what an fflite model file holds.\n"
-                               "usage: fflite-inspect MODEL.fflite [--json]");
+  absl::SetProgramUsageMessage(
+      "prints what an fflite model file holds, or what fflite-convert would make of a GGUF "
+      "file.\nusage: fflite-inspect MODEL.fflite|MODEL.gguf [--json]");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() != 2) {
     std::fprintf(stderr, "%s\n", absl::ProgramUsageMessage().data());
     return 2;
+  }
+  if (fflite::converter::LooksLikeGguf(args[1])) {
+    if (absl::GetFlag(FLAGS_json)) {
+      std::fprintf(stderr, "fflite-inspect: --json is for .fflite files; a GGUF file is "
+                           "described as text\n");
+      return 2;
+    }
+    auto gguf = fflite::converter::GgufFile::Open(args[1]);
+    if (!gguf.ok()) {
+      std::fprintf(stderr, "fflite-inspect: %s\n", gguf.status().ToString().c_str());
+      return 1;
+    }
+    const std::string text = fflite::converter::DescribeGguf(*gguf);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return std::fflush(stdout) == 0 ? 0 : 1;
   }
   auto model = fflite::Model::LoadFile(args[1]);
   if (!model.ok()) {
