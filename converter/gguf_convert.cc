@@ -141,15 +141,17 @@ absl::Status RelayQ(const View& v, DType dtype, uint8_t* dst) {
   return absl::OkStatus();
 }
 
-// The source of a view: as stored (float types; Q8_0 / Q4_0 matrices when native), or
-// dequantised to f32.
-TensorSource Source(const View& v, std::vector<uint64_t> shape, bool matrix, bool native) {
+// The source of a view: as stored (float types; Q4_0 as I4 and the I8 types when native and
+// `int8_ok`: the whole tensor's scales fit, so that every expert of a 3-D tensor gets one dtype),
+// or dequantised to f32.
+TensorSource Source(const View& v, std::vector<uint64_t> shape, bool matrix, bool native,
+                    bool int8_ok) {
   TensorSource s;
   s.shape = std::move(shape);
   const GgmlType type = v.t->type->type;
   DType quant = DType::INVALID;
   if (native && matrix && type == GgmlType::Q4_0) quant = DType::I4;
-  if (native && matrix && GgufScalesFitInt8(type, v.Begin(), v.rows * v.cols)) quant = DType::I8;
+  if (native && matrix && int8_ok) quant = DType::I8;
   const DType as_is = FloatDType(type);
   const uint64_t begin = v.first_row * v.RowBytes(), end = begin + v.rows * v.RowBytes();
   if (quant != DType::INVALID) {
@@ -205,6 +207,7 @@ struct Ctx {
   const GgufArch* arch;
   GgufPlanOptions options;
   uint32_t d = 0;
+  std::map<const GgufTensor*, bool> int8_fits;  // Int8Fits' answers
 
   // The tensor `name`, of exactly `ne` (`why` says where ne comes from), of a type this
   // converter reads.
@@ -235,13 +238,13 @@ struct Ctx {
                                       const std::string& why, std::vector<uint64_t> shape = {}) {
     FFLITE_ASSIGN_OR_RETURN(const GgufTensor* t, Need(name, {n}, why));
     if (shape.empty()) shape = {n};
-    return Source(View{file, t, 0, 1, n}, std::move(shape), false, options.native);
+    return Source(View{file, t, 0, 1, n}, std::move(shape), false, options.native, false);
   }
   // Row `row` of a [rows, n] tensor (ne = [n, rows]) as a vector [n]: one expert's bias.
   absl::StatusOr<TensorSource> Row(const std::string& name, const std::vector<uint64_t>& ne,
                                    uint64_t row, const std::string& why) {
     FFLITE_ASSIGN_OR_RETURN(const GgufTensor* t, Need(name, ne, why));
-    return Source(View{file, t, row, 1, ne[0]}, {ne[0]}, false, options.native);
+    return Source(View{file, t, row, 1, ne[0]}, {ne[0]}, false, options.native, false);
   }
   // A matrix [rows, cols] (ne = [cols, rows]), or rows [first, first + rows) of a [total, cols]
   // one, or expert e of a 3-D [experts, rows, cols] one (ne = [cols, rows, experts]).
@@ -249,7 +252,17 @@ struct Ctx {
                                       uint64_t first_row, uint64_t rows, bool matrix,
                                       const std::string& why) {
     FFLITE_ASSIGN_OR_RETURN(const GgufTensor* t, Need(name, ne, why));
-    return Source(View{file, t, first_row, rows, ne[0]}, {rows, ne[0]}, matrix, options.native);
+    return Source(View{file, t, first_row, rows, ne[0]}, {rows, ne[0]}, matrix, options.native,
+                  matrix && options.native && Int8Fits(t));
+  }
+  // Whether every block of `t` is an integer times an f16 scale (GgufScalesFitInt8), once per
+  // tensor: an MXFP4 tensor's scales are read here, before any of its experts is planned.
+  bool Int8Fits(const GgufTensor* t) {
+    auto it = int8_fits.find(t);
+    if (it != int8_fits.end()) return it->second;
+    const bool fits = GgufScalesFitInt8(t->type->type, file->Data(*t), t->numel);
+    int8_fits[t] = fits;
+    return fits;
   }
 
   // A dimension key "<arch>.<key>": an integer in [1, 2^20], or element `layer` of an array.

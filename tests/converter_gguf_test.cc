@@ -689,6 +689,36 @@ TEST_F(GgufTest, Q5_0Iq4nlMxfp4KeptAsI8) {
   }
 }
 
+// A 3-D MXFP4 tensor is stored in one dtype for all its experts: one expert's scale below f16's
+// range makes every expert of that tensor f32 (a layer's experts share their dtypes).
+TEST_F(GgufTest, Mxfp4ExpertsShareOneDtype) {
+  GgufWriter g;
+  LlamaKeys(g, "qwen3moe", 1, 32);
+  g.U32("qwen3moe.expert_count", 2);
+  g.U32("qwen3moe.expert_used_count", 1);
+  g.U32("qwen3moe.expert_feed_forward_length", 32);
+  Rng rng(12);
+  g.Matrix("blk.0.ffn_norm.weight", {kD}, kGgmlF32, rng.Vec(kD, 1.0f));
+  g.Matrix("blk.0.ffn_gate_inp.weight", {kD, 2}, kGgmlF32, rng.Vec(2 * kD, 1.0f));
+  auto mx = [&](uint64_t n, bool small_in_second) {
+    std::vector<uint8_t> b(n / 32 * 17);
+    for (size_t i = 0; i < b.size(); ++i) {
+      b[i] = static_cast<uint8_t>(rng.Uniform(0.0f, 255.99f));
+      if (i % 17 == 0) b[i] = small_in_second && i >= b.size() / 2 ? 100 : 124;
+    }
+    return b;
+  };
+  g.Tensor("blk.0.ffn_gate_exps.weight", {kD, 32, 2}, 39, mx(2 * 32 * kD, true));
+  g.Tensor("blk.0.ffn_up_exps.weight", {kD, 32, 2}, 39, mx(2 * 32 * kD, false));
+  g.Tensor("blk.0.ffn_down_exps.weight", {32, kD, 2}, 39, mx(2 * 32 * kD, false));
+  ASSERT_OK_AND_ASSIGN(auto model, ConvertGguf(WriteGguf(g)));
+  for (const FfnView& e : model->layers()[0].moe.experts) {
+    EXPECT_EQ(e.gate.dtype, DType::F32);
+    EXPECT_EQ(e.up.dtype, DType::I8);
+    EXPECT_EQ(e.down.dtype, DType::I8);
+  }
+}
+
 // Types fflite has no kernels for yet are stored as f32, each value exactly the specification's
 // dequantisation (DequantizeGguf, itself checked against the specification in gguf_types_test).
 TEST_F(GgufTest, KQuantsDequantisedExactly) {
