@@ -17,7 +17,6 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
-#include "base/half.h"
 #include "base/status_macros.h"
 #include "converter/arch/arch.h"
 
@@ -49,18 +48,6 @@ absl::StatusOr<TensorRef> RawTensor(const ArchContext& ctx, const std::string& n
   return ref;
 }
 
-// Element i of a float tensor's bytes p, of safetensors dtype F32 (kind 0), F16 (1) or BF16 (2),
-// exactly.
-float FloatAt(const uint8_t* p, int kind, uint64_t i) {
-  if (kind == 0) {
-    float v;
-    std::memcpy(&v, p + 4 * i, 4);
-    return v;
-  }
-  uint16_t h;
-  std::memcpy(&h, p + 2 * i, 2);
-  return kind == 1 ? F16ToF32(h) : Bf16ToF32(h);
-}
 
 // Rows first, first + step, ... (count of them) of expert e's [rows, k] MXFP4 matrix, as f32.
 TensorSource Mxfp4Rows(const TensorRef& blocks, const TensorRef& scales, uint64_t e,
@@ -102,11 +89,13 @@ TensorSource Strided(const TensorRef& t, std::vector<uint64_t> shape, uint64_t b
   s.fill = [=](uint8_t* dst, uint64_t bytes) -> absl::Status {
     if (bytes != rows * cols * 4) return absl::InternalError(t.Describe() + ": byte count");
     const uint8_t* p = t.file->Data(*t.tensor);
-    const int kind = t.tensor->dtype == "F32" ? 0 : t.tensor->dtype == "F16" ? 1 : 2;
+    FFLITE_ASSIGN_OR_RETURN(const DType dtype, ConvertibleDType(t.tensor->dtype, t.Describe()));
+    const size_t size = DTypeSize(dtype);
     for (uint64_t i = 0; i < rows; ++i) {
       for (uint64_t j = 0; j < cols; ++j) {
-        const float v = FloatAt(p, kind, base + (first + i * step) * row_stride + j * col_stride);
-        std::memcpy(dst + (i * cols + j) * 4, &v, 4);
+        // Widened exactly (f16 and bf16 to f32), one element at a time: the strides.
+        const uint64_t at = base + (first + i * step) * row_stride + j * col_stride;
+        ConvertElements(dtype, p + at * size, DType::F32, dst + (i * cols + j) * 4, 1);
       }
     }
     return absl::OkStatus();

@@ -173,6 +173,22 @@ inline void CheckModelRuns(const std::string& path) {
   }
 }
 
+// The invariants of one conversion into `out_dir` (empty before it) whose output was `out`: a
+// failure has a status from the converter's own checks and leaves nothing in the folder; a success
+// leaves exactly its output, which loads and runs (and is then removed).
+inline void CheckConversion(const absl::Status& st, const std::string& out_dir,
+                            const std::string& out) {
+  const std::vector<std::string> left = Entries(out_dir);
+  if (!st.ok()) {
+    CheckConversionError(st);
+    if (!left.empty()) Fail("a failed conversion left '" + left[0] + "' in the output folder");
+    return;
+  }
+  if (left.size() != 1) Fail("a conversion left more than its output in the output folder");
+  CheckModelRuns(out);
+  std::filesystem::remove(out);
+}
+
 }  // namespace fuzz
 }  // namespace fflite
 
