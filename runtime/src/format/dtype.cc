@@ -56,10 +56,22 @@ const DTypeInfo kTable[] = {
      QuantType::kQ8},
     QuantRow<Q8>(DType::I8, "i8"),
     QuantRow<Q4>(DType::I4, "i4"),
+    // Q4_K: per 256 values of a row, 128 bytes of nibbles, f16 d and dmin, 8 scales and 8 mins
+    // of a byte each (quant_types.h).
+    {DType::Q4_K, "q4_k", 256, 128 + 4 + 16, true, Layout::PANEL16_K4, nullptr, FloatType::kF32,
+     QuantType::kQ4K},
 };
 constexpr size_t kTableSize = sizeof(kTable) / sizeof(kTable[0]);
 static_assert(kTableSize == static_cast<size_t>(DType::MAX) + 1,
               "every DType of the schema has a row in the dtype table");
+
+// Q4K: row r's scale d·sc and min dmin·m of block b of a panel, exact in f32.
+float KScale(const uint8_t* panel, size_t r, uint64_t b) {
+  return F16ToF32(KSuper(panel, r, b, false)) * static_cast<float>(KCode(panel, r, b, false));
+}
+float KMin(const uint8_t* panel, size_t r, uint64_t b) {
+  return F16ToF32(KSuper(panel, r, b, true)) * static_cast<float>(KCode(panel, r, b, true));
+}
 
 // Rows of a quantised matrix of type Q as f32: q · scale, rotated back in double where `rotated`.
 template <typename Q>
@@ -72,8 +84,16 @@ void DequantizeQuantRows(bool rotated, uint64_t rows, uint64_t k, const uint8_t*
     const uint8_t* panel = data + r / kQuantPanelRows * g.panel_bytes;
     const size_t pr = r % kQuantPanelRows;
     for (uint64_t b = 0; b < g.k_blocks; ++b) {
-      const double s = F16ToF32(PanelScale(panel, pr, b));
       const uint8_t* blk = panel + g.scale_bytes + b * g.block_panel_bytes;
+      if constexpr (HasMin<Q>()) {
+        // GGUF's Q4_K: (d·sc)·n - dmin·m in f32 (every product exact; never rotated).
+        const float scale = KScale(panel, pr, b), min = KMin(panel, pr, b);
+        for (uint64_t j = 0; j < kQuantBlock && b * kQuantBlock + j < k; ++j) {
+          row[b * kQuantBlock + j] = scale * static_cast<float>(Q::Value(blk, pr, j)) - min;
+        }
+        continue;
+      }
+      const double s = F16ToF32(PanelScale(panel, pr, b));
       for (uint64_t j = 0; j < kQuantBlock; ++j) block[j] = s * Q::Value(blk, pr, j);
       if (rotated) Unrotate32(block);
       for (uint64_t j = 0; j < kQuantBlock && b * kQuantBlock + j < k; ++j) {
@@ -96,7 +116,7 @@ const char* DTypeName(DType dtype) {
   return info != nullptr ? info->name : "invalid";
 }
 
-const char* KnownDTypesString() { return "f32=1, f16=2, bf16=3, i8=4, i4=5"; }
+const char* KnownDTypesString() { return "f32=1, f16=2, bf16=3, i8=4, i4=5, q4_k=6"; }
 
 double DTypeBitsPerWeight(DType dtype) {
   const DTypeInfo* info = FindDType(dtype);
@@ -108,6 +128,7 @@ bool LayoutValidFor(DType dtype, Layout layout) {
   const DTypeInfo* info = FindDType(dtype);
   if (info == nullptr) return false;
   if (!info->quantized) return layout == Layout::ROW_MAJOR || layout == Layout::VALUE_ROWS;
+  if (info->quant_type == QuantType::kQ4K) return layout == Layout::PANEL16_K4;  // GGUF's bits
   return layout == Layout::PANEL16_K4 || layout == Layout::PANEL16_K4_HADAMARD32;
 }
 
@@ -126,6 +147,7 @@ uint64_t TensorBytes(DType dtype, const std::vector<uint64_t>& shape, Layout lay
   if (info == nullptr || !LayoutValidFor(dtype, layout)) return 0;
   if (info->quantized) {
     if (shape.size() != 2) return 0;
+    if (info->block_elems > kQuantBlock && shape[1] % info->block_elems != 0) return 0;
     return QuantMatrixGeometry(dtype, shape[0], shape[1]).bytes();
   }
   uint64_t numel = 1;

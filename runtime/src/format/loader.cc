@@ -134,6 +134,11 @@ absl::Status ModelParser::ParseTensor(const schema::Tensor* t, const std::string
     return Bad(absl::StrFormat("%s: shape %s does not match the expected %s", path,
                                ShapeString(shape), ShapeString(expected_shape)));
   }
+  if (info->quantized && info->block_elems > kQuantBlock && rank == 2 &&
+      shape[1] % info->block_elems != 0) {
+    return Bad(absl::StrFormat("%s: in_features %d is not a multiple of %d, which dtype %s needs",
+                               path, shape[1], info->block_elems, info->name));
+  }
   // Each dimension <= kMaxDim and rank <= 2: no overflow.
   const uint64_t expected_size = TensorBytes(dtype, shape, layout);
   if (t->size() != expected_size) {
@@ -555,10 +560,12 @@ absl::Status Model::CheckScales(const TensorView& t, const uint8_t* bytes) const
   }
   const QuantGeometry g = QuantMatrixGeometry(t.dtype, t.shape[0], t.shape[1]);
   uint64_t row = 0, block = 0;
-  if (!QuantScalesValid(g, bytes != nullptr ? bytes : t.data, &row, &block)) {
-    return Bad(absl::StrFormat("%s: the scale of row %d, block %d (columns [%d, %d)) is not finite",
-                               known ? quant_paths_[t.quant_id] : "a quantised matrix", row,
-                               block, block * kQuantBlock, (block + 1) * kQuantBlock));
+  const char *what = "", *problem = "";
+  if (!QuantScalesValid(t.dtype, g, bytes != nullptr ? bytes : t.data, &row, &block, &what,
+                        &problem)) {
+    return Bad(absl::StrFormat("%s: the %s of row %d, block %d (columns [%d, %d)) %s",
+                               known ? quant_paths_[t.quant_id] : "a quantised matrix", what, row,
+                               block, block * kQuantBlock, (block + 1) * kQuantBlock, problem));
   }
   // Several threads may get here for one matrix, each having scanned it: they store the same.
   if (known) scales_checked_[t.quant_id].store(true, std::memory_order_release);

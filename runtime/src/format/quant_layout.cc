@@ -59,9 +59,10 @@ void RepadQuantMatrix(DType dtype, uint64_t rows, uint64_t k, const uint8_t* src
       std::memset(panel, 0, to.scale_bytes);
       uint64_t b0 = 0;
       if (p < from.panels) {
-        // Scales are [block][16 rows]: the first k_blocks · 32 bytes are the source's.
+        // Scales are [block][16 rows] (Q4K: [super-block][320 bytes]): the first k_blocks · 32
+        // bytes (Q4K: the whole scale area) are the source's.
         const uint8_t* in = src + p * from.panel_bytes;
-        std::memcpy(panel, in, from.k_blocks * kQuantPanelRows * 2);
+        std::memcpy(panel, in, HasMin<Q>() ? from.scale_bytes : from.k_blocks * kQuantPanelRows * 2);
         std::memcpy(panel + to.scale_bytes, in + from.scale_bytes,
                     from.k_blocks * from.block_panel_bytes);
         b0 = from.k_blocks;
@@ -72,6 +73,51 @@ void RepadQuantMatrix(DType dtype, uint64_t rows, uint64_t k, const uint8_t* src
       }
     }
   });
+}
+
+void PackQ4KFromGguf(uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* dst) {
+  const QuantGeometry g = GeometryOf<Q4K>(rows, k);
+  std::memset(dst, 0, g.bytes());
+  constexpr uint64_t kGgufBlockBytes = 144;
+  const uint64_t supers = k / 256;
+  for (uint64_t row = 0; row < rows; ++row) {
+    uint8_t* panel = dst + row / kQuantPanelRows * g.panel_bytes;
+    const size_t r = row % kQuantPanelRows;
+    for (uint64_t s = 0; s < supers; ++s) {
+      const uint8_t* in = gguf + (row * supers + s) * kGgufBlockBytes;
+      uint8_t* super = panel + s * Q4K::kSuperBytes;
+      std::memcpy(super + 2 * r, in, 2);                         // d
+      std::memcpy(super + 2 * kQuantPanelRows + 2 * r, in + 2, 2);  // dmin
+      const uint8_t* codes = in + 4;
+      const uint8_t* qs = in + 16;
+      for (int j = 0; j < 8; ++j) {
+        // GGUF's packing of sub-block j's 6-bit scale and min: bytes 0-3 scales and 4-7 mins of
+        // sub-blocks 0-3 (low 6 bits); sub-blocks 4-7 take their low 4 bits from bytes 8-11 and
+        // their top 2 from the spare top bits of bytes 0-7.
+        const uint8_t sc = j < 4 ? codes[j] & 63
+                                 : static_cast<uint8_t>((codes[j + 4] & 0xF) |
+                                                        ((codes[j - 4] >> 6) << 4));
+        const uint8_t m = j < 4 ? codes[j + 4] & 63
+                                : static_cast<uint8_t>((codes[j + 4] >> 4) | ((codes[j] >> 6) << 4));
+        const uint64_t b = s * Q4K::kSuperBlocks + j;
+        panel[Q4K::ScaleOffset(b) + r] = sc;
+        panel[Q4K::ScaleOffset(b) + kQuantPanelRows + r] = m;
+        // Sub-block j's 32 values: the low (j even) or high (j odd) nibbles of qs[32·(j/2) ..];
+        // the panel's byte c·64 + 4r + i holds values 4c + i (low nibble) and 16 + 4c + i (high).
+        uint8_t* blk = panel + g.scale_bytes + b * g.block_panel_bytes;
+        const uint8_t* q = qs + 32 * (j / 2);
+        const int shift = j % 2 == 0 ? 0 : 4;
+        for (size_t c = 0; c < 4; ++c) {
+          for (size_t i = 0; i < 4; ++i) {
+            const unsigned lo = (q[4 * c + i] >> shift) & 0xFu;
+            const unsigned hi = (q[16 + 4 * c + i] >> shift) & 0xFu;
+            blk[c * 64 + 4 * r + i] = static_cast<uint8_t>(lo | (hi << 4));
+          }
+        }
+      }
+    }
+  }
+  // Padding rows: zero d, dmin and codes, and values 0 (nibbles 0, the memset).
 }
 
 int8_t QuantValueAt(DType dtype, const QuantGeometry& g, const uint8_t* data, uint64_t r,
@@ -87,8 +133,33 @@ uint16_t QuantScaleAt(const QuantGeometry& g, const uint8_t* data, uint64_t r, u
   return PanelScale(data + r / kQuantPanelRows * g.panel_bytes, r % kQuantPanelRows, block);
 }
 
-bool QuantScalesValid(const QuantGeometry& g, const uint8_t* data, uint64_t* bad_row,
-                      uint64_t* bad_block) {
+bool QuantScalesValid(DType dtype, const QuantGeometry& g, const uint8_t* data, uint64_t* bad_row,
+                      uint64_t* bad_block, const char** what, const char** problem) {
+  const DTypeInfo* info = FindDType(dtype);
+  if (info != nullptr && info->quant_type == QuantType::kQ4K) {
+    for (uint64_t p = 0; p < g.panels; ++p) {
+      const uint8_t* panel = data + p * g.panel_bytes;
+      for (uint64_t b = 0; b < g.k_blocks; ++b) {
+        for (size_t r = 0; r < kQuantPanelRows; ++r) {
+          const bool super_bad = b % Q4K::kSuperBlocks == 0 &&
+                                 ((KSuper(panel, r, b, false) & 0x7c00u) == 0x7c00u ||
+                                  (KSuper(panel, r, b, true) & 0x7c00u) == 0x7c00u);
+          const bool code_bad =
+              KCode(panel, r, b, false) > Q4K::kMaxCode || KCode(panel, r, b, true) > Q4K::kMaxCode;
+          if (super_bad || code_bad) {
+            *bad_row = p * kQuantPanelRows + r;
+            *bad_block = b;
+            *what = super_bad ? "super-block's d or dmin" : "6-bit scale or min";
+            *problem = super_bad ? "is not finite" : "is above 63";
+            return false;
+          }
+        }
+      }
+    }
+    return true;
+  }
+  *what = "scale";
+  *problem = "is not finite";
   for (uint64_t p = 0; p < g.panels; ++p) {
     const uint8_t* panel = data + p * g.panel_bytes;
     for (uint64_t i = 0; i < g.k_blocks * kQuantPanelRows; ++i) {

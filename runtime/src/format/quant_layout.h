@@ -32,11 +32,19 @@ int8_t QuantValueAt(DType dtype, const QuantGeometry& g, const uint8_t* data, ui
                     uint64_t j);
 uint16_t QuantScaleAt(const QuantGeometry& g, const uint8_t* data, uint64_t r, uint64_t block);
 
-// Checks every scale of a stored matrix (padding included) is finite; a scale may be negative
-// (the converter maps a block's largest magnitude to -8 when that is the better fit). Returns
-// false and the (row, block) of the first bad scale, or true.
-bool QuantScalesValid(const QuantGeometry& g, const uint8_t* data, uint64_t* bad_row,
-                      uint64_t* bad_block);
+// Checks every scale of a stored matrix of `dtype` (padding included): I8/I4 scales finite (a
+// scale may be negative: the converter maps a block's largest magnitude to -8 when that is the
+// better fit); Q4_K's d and dmin finite and its 6-bit codes at most 63. Returns false, the
+// (row, block) of the first bad one, what it is ("scale") and what is wrong with it ("is not
+// finite"), or true.
+bool QuantScalesValid(DType dtype, const QuantGeometry& g, const uint8_t* data, uint64_t* bad_row,
+                      uint64_t* bad_block, const char** what, const char** problem);
+
+// Q4_K: writes the stored layout of a [rows, k] matrix from GGUF's Q4_K rows (k a multiple of 256;
+// each row k / 256 blocks of 144 bytes: f16 d, f16 dmin, 12 bytes of packed 6-bit scales and
+// mins, 128 bytes of nibbles), re-laid, not re-quantised. dst: the geometry's bytes, fully
+// written (padding rows zero).
+void PackQ4KFromGguf(uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* dst);
 
 }  // namespace fflite
 

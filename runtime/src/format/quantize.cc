@@ -154,6 +154,12 @@ absl::Status QuantizeMatrix(DType dtype, uint64_t rows, uint64_t k, const float*
         absl::StrFormat("%s: dtype %s is not a quantised dtype (i8, i4); cannot quantise", what,
                         DTypeName(dtype)));
   }
+  if (QuantTypeOf(dtype) == QuantType::kQ4K) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: dtype q4_k is kept from GGUF files' Q4_K tensors; fflite does not quantise to it "
+        "(use i4 or i8)",
+        what));
+  }
   if (rows > kMaxDim || k > kMaxDim) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: shape [%d, %d] exceeds the limit of %d rows and columns", what, rows, k, kMaxDim));
@@ -174,9 +180,7 @@ absl::Status QuantizeMatrix(DType dtype, uint64_t rows, uint64_t k, const float*
 
   // The block quantiser of the type's traits.
   uint16_t (*const quantize_block)(const float*, bool, int8_t*) =
-      WithQuantTraits(QuantTypeOf(dtype), [](auto traits) {
-        return &QuantizeBlock<decltype(traits)>;
-      });
+      QuantTypeOf(dtype) == QuantType::kQ4 ? &QuantizeBlock<Q4> : &QuantizeBlock<Q8>;
   const bool rotate = options.rotate;
   const QuantGeometry g = QuantMatrixGeometry(dtype, rows, k);
   const uint64_t k_pad = g.k_blocks * kQuantBlock;  // same geometry as k: the padding is stored

@@ -143,6 +143,14 @@ absl::StatusOr<Planner::TensorOffset> Planner::Tensor(const TensorSource& src,
           "%s: a %s source is stored as it is, only as a weight matrix and without a dtype "
           "conversion", path, DTypeName(src.dtype)));
     }
+    if (TensorBytes(src.dtype, src.shape, Layout::PANEL16_K4) == 0 ||
+        TensorBytes(src.dtype, stored, Layout::PANEL16_K4) == 0) {
+      // Q4_K: whole super-blocks of 256 along in_features, before and after the padding.
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: a %s matrix needs in_features a multiple of %d; shape %s, stored as %s (d_ff "
+          "padded to a multiple of %d)", path, DTypeName(src.dtype), src_info->block_elems,
+          ShapeString(src.shape), ShapeString(stored), options_.d_ff_alignment));
+    }
   } else {
     dtype = options_.dtype.value_or(src.dtype);
     if (matrix && options_.matrix_dtype) dtype = options_.matrix_dtype(path, dtype);

@@ -129,10 +129,27 @@ FFLITE_VNNI void Tile(size_t k_blocks, size_t scale_bytes, size_t panel_bytes, c
     }
     // Scales: 16 f16 of this block per panel. facc += f32(dot) · (d_w · d_x).
     __m512 sw[R];
+    [[maybe_unused]] __m512 offset[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      sw[r] = _mm512_cvtph_ps(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + r * panel_bytes + b * 32)));
+      if constexpr (Q::kType == QuantType::kQ4K) {
+        // s = d·sc (exact), offset = 8·s - dmin·m: Σ W·x = d_x·(s·Σ(n - 8)·q + offset·Σq).
+        const uint8_t* sc = w + r * panel_bytes + Q4K::ScaleOffset(b);
+        const uint8_t* super = w + r * panel_bytes + Q4K::SuperOffset(b);
+        const __m512 d =
+            _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(super)));
+        const __m512 dmin =
+            _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(super + 32)));
+        const __m512 s_code = _mm512_cvtepi32_ps(
+            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc))));
+        const __m512 m_code = _mm512_cvtepi32_ps(
+            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16))));
+        sw[r] = _mm512_mul_ps(d, s_code);
+        offset[r] = _mm512_fmsub_ps(_mm512_set1_ps(8.0f), sw[r], _mm512_mul_ps(dmin, m_code));
+      } else {
+        sw[r] = _mm512_cvtph_ps(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + r * panel_bytes + b * 32)));
+      }
     }
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
@@ -141,6 +158,10 @@ FFLITE_VNNI void Tile(size_t k_blocks, size_t scale_bytes, size_t panel_bytes, c
       for (int r = 0; r < R; ++r) {
         facc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r][t]), _mm512_mul_ps(sw[r], dx),
                                      facc[r][t]);
+        if constexpr (Q::kType == QuantType::kQ4K) {
+          const __m512 sum_x = _mm512_set1_ps(xb[t]->d * static_cast<float>(xb[t]->sum));
+          facc[r][t] = _mm512_fmadd_ps(offset[r], sum_x, facc[r][t]);
+        }
       }
     }
   }
@@ -323,7 +344,9 @@ FFLITE_VNNI void QuantizeActivationsAvx512(size_t c, size_t k, const float* x, s
 FFLITE_VNNI void QGemmAvx512Vnni(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
                                  const float* bias, const QActBlock* xq, float* y,
                                  size_t y_stride) {
-  if (type == QuantType::kQ4) {
+  if (type == QuantType::kQ4K) {
+    QGemm<Q4K>(c, k, rows, w, bias, xq, y, y_stride);
+  } else if (type == QuantType::kQ4) {
     QGemm<Q4>(c, k, rows, w, bias, xq, y, y_stride);
   } else {
     QGemm<Q8>(c, k, rows, w, bias, xq, y, y_stride);

@@ -61,6 +61,34 @@ inline void LoadScales8(const uint8_t* p, float32x4_t* lo, float32x4_t* hi) {
 #endif
 }
 
+// Block b's 16 scales of a panel into sw[4] (rows 4q..4q + 3 in sw[q]). Q4K: s = d·sc (exact)
+// and off = 8·s - dmin·m (one rounding), with which a block adds d_x·(s·Σ(n - 8)·q + off·Σq):
+// the Q4 dot products of n - 8 serve it (the same nibbles).
+template <typename Q>
+inline void LoadBlockScales(const uint8_t* w, size_t b, float32x4_t* sw, float32x4_t* off) {
+  if constexpr (Q::kType == QuantType::kQ4K) {
+    const size_t super = b / 8 * (64 + 8 * 32), codes = super + 64 + b % 8 * 32;
+    float32x4_t d[4], dmin[4];
+    LoadScales8(w + super, &d[0], &d[1]);
+    LoadScales8(w + super + 16, &d[2], &d[3]);
+    LoadScales8(w + super + 32, &dmin[0], &dmin[1]);
+    LoadScales8(w + super + 48, &dmin[2], &dmin[3]);
+    const uint8x16_t sc = vld1q_u8(w + codes), mins = vld1q_u8(w + codes + 16);
+    const uint16x8_t s16[2] = {vmovl_u8(vget_low_u8(sc)), vmovl_u8(vget_high_u8(sc))};
+    const uint16x8_t m16[2] = {vmovl_u8(vget_low_u8(mins)), vmovl_u8(vget_high_u8(mins))};
+    for (int q = 0; q < 4; ++q) {
+      const uint16x4_t s4 = q % 2 == 0 ? vget_low_u16(s16[q / 2]) : vget_high_u16(s16[q / 2]);
+      const uint16x4_t m4 = q % 2 == 0 ? vget_low_u16(m16[q / 2]) : vget_high_u16(m16[q / 2]);
+      sw[q] = vmulq_f32(d[q], vcvtq_f32_u32(vmovl_u16(s4)));
+      off[q] = vsubq_f32(vmulq_n_f32(sw[q], 8.0f), vmulq_f32(dmin[q], vcvtq_f32_u32(vmovl_u16(m4))));
+    }
+  } else {
+    (void)off;
+    LoadScales8(w + b * 32, &sw[0], &sw[1]);
+    LoadScales8(w + b * 32 + 16, &sw[2], &sw[3]);
+  }
+}
+
 // acc + a · b per lane (fused on aarch64; 32-bit NEON without VFPv4 has only the unfused vmla).
 inline float32x4_t MulAdd(float32x4_t acc, float32x4_t a, float32x4_t b) {
 #if defined(__aarch64__)
@@ -119,9 +147,8 @@ void TileNeon(size_t k_blocks, size_t scale_bytes, const uint8_t* w, const QActB
   }
   for (size_t b = 0; b < k_blocks; ++b) {
     const uint8_t* blk = w + scale_bytes + b * kBlockBytes;
-    float32x4_t sw[4];
-    LoadScales8(w + b * 32, &sw[0], &sw[1]);
-    LoadScales8(w + b * 32 + 16, &sw[2], &sw[3]);
+    float32x4_t sw[4], off[4];
+    LoadBlockScales<Q>(w, b, sw, off);
     // Rows in two halves of 8 (4 d-registers a group), to stay within 32-bit ARM's 16 q-registers.
     for (int h = 0; h < 2; ++h) {
       int32x4_t acc[4][T];
@@ -177,6 +204,10 @@ void TileNeon(size_t k_blocks, size_t scale_bytes, const uint8_t* w, const QActB
           if constexpr (Q::kBits == 4) dot = vsubq_s32(dot, vdupq_n_s32(a.sum * 8));
           facc[2 * h + q][t] =
               MulAdd(facc[2 * h + q][t], vcvtq_f32_s32(dot), vmulq_n_f32(sw[2 * h + q], a.d));
+          if constexpr (Q::kType == QuantType::kQ4K) {
+            facc[2 * h + q][t] = MulAdd(facc[2 * h + q][t], off[2 * h + q],
+                                        vdupq_n_f32(a.d * static_cast<float>(a.sum)));
+          }
         }
       }
     }
@@ -207,7 +238,8 @@ FFLITE_NEON_DOT void TileDot(size_t k_blocks, size_t scale_bytes, const uint8_t*
       const QActBlock& a = x[t * k_blocks + b];
       x0[t] = vld1q_s8(a.q);
       x1[t] = vld1q_s8(a.q + 16);
-      const int32x4_t init = vdupq_n_s32(-Q::kOffset * a.sum);
+      // The nibbles are n = q + 8 for Q4 and Q4K alike (Q4K's n - 8 sums, see LoadBlockScales).
+      const int32x4_t init = vdupq_n_s32(-(Q::kBits == 4 ? 8 : 0) * a.sum);
       for (int i = 0; i < 4; ++i) acc[i][t] = init;
     }
     if constexpr (Q::kBits != 4) {
@@ -254,13 +286,16 @@ FFLITE_NEON_DOT void TileDot(size_t k_blocks, size_t scale_bytes, const uint8_t*
         }
       }
     }
-    float32x4_t sw[4];
-    LoadScales8(w + b * 32, &sw[0], &sw[1]);
-    LoadScales8(w + b * 32 + 16, &sw[2], &sw[3]);
+    float32x4_t sw[4], off[4];
+    LoadBlockScales<Q>(w, b, sw, off);
     for (int t = 0; t < T; ++t) {
       const float d = x[t * k_blocks + b].d;
       for (int q = 0; q < 4; ++q) {
         facc[q][t] = vfmaq_f32(facc[q][t], vcvtq_f32_s32(acc[q][t]), vmulq_n_f32(sw[q], d));
+        if constexpr (Q::kType == QuantType::kQ4K) {
+          const float sum = d * static_cast<float>(x[t * k_blocks + b].sum);
+          facc[q][t] = vfmaq_f32(facc[q][t], off[q], vdupq_n_f32(sum));
+        }
       }
     }
   }
@@ -348,18 +383,24 @@ FFLITE_NEON_I8MM void TileI8mm(size_t k_blocks, size_t scale_bytes, const uint8_
         }
       }
     }
-    float32x4_t sw[4];
-    LoadScales8(w + b * 32, &sw[0], &sw[1]);
-    LoadScales8(w + b * 32 + 16, &sw[2], &sw[3]);
+    float32x4_t sw[4], off[4];
+    LoadBlockScales<Q>(w, b, sw, off);
     #pragma GCC unroll 8
     for (int i = 0; i < 4; ++i) {
       // acc[2i] = [4i·t, 4i·t', 4i+1·t, 4i+1·t'], acc[2i+1] the same for rows 4i+2, 4i+3.
       const int32x4_t dot0 = vuzp1q_s32(acc[2 * i], acc[2 * i + 1]);
       facc[i][0] = vfmaq_f32(facc[i][0], vcvtq_f32_s32(dot0), vmulq_n_f32(sw[i], a0.d));
+      if constexpr (Q::kType == QuantType::kQ4K) {
+        facc[i][0] = vfmaq_f32(facc[i][0], off[i], vdupq_n_f32(a0.d * static_cast<float>(a0.sum)));
+      }
       if constexpr (T == 2) {
         const int32x4_t dot1 = vuzp2q_s32(acc[2 * i], acc[2 * i + 1]);
         facc[i][T - 1] =
             vfmaq_f32(facc[i][T - 1], vcvtq_f32_s32(dot1), vmulq_n_f32(sw[i], a1.d));
+        if constexpr (Q::kType == QuantType::kQ4K) {
+          facc[i][T - 1] = vfmaq_f32(facc[i][T - 1], off[i],
+                                     vdupq_n_f32(a1.d * static_cast<float>(a1.sum)));
+        }
       }
     }
   }
@@ -457,6 +498,10 @@ void QuantizeActivationsNeon(size_t c, size_t k, const float* x, size_t x_stride
 
 void QGemmNeon(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type, const float* bias,
                const QActBlock* xq, float* y, size_t y_stride) {
+  if (type == QuantType::kQ4K) {
+    QGemmPanels<Q4K, TileNeon<Q4K, kMaxTokens>, TileNeon<Q4K, 1>>(c, k, rows, w, bias, xq, y, y_stride);
+    return;
+  }
   if (type == QuantType::kQ4) {
     QGemmPanels<Q4, TileNeon<Q4, kMaxTokens>, TileNeon<Q4, 1>>(c, k, rows, w, bias, xq, y,
                                                                y_stride);
@@ -469,6 +514,10 @@ void QGemmNeon(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type
 #if defined(__aarch64__)
 void QGemmNeonDot(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
                   const float* bias, const QActBlock* xq, float* y, size_t y_stride) {
+  if (type == QuantType::kQ4K) {
+    QGemmPanels<Q4K, TileDot<Q4K, kMaxTokens>, TileDot<Q4K, 1>>(c, k, rows, w, bias, xq, y, y_stride);
+    return;
+  }
   if (type == QuantType::kQ4) {
     QGemmPanels<Q4, TileDot<Q4, kMaxTokens>, TileDot<Q4, 1>>(c, k, rows, w, bias, xq, y, y_stride);
   } else {
@@ -479,6 +528,10 @@ void QGemmNeonDot(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType t
 void QGemmNeonI8mm(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
                    const float* bias, const QActBlock* xq, float* y, size_t y_stride) {
   static_assert(kMaxTokens == 2, "QGemmPanels steps by kMaxTokens; TileI8mm takes one pair");
+  if (type == QuantType::kQ4K) {
+    QGemmPanels<Q4K, TileI8mm<Q4K, 2>, TileI8mm<Q4K, 1>>(c, k, rows, w, bias, xq, y, y_stride);
+    return;
+  }
   if (type == QuantType::kQ4) {
     QGemmPanels<Q4, TileI8mm<Q4, 2>, TileI8mm<Q4, 1>>(c, k, rows, w, bias, xq, y, y_stride);
   } else {

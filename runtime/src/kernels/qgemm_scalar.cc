@@ -41,35 +41,38 @@ void QuantizeActivationsScalar(size_t c, size_t k, const float* x, size_t x_stri
   }
 }
 
-void QGemmScalar(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
-                 const float* bias, const QActBlock* xq, float* y, size_t y_stride) {
-  const QuantGeometry g = QuantMatrixGeometry(type, rows, k);
-  const bool i4 = type == QuantType::kQ4;
+namespace {
+
+template <typename Q>
+void QGemmScalarOf(size_t c, size_t k, size_t rows, const uint8_t* w, const float* bias,
+                   const QActBlock* xq, float* y, size_t y_stride) {
+  const QuantGeometry g = GeometryOf<Q>(rows, k);
+  // The activations have ceil(k / 32) blocks a token; Q4K's geometry has whole super-blocks,
+  // which its k (a multiple of 256) makes the same.
+  const size_t kb = (k + kQuantBlock - 1) / kQuantBlock;
   for (size_t p = 0; p < g.panels; ++p) {
     const uint8_t* panel = w + p * g.panel_bytes;
     const size_t r0 = p * kQuantPanelRows;
     const size_t n = rows - r0 < kQuantPanelRows ? rows - r0 : kQuantPanelRows;
     for (size_t t = 0; t < c; ++t) {
       float acc[kQuantPanelRows] = {};
-      for (size_t b = 0; b < g.k_blocks; ++b) {
-        const QActBlock& a = xq[t * g.k_blocks + b];
+      for (size_t b = 0; b < kb; ++b) {
+        const QActBlock& a = xq[t * kb + b];
         const uint8_t* blk = panel + g.scale_bytes + b * g.block_panel_bytes;
         for (size_t r = 0; r < kQuantPanelRows; ++r) {
           int32_t dot = 0;
-          for (size_t jj = 0; jj < kQuantBlock; ++jj) {
-            const size_t group = jj / 4, i = jj % 4;
-            int q;
-            if (!i4) {
-              q = static_cast<int8_t>(blk[group * 64 + 4 * r + i]);
-            } else {
-              const uint8_t byte = blk[(group % 4) * 64 + 4 * r + i];
-              q = (group < 4 ? (byte & 0xf) : (byte >> 4)) - 8;
-            }
-            dot += q * a.q[jj];
+          for (size_t jj = 0; jj < kQuantBlock; ++jj) dot += Q::Value(blk, r, jj) * a.q[jj];
+          if constexpr (HasMin<Q>()) {
+            // Σ_j (s·n_j - m)·d_x·q_j = s·d_x·Σ n_j·q_j - m·d_x·Σ q_j.
+            const float scale = F16ToF32(KSuper(panel, r, b, false)) *
+                                static_cast<float>(KCode(panel, r, b, false));
+            const float min = F16ToF32(KSuper(panel, r, b, true)) *
+                              static_cast<float>(KCode(panel, r, b, true));
+            acc[r] += scale * a.d * static_cast<float>(dot) -
+                      min * a.d * static_cast<float>(a.sum);
+          } else {
+            acc[r] += F16ToF32(PanelScale(panel, r, b)) * a.d * static_cast<float>(dot);
           }
-          uint16_t s;
-          std::memcpy(&s, panel + (b * kQuantPanelRows + r) * 2, 2);
-          acc[r] += F16ToF32(s) * a.d * static_cast<float>(dot);
         }
       }
       for (size_t r = 0; r < n; ++r) {
@@ -77,6 +80,15 @@ void QGemmScalar(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType ty
       }
     }
   }
+}
+
+}  // namespace
+
+void QGemmScalar(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
+                 const float* bias, const QActBlock* xq, float* y, size_t y_stride) {
+  WithQuantTraits(type, [&](auto q) {
+    QGemmScalarOf<decltype(q)>(c, k, rows, w, bias, xq, y, y_stride);
+  });
 }
 
 }  // namespace fflite

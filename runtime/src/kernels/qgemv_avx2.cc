@@ -166,14 +166,54 @@ struct Avx2 {
   // acc[t].v[h] += sums · scale, half by half. I4: blk is the block decoded (DecodeBlock).
   template <int T, typename Q>
   FFLITE_AVX2 static void AddBlock(const uint8_t* blk, const float* const* xb,
-                                   const uint8_t* scales, Acc* acc) {
+                                   const uint8_t* scales, const uint8_t* super, Acc* acc) {
     __m256 sums[T][2];
     BlockSumsI8<T, Q::kBits == 4>(blk, xb, sums);
-    for (int h = 0; h < 2; ++h) {
-      const __m256 scale =
-          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16 * h)));
-      for (int t = 0; t < T; ++t) acc[t].v[h] = _mm256_fmadd_ps(sums[t][h], scale, acc[t].v[h]);
+    if constexpr (Q::kType == QuantType::kQ4K) {
+      float sum_x[T];
+      for (int t = 0; t < T; ++t) sum_x[t] = BlockSum(xb[t]);
+      for (int h = 0; h < 2; ++h) {
+        __m256 scale, offset;
+        KScales(scales, super, h, &scale, &offset);
+        for (int t = 0; t < T; ++t) {
+          acc[t].v[h] = _mm256_fmadd_ps(sums[t][h], scale, acc[t].v[h]);
+          acc[t].v[h] = _mm256_fmadd_ps(offset, _mm256_set1_ps(sum_x[t]), acc[t].v[h]);
+        }
+      }
+    } else {
+      for (int h = 0; h < 2; ++h) {
+        const __m256 scale =
+            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16 * h)));
+        for (int t = 0; t < T; ++t) {
+          acc[t].v[h] = _mm256_fmadd_ps(sums[t][h], scale, acc[t].v[h]);
+        }
+      }
     }
+  }
+
+  // Q4K: rows 8h..8h + 7's scales s = d·sc (exact) and offsets 8·s - dmin·m (one rounding),
+  // with which Σ W·x = s·Σ(n - 8)·x + offset·Σx.
+  FFLITE_AVX2 static void KScales(const uint8_t* scales, const uint8_t* super, int h,
+                                  __m256* scale, __m256* offset) {
+    const __m256 d =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(super + 16 * h)));
+    const __m256 dmin =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(super + 32 + 16 * h)));
+    const __m256 sc = _mm256_cvtepi32_ps(
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 8 * h))));
+    const __m256 m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
+        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 16 + 8 * h))));
+    *scale = _mm256_mul_ps(d, sc);
+    *offset = _mm256_fmsub_ps(_mm256_set1_ps(8.0f), *scale, _mm256_mul_ps(dmin, m));
+  }
+  // Σ of a block's 32 activations.
+  FFLITE_AVX2 static float BlockSum(const float* xb) {
+    __m256 v = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(xb), _mm256_loadu_ps(xb + 8)),
+                             _mm256_add_ps(_mm256_loadu_ps(xb + 16), _mm256_loadu_ps(xb + 24)));
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
   }
 
   // Each panel's sums are scaled into its accumulators at once (few registers live). I4: the
@@ -181,7 +221,8 @@ struct Avx2 {
   template <int P, typename Q>
   FFLITE_AVX2 static void AddBlockPanels(const uint8_t* blk, uint64_t panel_bytes,
                                          const float* const* xb, const uint8_t* scales,
-                                         Acc* acc) {
+                                         const uint8_t* super, Acc* acc) {
+    [[maybe_unused]] const float sum_x = Q::kType == QuantType::kQ4K ? BlockSum(xb[0]) : 0.0f;
     for (int j = 0; j < P; ++j) {
       __m256 sums[1][2];
       if constexpr (Q::kBits == 4) {
@@ -193,9 +234,16 @@ struct Avx2 {
       }
       const uint8_t* s = scales + j * panel_bytes;
       for (int h = 0; h < 2; ++h) {
-        const __m256 scale =
-            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16 * h)));
-        acc[j].v[h] = _mm256_fmadd_ps(sums[0][h], scale, acc[j].v[h]);
+        if constexpr (Q::kType == QuantType::kQ4K) {
+          __m256 scale, offset;
+          KScales(s, super + j * panel_bytes, h, &scale, &offset);
+          acc[j].v[h] = _mm256_fmadd_ps(sums[0][h], scale, acc[j].v[h]);
+          acc[j].v[h] = _mm256_fmadd_ps(offset, _mm256_set1_ps(sum_x), acc[j].v[h]);
+        } else {
+          const __m256 scale =
+              _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16 * h)));
+          acc[j].v[h] = _mm256_fmadd_ps(sums[0][h], scale, acc[j].v[h]);
+        }
       }
     }
   }

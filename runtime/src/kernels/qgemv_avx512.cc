@@ -234,33 +234,71 @@ struct Avx512 {
 
   template <int T, typename Q>
   FFLITE_AVX512 static void AddBlock(const uint8_t* blk, const float* const* xb,
-                                     const uint8_t* scales, Acc* acc) {
+                                     const uint8_t* scales, const uint8_t* super, Acc* acc) {
     __m512 sums[T];
     if constexpr (Q::kBits == 4) {
       BlockSumsI4<T>(blk, xb, sums);
     } else {
       BlockSumsI8<T>(blk, xb, sums);
     }
-    const __m512 scale =
-        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales)));
-    for (int t = 0; t < T; ++t) acc[t].v = _mm512_fmadd_ps(sums[t], scale, acc[t].v);
+    if constexpr (Q::kType == QuantType::kQ4K) {
+      __m512 scale, offset;
+      KScales(scales, super, &scale, &offset);
+      for (int t = 0; t < T; ++t) {
+        acc[t].v = _mm512_fmadd_ps(sums[t], scale, acc[t].v);
+        acc[t].v = _mm512_fmadd_ps(offset, _mm512_set1_ps(BlockSum(xb[t])), acc[t].v);
+      }
+    } else {
+      const __m512 scale =
+          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales)));
+      for (int t = 0; t < T; ++t) acc[t].v = _mm512_fmadd_ps(sums[t], scale, acc[t].v);
+    }
   }
 
   template <int P, typename Q>
   FFLITE_AVX512 static void AddBlockPanels(const uint8_t* blk, uint64_t panel_bytes,
                                            const float* const* xb, const uint8_t* scales,
-                                           Acc* acc) {
+                                           const uint8_t* super, Acc* acc) {
     __m512 sums[P];
     if constexpr (Q::kBits == 4) {
       BlockSumsI4Panels<P>(blk, panel_bytes, xb[0], sums);
     } else {
       for (int j = 0; j < P; ++j) BlockSumsI8<1>(blk + j * panel_bytes, xb, &sums[j]);
     }
-    for (int j = 0; j < P; ++j) {
-      const __m512 scale = _mm512_cvtph_ps(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + j * panel_bytes)));
-      acc[j].v = _mm512_fmadd_ps(sums[j], scale, acc[j].v);
+    if constexpr (Q::kType == QuantType::kQ4K) {
+      const __m512 sum_x = _mm512_set1_ps(BlockSum(xb[0]));
+      for (int j = 0; j < P; ++j) {
+        __m512 scale, offset;
+        KScales(scales + j * panel_bytes, super + j * panel_bytes, &scale, &offset);
+        acc[j].v = _mm512_fmadd_ps(sums[j], scale, acc[j].v);
+        acc[j].v = _mm512_fmadd_ps(offset, sum_x, acc[j].v);
+      }
+    } else {
+      for (int j = 0; j < P; ++j) {
+        const __m512 scale = _mm512_cvtph_ps(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + j * panel_bytes)));
+        acc[j].v = _mm512_fmadd_ps(sums[j], scale, acc[j].v);
+      }
     }
+  }
+
+  // Q4K: the 16 rows' scales s = d·sc (exact) and offsets 8·s - dmin·m (8·s and dmin·m exact, one
+  // rounding), with which Σ W·x = s·Σ(n - 8)·x + offset·Σx.
+  FFLITE_AVX512 static void KScales(const uint8_t* scales, const uint8_t* super, __m512* scale,
+                                    __m512* offset) {
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(super)));
+    const __m512 dmin =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(super + 32)));
+    const __m512 sc = _mm512_cvtepi32_ps(
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales))));
+    const __m512 m = _mm512_cvtepi32_ps(
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16))));
+    *scale = _mm512_mul_ps(d, sc);
+    *offset = _mm512_fmsub_ps(_mm512_set1_ps(8.0f), *scale, _mm512_mul_ps(dmin, m));
+  }
+  // Σ of a block's 32 activations.
+  FFLITE_AVX512 static float BlockSum(const float* xb) {
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_loadu_ps(xb), _mm512_loadu_ps(xb + 16)));
   }
 
   // Masked loads and stores: nothing past row n is read or written.

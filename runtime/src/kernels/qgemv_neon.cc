@@ -199,13 +199,42 @@ struct Neon {
 
   template <int T, typename Q>
   static void AddBlock(const uint8_t* blk, const float* const* xb, const uint8_t* scales,
-                       Acc* acc) {
+                       const uint8_t* super, Acc* acc) {
     float32x4_t part[T][4];
     for (int t = 0; t < T; ++t) {
       for (int m = 0; m < 4; ++m) part[t][m] = vdupq_n_f32(0.0f);
     }
     BlockSums<T, Q>(blk, xb, part);
     float32x4_t scale[4];
+    if constexpr (Q::kType == QuantType::kQ4K) {
+      // s = d·sc (exact) and offset = 8·s - dmin·m (one rounding): Σ W·x = s·Σ(n - 8)·x +
+      // offset·Σx, with the Q4 sums of n - 8 (the same nibbles).
+      float32x4_t d[4], dmin[4], offset[4];
+      LoadScales(super, d);
+      LoadScales(super + 2 * kQuantPanelRows, dmin);
+      const uint8x16_t sc = vld1q_u8(scales), mins = vld1q_u8(scales + kQuantPanelRows);
+      const uint16x8_t sc16[2] = {vmovl_u8(vget_low_u8(sc)), vmovl_u8(vget_high_u8(sc))};
+      const uint16x8_t m16[2] = {vmovl_u8(vget_low_u8(mins)), vmovl_u8(vget_high_u8(mins))};
+      for (int m = 0; m < 4; ++m) {
+        const uint16x4_t s4 = m % 2 == 0 ? vget_low_u16(sc16[m / 2]) : vget_high_u16(sc16[m / 2]);
+        const uint16x4_t m4 = m % 2 == 0 ? vget_low_u16(m16[m / 2]) : vget_high_u16(m16[m / 2]);
+        scale[m] = vmulq_f32(d[m], vcvtq_f32_u32(vmovl_u16(s4)));
+        offset[m] = vsubq_f32(vmulq_n_f32(scale[m], 8.0f),
+                              vmulq_f32(dmin[m], vcvtq_f32_u32(vmovl_u16(m4))));
+      }
+      for (int t = 0; t < T; ++t) {
+        float32x4_t sx = vld1q_f32(xb[t]);
+        for (int i = 1; i < 8; ++i) sx = vaddq_f32(sx, vld1q_f32(xb[t] + 4 * i));
+        const float32x2_t h = vadd_f32(vget_low_f32(sx), vget_high_f32(sx));
+        const float sum_x = vget_lane_f32(vpadd_f32(h, h), 0);
+        for (int m = 0; m < 4; ++m) part[t][m] = vmulq_f32(part[t][m], scale[m]);
+        for (int m = 0; m < 4; ++m) {
+          acc[t].v[m] = vaddq_f32(acc[t].v[m], part[t][m]);
+          acc[t].v[m] = vaddq_f32(acc[t].v[m], vmulq_n_f32(offset[m], sum_x));
+        }
+      }
+      return;
+    }
     LoadScales(scales, scale);
     for (int t = 0; t < T; ++t) {
       for (int m = 0; m < 4; ++m) {
@@ -220,7 +249,7 @@ struct Neon {
   // Not used (kOneTokenPasses is false).
   template <int P, typename Q>
   static void AddBlockPanels(const uint8_t*, uint64_t, const float* const*, const uint8_t*,
-                             Acc*) {}
+                             const uint8_t*, Acc*) {}
 
   // n < 16: the last, partial panel, through memory.
   static void Store(const Acc& acc, const float* bias, size_t r0, size_t n, float* yt) {

@@ -7,10 +7,12 @@
 
 namespace fflite {
 
-void QGemvScalar(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
-                 const float* bias, const float* x, size_t x_stride, float* y, size_t y_stride) {
-  const QuantGeometry g = QuantMatrixGeometry(type, rows, k);
-  const bool i4 = type == QuantType::kQ4;
+namespace {
+
+template <typename Q>
+void QGemvScalarOf(size_t c, size_t k, size_t rows, const uint8_t* w, const float* bias,
+                   const float* x, size_t x_stride, float* y, size_t y_stride) {
+  const QuantGeometry g = GeometryOf<Q>(rows, k);
   for (size_t p = 0; p < g.panels; ++p) {
     const uint8_t* panel = w + p * g.panel_bytes;
     const size_t r0 = p * kQuantPanelRows;
@@ -21,25 +23,25 @@ void QGemvScalar(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType ty
       for (size_t b = 0; b < g.k_blocks; ++b) {
         const uint8_t* blk = panel + g.scale_bytes + b * g.block_panel_bytes;
         float part[kQuantPanelRows] = {};
+        float sum_x = 0.0f;  // Q4K: for the mins, Σ_j (s·n_j - m)·x_j = s·Σ n_j·x_j - m·Σ x_j
         for (size_t jj = 0; jj < kQuantBlock; ++jj) {
           const size_t j = b * kQuantBlock + jj;
           if (j >= k) break;
-          const size_t group = jj / 4, i = jj % 4;
+          sum_x += xt[j];
           for (size_t r = 0; r < kQuantPanelRows; ++r) {
-            int q;
-            if (!i4) {
-              q = static_cast<int8_t>(blk[group * 64 + 4 * r + i]);
-            } else {
-              const uint8_t byte = blk[(group % 4) * 64 + 4 * r + i];
-              q = (group < 4 ? (byte & 0xf) : (byte >> 4)) - 8;
-            }
-            part[r] += static_cast<float>(q) * xt[j];
+            part[r] += static_cast<float>(Q::Value(blk, r, jj)) * xt[j];
           }
         }
         for (size_t r = 0; r < kQuantPanelRows; ++r) {
-          uint16_t s;
-          std::memcpy(&s, panel + (b * kQuantPanelRows + r) * 2, 2);
-          acc[r] += F16ToF32(s) * part[r];
+          if constexpr (HasMin<Q>()) {
+            const float scale = F16ToF32(KSuper(panel, r, b, false)) *
+                                static_cast<float>(KCode(panel, r, b, false));
+            const float min = F16ToF32(KSuper(panel, r, b, true)) *
+                              static_cast<float>(KCode(panel, r, b, true));
+            acc[r] += scale * part[r] - min * sum_x;
+          } else {
+            acc[r] += F16ToF32(PanelScale(panel, r, b)) * part[r];
+          }
         }
       }
       for (size_t r = 0; r < n; ++r) {
@@ -47,6 +49,15 @@ void QGemvScalar(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType ty
       }
     }
   }
+}
+
+}  // namespace
+
+void QGemvScalar(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
+                 const float* bias, const float* x, size_t x_stride, float* y, size_t y_stride) {
+  WithQuantTraits(type, [&](auto q) {
+    QGemvScalarOf<decltype(q)>(c, k, rows, w, bias, x, x_stride, y, y_stride);
+  });
 }
 
 }  // namespace fflite

@@ -36,6 +36,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/types.h"
 
@@ -49,9 +50,9 @@ inline constexpr uint32_t kHadamardSigns = 0x9e3779b9u;
 struct QuantGeometry {
   uint64_t rows = 0, k = 0;
   uint64_t panels = 0;             // ceil(rows / 16)
-  uint64_t k_blocks = 0;           // ceil(k / 32)
+  uint64_t k_blocks = 0;           // ceil(k / 32) (Q4K: whole super-blocks, ceil(k / 256) · 8)
   uint64_t block_panel_bytes = 0;  // the type's kBlockPanelBytes (16 rows × one block)
-  uint64_t scale_bytes = 0;        // k_blocks · 32 rounded up to 64
+  uint64_t scale_bytes = 0;        // k_blocks · 32 rounded up to 64 (Q4K: k_blocks / 8 · 320)
   uint64_t panel_bytes = 0;        // scale_bytes + k_blocks · block_panel_bytes
   uint64_t bytes() const { return panels * panel_bytes; }
 };
@@ -112,9 +113,54 @@ struct Q4 {
   }
 };
 
+// Q4K: GGUF's Q4_K with its bits, re-laid in panels. A super-block is 8 blocks (256 values of a
+// row) with an f16 d and dmin; each block of 32 has a 6-bit scale sc and min m; a value is the
+// nibble n in [0, 15], stored as Q4's nibbles are (the same chunks, no offset):
+//   W[r, j] = (d·sc)·n - (dmin·m), each product in f32,
+// exactly GGUF's dequantisation (d·sc and dmin·m have at most 17 significant bits, (d·sc)·n at
+// most 21: every product is exact in f32, so a fused multiply-add gives the same bits). The scale
+// area of a panel is, per super-block s, kSuperBytes = 320 bytes:
+//   d: f16 [16 rows], dmin: f16 [16 rows], then per block b of s: sc u8 [16 rows], m u8 [16 rows]
+// so block b's sc/m are at ScaleOffset(b) and its super-block's d/dmin at SuperOffset(b). k is a
+// multiple of 256 (the loader refuses any other: GGUF's rows are whole super-blocks). 4.625 bits
+// per weight (GGUF's 4.5: its 6-bit codes are kept as bytes, each block's two in one 32-byte
+// row of the panel).
+struct Q4K {
+  static constexpr QuantType kType = QuantType::kQ4K;
+  static constexpr size_t kBits = 4;
+  static constexpr uint64_t kBlockPanelBytes = 4 * 64;
+  static constexpr int kMinValue = 0, kMaxValue = 15;
+  static constexpr int kOffset = 0;
+  static constexpr size_t kSuperBlocks = 8;          // blocks of 32 per super-block
+  static constexpr uint64_t kSuperBytes = 64 + 8 * 32;  // a super-block's share of the scale area
+  static constexpr uint8_t kMaxCode = 63;            // sc and m are 6-bit
+  static int Value(const uint8_t* blk, size_t r, size_t j) { return Q4::Value(blk, r, j) + 8; }
+  static void SetValue(uint8_t* blk, size_t r, size_t j, int n) { Q4::SetValue(blk, r, j, n - 8); }
+  static constexpr uint64_t SuperOffset(uint64_t b) { return b / kSuperBlocks * kSuperBytes; }
+  static constexpr uint64_t ScaleOffset(uint64_t b) {
+    return SuperOffset(b) + 64 + b % kSuperBlocks * 32;
+  }
+};
+
+// Where block b's scales start in a panel (Q8, Q4: its 16 f16; Q4K: its sc and m bytes).
+template <typename Q>
+constexpr uint64_t BlockScaleOffset(uint64_t b) {
+  if constexpr (std::is_same_v<Q, Q4K>) {
+    return Q4K::ScaleOffset(b);
+  } else {
+    return b * kQuantPanelRows * 2;
+  }
+}
+// Whether Q has a min per block (W = scale·n - min) rather than a symmetric scale alone.
+template <typename Q>
+constexpr bool HasMin() {
+  return std::is_same_v<Q, Q4K>;
+}
+
 // f(Q{}) with the traits of `type`.
 template <typename F>
 decltype(auto) WithQuantTraits(QuantType type, F&& f) {
+  if (type == QuantType::kQ4K) return f(Q4K{});
   if (type == QuantType::kQ4) return f(Q4{});
   return f(Q8{});
 }
@@ -129,7 +175,13 @@ constexpr QuantGeometry GeometryOf(uint64_t rows, uint64_t k) {
   g.panels = (rows + kQuantPanelRows - 1) / kQuantPanelRows;
   g.k_blocks = (k + kQuantBlock - 1) / kQuantBlock;
   g.block_panel_bytes = Q::kBlockPanelBytes;
-  g.scale_bytes = (g.k_blocks * kQuantPanelRows * 2 + 63) / 64 * 64;
+  if constexpr (HasMin<Q>()) {
+    // Whole super-blocks (a k the loader refuses still gets a geometry that covers it).
+    g.k_blocks = (g.k_blocks + Q::kSuperBlocks - 1) / Q::kSuperBlocks * Q::kSuperBlocks;
+    g.scale_bytes = g.k_blocks / Q::kSuperBlocks * Q::kSuperBytes;
+  } else {
+    g.scale_bytes = (g.k_blocks * kQuantPanelRows * 2 + 63) / 64 * 64;
+  }
   g.panel_bytes = g.scale_bytes + g.k_blocks * g.block_panel_bytes;
   return g;
 }
@@ -143,6 +195,16 @@ inline uint16_t PanelScale(const uint8_t* panel, size_t r, uint64_t b) {
   uint16_t s;
   std::memcpy(&s, panel + (b * kQuantPanelRows + r) * 2, 2);
   return s;
+}
+
+// Q4K: row r's sc and m of block b and its super-block's d and dmin (f16 bits) in a panel.
+inline uint8_t KCode(const uint8_t* panel, size_t r, uint64_t b, bool min) {
+  return panel[Q4K::ScaleOffset(b) + (min ? kQuantPanelRows : 0) + r];
+}
+inline uint16_t KSuper(const uint8_t* panel, size_t r, uint64_t b, bool min) {
+  uint16_t h;
+  std::memcpy(&h, panel + Q4K::SuperOffset(b) + (min ? 2 * kQuantPanelRows : 0) + 2 * r, 2);
+  return h;
 }
 
 }  // namespace fflite

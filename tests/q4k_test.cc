@@ -1,0 +1,393 @@
+// GGUF's Q4_K kept as fflite's dtype q4_k (kernels/quant_types.h, Q4K): the re-laying of GGUF's
+// rows, every float-activation and int8-activation kernel this CPU has against a double product
+// of the dequantised weights, the writer's and the loader's checks, and whole layers (dense and
+// MoE) on the CPU backend against the reference. That the dequantised values equal the GGUF
+// specification's is checked against the converter's DequantizeGguf in converter_gguf_test.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/half.h"
+#include "format/dtype.h"
+#include "format/quant_layout.h"
+#include "format/writer.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/quant_kernels.h"
+#include "testing/guarded_buffer.h"
+#include "testing/model_builder.h"
+#include "testing/status_matchers.h"
+#include "testing/tolerances.h"
+
+namespace fflite {
+namespace {
+
+using testing::GuardedBuffer;
+using ::testing::HasSubstr;
+
+constexpr size_t kGgufBlock = 144;  // bytes of a Q4_K super-block of 256 values
+
+// Random GGUF Q4_K rows [rows, k]: d and dmin positive f16 around `scale` / 64 (so that values
+// are about ±scale), random 6-bit codes (63 included) and nibbles.
+std::vector<uint8_t> RandomGgufQ4K(uint64_t rows, uint64_t k, std::mt19937& gen, float scale) {
+  std::vector<uint8_t> b(rows * k / 256 * kGgufBlock);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> unit(0.25f, 1.0f);
+  for (uint8_t& v : b) v = static_cast<uint8_t>(byte(gen));
+  for (size_t i = 0; i < b.size(); i += kGgufBlock) {
+    const uint16_t d = F32ToF16(scale / 64.0f * unit(gen));
+    const uint16_t dmin = F32ToF16(scale / 64.0f * 8.0f * unit(gen));
+    std::memcpy(&b[i], &d, 2);
+    std::memcpy(&b[i + 2], &dmin, 2);
+  }
+  return b;
+}
+
+// The stored q4_k matrix of GGUF rows.
+std::vector<uint8_t> Pack(uint64_t rows, uint64_t k, const std::vector<uint8_t>& gguf) {
+  std::vector<uint8_t> packed(QuantMatrixGeometry(DType::Q4_K, rows, k).bytes(), 0xee);
+  PackQ4KFromGguf(rows, k, gguf.data(), packed.data());
+  return packed;
+}
+
+std::vector<float> Dequantized(uint64_t rows, uint64_t k, const std::vector<uint8_t>& packed) {
+  std::vector<float> w(rows * k);
+  DequantizeRows(DType::Q4_K, Layout::PANEL16_K4, rows, k, packed.data(), 0, rows, w.data());
+  return w;
+}
+
+// GGUF's packing of sub-block j's 6-bit scale and min, read back by hand: the test's own reading
+// of the specification (bytes 0-3 scales, 4-7 mins of sub-blocks 0-3; sub-blocks 4-7 from the
+// nibbles of bytes 8-11 and the top two bits of bytes 0-7).
+void Codes(const uint8_t* block, int j, int* sc, int* m) {
+  const uint8_t* q = block + 4;
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 15) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// Every value of the stored matrix is d·sc·n - dmin·m of its GGUF super-block, in f32, with the
+// nibbles in GGUF's order (each 64 values of a super-block: 32 low nibbles, then 32 high ones).
+TEST(Q4KTest, PackedValuesAreGgufsValues) {
+  std::mt19937 gen(3);
+  for (const auto& [rows, k] : {std::pair<uint64_t, uint64_t>{1, 256}, {17, 512}, {40, 768}}) {
+    const std::vector<uint8_t> gguf = RandomGgufQ4K(rows, k, gen, 1.0f);
+    const std::vector<uint8_t> packed = Pack(rows, k, gguf);
+    const std::vector<float> w = Dequantized(rows, k, packed);
+    for (uint64_t r = 0; r < rows; ++r) {
+      for (uint64_t j = 0; j < k; ++j) {
+        const uint8_t* block = gguf.data() + (r * (k / 256) + j / 256) * kGgufBlock;
+        const int sub = static_cast<int>(j % 256 / 32);
+        int sc, m;
+        Codes(block, sub, &sc, &m);
+        const uint8_t byte = block[16 + 32 * (sub / 2) + j % 32];
+        const int n = sub % 2 == 0 ? byte & 15 : byte >> 4;
+        uint16_t d, dmin;
+        std::memcpy(&d, block, 2);
+        std::memcpy(&dmin, block + 2, 2);
+        const float want = F16ToF32(d) * static_cast<float>(sc) * static_cast<float>(n) -
+                           F16ToF32(dmin) * static_cast<float>(m);
+        ASSERT_EQ(w[r * k + j], want) << "row " << r << " col " << j;
+      }
+    }
+    // Padding rows of the last panel: zero.
+    const QuantGeometry g = QuantMatrixGeometry(DType::Q4_K, rows, k);
+    std::vector<float> all(g.panels * kQuantPanelRows * k);
+    DequantizeRows(DType::Q4_K, Layout::PANEL16_K4, g.panels * kQuantPanelRows, k, packed.data(),
+                   0, g.panels * kQuantPanelRows, all.data());
+    for (uint64_t i = rows * k; i < all.size(); ++i) ASSERT_EQ(all[i], 0.0f) << i;
+  }
+}
+
+// The geometry: 4.625 bits per weight, whole super-blocks, and no layout but PANEL16_K4.
+TEST(Q4KTest, GeometryAndLayouts) {
+  const QuantGeometry g = QuantMatrixGeometry(DType::Q4_K, 32, 4096);
+  EXPECT_EQ(g.k_blocks, 128u);
+  EXPECT_EQ(g.bytes(), 32u * 4096u * 4625u / 8000u);
+  EXPECT_DOUBLE_EQ(DTypeBitsPerWeight(DType::Q4_K), 4.625);
+  EXPECT_TRUE(LayoutValidFor(DType::Q4_K, Layout::PANEL16_K4));
+  EXPECT_FALSE(LayoutValidFor(DType::Q4_K, Layout::PANEL16_K4_HADAMARD32));
+  EXPECT_FALSE(LayoutValidFor(DType::Q4_K, Layout::ROW_MAJOR));
+  EXPECT_EQ(TensorBytes(DType::Q4_K, {16, 300}, Layout::PANEL16_K4), 0u);
+  EXPECT_EQ(TensorBytes(DType::Q4_K, {16, 512}, Layout::PANEL16_K4), g.panel_bytes / 8);
+  EXPECT_STREQ(DTypeName(DType::Q4_K), "q4_k");
+}
+
+// Kernels against Σ_j W[o, j]·x[t, j] in double over the dequantised W. Float activations: each
+// kernel sums s·Σ(n - 8)·x + (8s - m)·Σx per block (the scalar twin s·Σn·x - m·Σx); every
+// partial sum and product adds at most one rounding per term, so with S = Σ_j (|s·(n_j - 8)| +
+// |8s - m| + |W|)·|x_j| the error is at most (32 + k_blocks + 8)·2^-24·S; 1.01 for the second
+// order. Int8 activations: the reference takes the same int8 blocks (d_x·q), so only f32
+// roundings remain: the same bound.
+double Bound(size_t k, double s) { return 1.01 * (40.0 + static_cast<double>(k) / 32) * 0x1p-24 * s; }
+
+struct Case {
+  size_t rows, k, c;
+};
+
+TEST(Q4KTest, EveryKernelMatchesTheDequantisedProduct) {
+  std::mt19937 gen(11);
+  constexpr float kSentinel = 12345.0f;
+  for (const Case& cs : {Case{1, 256, 1}, Case{17, 256, 3}, Case{37, 512, 5}, Case{64, 768, 9},
+                         Case{16, 256, 2}}) {
+    const size_t rows = cs.rows, k = cs.k, c = cs.c;
+    const std::vector<uint8_t> gguf = RandomGgufQ4K(rows, k, gen, 0.5f);
+    const std::vector<uint8_t> packed = Pack(rows, k, gguf);
+    const std::vector<float> w = Dequantized(rows, k, packed);
+    GuardedBuffer w_buf(packed.size());
+    std::memcpy(w_buf.As<uint8_t>(), packed.data(), packed.size());
+    std::uniform_real_distribution<float> ud(-2.0f, 2.0f);
+    std::vector<float> x(c * k), bias(rows);
+    for (float& v : x) v = ud(gen);
+    for (float& v : bias) v = ud(gen);
+    GuardedBuffer x_buf(x.size() * sizeof(float)), b_buf(rows * sizeof(float));
+    std::memcpy(x_buf.As<float>(), x.data(), x.size() * sizeof(float));
+    std::memcpy(b_buf.As<float>(), bias.data(), rows * sizeof(float));
+    // The int8 blocks, from the scalar quantiser (every kernel's is bit-identical to it:
+    // quant_gemm_test), and what they stand for.
+    const size_t kb = k / 32;
+    std::vector<QActBlock> xq(c * kb);
+    QuantizeActivationsScalar(c, k, x.data(), k, xq.data());
+    std::vector<float> xq_values(c * k);
+    for (size_t t = 0; t < c; ++t) {
+      for (size_t j = 0; j < k; ++j) {
+        const QActBlock& a = xq[t * kb + j / 32];
+        xq_values[t * k + j] = a.d * static_cast<float>(a.q[j % 32]);
+      }
+    }
+    GuardedBuffer xq_buf(xq.size() * sizeof(QActBlock));
+    std::memcpy(xq_buf.As<QActBlock>(), xq.data(), xq.size() * sizeof(QActBlock));
+    // Reference and bound per output, for the float and the int8 activations.
+    auto reference = [&](const std::vector<float>& xs, std::vector<double>* ref,
+                         std::vector<double>* bound) {
+      ref->assign(c * rows, 0.0);
+      bound->assign(c * rows, 0.0);
+      const QuantGeometry g = QuantMatrixGeometry(DType::Q4_K, rows, k);
+      for (size_t t = 0; t < c; ++t) {
+        for (size_t o = 0; o < rows; ++o) {
+          const uint8_t* panel = packed.data() + o / 16 * g.panel_bytes;
+          double sum = 0, s_abs = 0;
+          for (size_t j = 0; j < k; ++j) {
+            const double xj = xs[t * k + j];
+            const size_t b = j / 32;
+            const double s = F16ToF32(KSuper(panel, o % 16, b, false)) * KCode(panel, o % 16, b, false);
+            const double m = F16ToF32(KSuper(panel, o % 16, b, true)) * KCode(panel, o % 16, b, true);
+            const double n = QuantValueAt(DType::Q4_K, g, packed.data(), o, j);
+            sum += static_cast<double>(w[o * k + j]) * xj;
+            s_abs += (std::fabs(s * (n - 8)) + std::fabs(8 * s - m) + std::fabs(w[o * k + j])) *
+                     std::fabs(xj);
+          }
+          (*ref)[t * rows + o] = sum;
+          (*bound)[t * rows + o] = Bound(k, s_abs + std::fabs(bias[o]));
+        }
+      }
+    };
+    std::vector<double> ref_f, bound_f, ref_q, bound_q;
+    reference(x, &ref_f, &bound_f);
+    reference(xq_values, &ref_q, &bound_q);
+    auto check = [&](const char* isa, const char* kind, const std::vector<double>& ref,
+                     const std::vector<double>& bound, auto&& run) {
+      for (bool with_bias : {false, true}) {
+        const size_t y_stride = rows + 3;
+        GuardedBuffer y_buf(((c - 1) * y_stride + rows) * sizeof(float));
+        float* y = y_buf.As<float>();
+        std::fill(y, y + (c - 1) * y_stride + rows, kSentinel);
+        run(with_bias ? b_buf.As<float>() : nullptr, y, y_stride);
+        for (size_t t = 0; t < c; ++t) {
+          for (size_t o = 0; o < rows; ++o) {
+            const double want = ref[t * rows + o] + (with_bias ? bias[o] : 0.0);
+            ASSERT_LE(std::fabs(y[t * y_stride + o] - want), bound[t * rows + o])
+                << isa << " " << kind << " rows " << rows << " k " << k << " c " << c
+                << " bias " << with_bias << ": y[" << t << ", " << o << "] = "
+                << y[t * y_stride + o] << ", want " << want;
+          }
+          for (size_t o = rows; o < y_stride && t + 1 < c; ++o) {
+            ASSERT_EQ(y[t * y_stride + o], kSentinel) << isa << " " << kind << " wrote padding";
+          }
+        }
+      }
+    };
+    for (const QGemvKernel* kernel : AvailableQGemvKernels()) {
+      check(kernel->isa, "qgemv", ref_f, bound_f, [&](const float* b, float* y, size_t ys) {
+        kernel->qgemv(c, k, rows, w_buf.As<uint8_t>(), QuantType::kQ4K, b, x_buf.As<float>(), k,
+                      y, ys);
+      });
+    }
+    for (const QGemmKernel* kernel : AvailableQGemmKernels()) {
+      check(kernel->isa, "qgemm", ref_q, bound_q, [&](const float* b, float* y, size_t ys) {
+        kernel->qgemm(c, k, rows, w_buf.As<uint8_t>(), QuantType::kQ4K, b,
+                      xq_buf.As<QActBlock>(), y, ys);
+      });
+    }
+  }
+}
+
+// A product split among threads at panel boundaries gives the whole product's bits.
+TEST(Q4KTest, RowSplitsGiveTheSameBits) {
+  std::mt19937 gen(5);
+  const size_t rows = 48, k = 512, c = 3;
+  const std::vector<uint8_t> packed = Pack(rows, k, RandomGgufQ4K(rows, k, gen, 0.5f));
+  const QuantGeometry g = QuantMatrixGeometry(DType::Q4_K, rows, k);
+  std::vector<float> x(c * k);
+  std::uniform_real_distribution<float> ud(-1.0f, 1.0f);
+  for (float& v : x) v = ud(gen);
+  std::vector<QActBlock> xq(c * k / 32);
+  QuantizeActivationsScalar(c, k, x.data(), k, xq.data());
+  for (const QGemvKernel* kernel : AvailableQGemvKernels()) {
+    for (size_t tokens : {size_t{1}, c}) {
+      std::vector<float> whole(tokens * rows), split(tokens * rows);
+      kernel->qgemv(tokens, k, rows, packed.data(), QuantType::kQ4K, nullptr, x.data(), k,
+                    whole.data(), rows);
+      kernel->qgemv(tokens, k, 16, packed.data(), QuantType::kQ4K, nullptr, x.data(), k,
+                    split.data(), rows);
+      kernel->qgemv(tokens, k, 32, packed.data() + g.panel_bytes, QuantType::kQ4K, nullptr,
+                    x.data(), k, split.data() + 16, rows);
+      EXPECT_EQ(std::memcmp(whole.data(), split.data(), whole.size() * 4), 0) << kernel->isa;
+    }
+  }
+  for (const QGemmKernel* kernel : AvailableQGemmKernels()) {
+    std::vector<float> whole(c * rows), split(c * rows);
+    kernel->qgemm(c, k, rows, packed.data(), QuantType::kQ4K, nullptr, xq.data(), whole.data(),
+                  rows);
+    kernel->qgemm(c, k, 16, packed.data(), QuantType::kQ4K, nullptr, xq.data(), split.data(),
+                  rows);
+    kernel->qgemm(c, k, 32, packed.data() + g.panel_bytes, QuantType::kQ4K, nullptr, xq.data(),
+                  split.data() + 16, rows);
+    EXPECT_EQ(std::memcmp(whole.data(), split.data(), whole.size() * 4), 0) << kernel->isa;
+  }
+}
+
+// ---- files ----
+
+// A q4_k source over packed bytes the lambda keeps alive.
+TensorSource Q4KSource(uint64_t rows, uint64_t k, std::vector<uint8_t> packed) {
+  TensorSource s;
+  s.dtype = DType::Q4_K;
+  s.shape = {rows, k};
+  auto bytes = std::make_shared<std::vector<uint8_t>>(std::move(packed));
+  s.fill = [bytes](uint8_t* dst, uint64_t n) -> absl::Status {
+    if (n != bytes->size()) return absl::InternalError("byte count");
+    std::memcpy(dst, bytes->data(), n);
+    return absl::OkStatus();
+  };
+  return s;
+}
+
+// A dense gated layer with q4_k matrices (d_model and d_ff multiples of 256); `edit` may change
+// the packed bytes of up before they are written.
+ModelSpec Q4KModel(uint32_t d, uint32_t ff, uint32_t seed,
+                   const std::function<void(std::vector<uint8_t>*)>& edit = nullptr) {
+  std::mt19937 gen(seed);
+  testing::Rng rng(seed);
+  testing::FfnParams p;
+  p.d_model = d;
+  p.d_ff = ff;
+  p.bias = true;
+  LayerSpec layer;
+  layer.name = "q4k";
+  layer.ffn = testing::RandomFfn(p, rng);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  std::vector<uint8_t> up = Pack(ff, d, RandomGgufQ4K(ff, d, gen, scale));
+  if (edit) edit(&up);
+  layer.ffn.up = Q4KSource(ff, d, std::move(up));
+  layer.ffn.gate = Q4KSource(ff, d, Pack(ff, d, RandomGgufQ4K(ff, d, gen, scale)));
+  layer.ffn.down = Q4KSource(d, ff, Pack(d, ff, RandomGgufQ4K(d, ff, gen, 1.0f / std::sqrt(
+                                                                           static_cast<float>(ff)))));
+  layer.norm = testing::RandomNorm(NormKind::RMS_NORM, NormPlacement::PRE, d, rng);
+  layer.residual = true;
+  ModelSpec spec;
+  spec.d_model = d;
+  spec.layers.push_back(std::move(layer));
+  return spec;
+}
+
+// Max |got - want| / (|want| + rms(want)) over the outputs.
+double RelError(const std::vector<float>& got, const std::vector<float>& want) {
+  double ss = 0;
+  for (float v : want) ss += static_cast<double>(v) * v;
+  const double rms = std::sqrt(ss / static_cast<double>(want.size()));
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    worst = std::max(worst, std::fabs(got[i] - want[i]) / (std::fabs(want[i]) + rms));
+  }
+  return worst;
+}
+
+// The CPU backend on a q4_k layer against the reference on the same file: decode (float
+// activations) and prefill (int8 activations from the backend's threshold on), 1 and 3 threads.
+TEST(Q4KTest, LayerMatchesTheReference) {
+  ASSERT_OK_AND_ASSIGN(testing::LoadedModel m, testing::BuildModel(Q4KModel(256, 512, 21)));
+  EXPECT_EQ(m.model->layers()[0].ffn.up.dtype, DType::Q4_K);
+  testing::Rng rng(4);
+  for (size_t tokens : {size_t{1}, size_t{2}, size_t{40}}) {
+    const std::vector<float> x = rng.Vec(tokens * 256, 1.0f);
+    ASSERT_OK_AND_ASSIGN(std::vector<float> want,
+                         testing::RunLayer(*m.model, "reference", 0, x, tokens));
+    for (int threads : {1, 3}) {
+      ASSERT_OK_AND_ASSIGN(std::vector<float> got,
+                           testing::RunLayer(*m.model, "xnnpack", 0, x, tokens, threads));
+      // Int8 activations from the backend's default threshold on (1 or 2 tokens on x86, 8
+      // elsewhere): their tolerance; float activations: the f32 one.
+      const size_t gemm_tokens = DefaultQuantGemmMinTokens(QuantType::kQ4K, BestQGemvKernel(),
+                                                           BestQGemmKernel());
+      const double tol = tokens >= gemm_tokens ? testing::kInt8ActRelTol : testing::kF32RelTol;
+      EXPECT_LE(RelError(got, want), tol) << tokens << " tokens, " << threads << " threads";
+    }
+  }
+}
+
+// A padded d_ff that leaves whole super-blocks is stored; one that does not is refused by name,
+// as is a q4_k source whose in_features are not whole super-blocks.
+TEST(Q4KTest, WriterNeedsWholeSuperBlocks) {
+  WriteOptions options;
+  options.d_ff_alignment = 96;  // 512 -> 576: not a multiple of 256
+  EXPECT_THAT(WriteModelBuffer(Q4KModel(256, 512, 2), options).status(),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                HasSubstr("layers[0].ffn.down: a q4_k matrix needs in_features a "
+                                          "multiple of 256")));
+  options.d_ff_alignment = 256;
+  EXPECT_TRUE(WriteModelBuffer(Q4KModel(256, 512, 2), options).ok());
+}
+
+// The first run that reads a matrix checks its super-blocks: a code above 63 or a d that is not
+// finite fails that call, naming the matrix, row and block.
+TEST(Q4KTest, BadScalesFailTheRunByName) {
+  const QuantGeometry g = QuantMatrixGeometry(DType::Q4_K, 512, 256);
+  struct BadCase {
+    std::function<void(std::vector<uint8_t>*)> edit;
+    const char* message;
+  };
+  const BadCase cases[] = {
+      {[&](std::vector<uint8_t>* b) { (*b)[g.panel_bytes + Q4K::ScaleOffset(3) + 5] = 64; },
+       "layers[0].ffn.up: the 6-bit scale or min of row 21, block 3 (columns [96, 128)) is above "
+       "63"},
+      {[&](std::vector<uint8_t>* b) {
+         const uint16_t nan = 0x7e00;
+         std::memcpy(b->data() + 2 * g.panel_bytes + 2 * kQuantPanelRows + 2 * 7, &nan, 2);
+       },
+       "layers[0].ffn.up: the super-block's d or dmin of row 39, block 0 (columns [0, 32)) is "
+       "not finite"}};
+  for (const BadCase& bc : cases) {
+    ASSERT_OK_AND_ASSIGN(testing::LoadedModel m,
+                         testing::BuildModel(Q4KModel(256, 512, 9, bc.edit)));
+    const std::vector<float> x(256, 0.5f);
+    for (const char* backend : {"reference", "xnnpack"}) {
+      EXPECT_THAT(testing::RunLayer(*m.model, backend, 0, x, 1).status(),
+                  testing::StatusIs(absl::StatusCode::kDataLoss, HasSubstr(bc.message)))
+          << backend;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fflite
