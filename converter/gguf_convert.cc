@@ -141,6 +141,25 @@ absl::Status RelayQ(const View& v, DType dtype, uint8_t* dst) {
   return absl::OkStatus();
 }
 
+// Q4_K rows kept as they are: every super-block's d and dmin must be finite (the loader's check).
+absl::Status CheckQ4KSupers(const View& v) {
+  const uint64_t supers = v.cols / 256;
+  for (uint64_t r = 0; r < v.rows; ++r) {
+    for (uint64_t s = 0; s < supers; ++s) {
+      const uint8_t* in = v.Begin() + r * v.RowBytes() + s * 144;
+      uint16_t d, dmin;
+      std::memcpy(&d, in, 2);
+      std::memcpy(&dmin, in + 2, 2);
+      if ((d & 0x7c00u) == 0x7c00u || (dmin & 0x7c00u) == 0x7c00u) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: row %d, super-block %d has a d or dmin that is not finite (f16 bits 0x%04x, "
+            "0x%04x)", v.Describe(), v.first_row + r, s, d, dmin));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 // The source of a view: as stored (float types; Q4_0 as I4 and the I8 types when native and
 // `int8_ok`: the whole tensor's scales fit, so that every expert of a 3-D tensor gets one dtype),
 // or dequantised to f32.
@@ -151,6 +170,7 @@ TensorSource Source(const View& v, std::vector<uint64_t> shape, bool matrix, boo
   const GgmlType type = v.t->type->type;
   DType quant = DType::INVALID;
   if (native && matrix && type == GgmlType::Q4_0) quant = DType::I4;
+  if (native && matrix && type == GgmlType::Q4_K) quant = DType::Q4_K;
   if (native && matrix && int8_ok) quant = DType::I8;
   const DType as_is = FloatDType(type);
   const uint64_t begin = v.first_row * v.RowBytes(), end = begin + v.rows * v.RowBytes();
@@ -160,7 +180,12 @@ TensorSource Source(const View& v, std::vector<uint64_t> shape, bool matrix, boo
       if (bytes != QuantMatrixGeometry(quant, v.rows, v.cols).bytes()) {
         return absl::InternalError(v.Describe() + ": byte count mismatch");
       }
-      FFLITE_RETURN_IF_ERROR(RelayQ(v, quant, dst));
+      if (quant == DType::Q4_K) {
+        FFLITE_RETURN_IF_ERROR(CheckQ4KSupers(v));
+        PackQ4KFromGguf(v.rows, v.cols, v.Begin(), dst);
+      } else {
+        FFLITE_RETURN_IF_ERROR(RelayQ(v, quant, dst));
+      }
       v.file->Release(*v.t, begin, end);
       return absl::OkStatus();
     };
@@ -547,6 +572,8 @@ std::string DescribeGguf(GgufPtr file) {
         h = "as is";
       } else if (ty == GgmlType::Q4_0) {
         h = "i4, bits kept";
+      } else if (ty == GgmlType::Q4_K) {
+        h = "q4_k, bits kept";
       } else if (ty == GgmlType::MXFP4) {
         h = "i8, bits kept (f32, exact, where a scale leaves f16's range)";
       } else if (GgufScalesFitInt8(ty, nullptr, 0)) {

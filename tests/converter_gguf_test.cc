@@ -719,9 +719,11 @@ TEST_F(GgufTest, Mxfp4ExpertsShareOneDtype) {
   }
 }
 
-// Types fflite has no kernels for yet are stored as f32, each value exactly the specification's
-// dequantisation (DequantizeGguf, itself checked against the specification in gguf_types_test).
-TEST_F(GgufTest, KQuantsDequantisedExactly) {
+// Q4_K is kept as q4_k, its bits re-laid: each value fflite dequantises (DequantizeRows, what the
+// reference backend multiplies) is the specification's (DequantizeGguf, itself checked against
+// the specification in gguf_types_test) bit for bit. Types fflite has no kernels for yet (Q6_K
+// here) are stored as f32, each value exactly the specification's dequantisation.
+TEST_F(GgufTest, KQuantsKeptOrDequantisedExactly) {
   GgufWriter g;
   constexpr uint32_t kFf = 256;  // a Q4_K / Q6_K block is 256 values of a row
   LlamaKeys(g, "llama", 1, kFf);
@@ -758,11 +760,33 @@ TEST_F(GgufTest, KQuantsDequantisedExactly) {
                  {&f.up, {converter::GgmlType::Q4_K, &up}},
                  {&f.down, {converter::GgmlType::Q6_K, &down}}};
   for (const auto& [t, src] : cases) {
-    ASSERT_EQ(t->dtype, DType::F32);
     std::vector<float> want(t->numel());
     ASSERT_OK(converter::DequantizeGguf(src.first, src.second->data(), want.size(), want.data()));
+    if (src.first == converter::GgmlType::Q4_K) {
+      ASSERT_EQ(t->dtype, DType::Q4_K);
+      std::vector<float> got(t->numel());
+      DequantizeRows(t->dtype, t->layout, t->shape[0], t->shape[1], t->data, 0, t->shape[0],
+                     got.data());
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0);
+      continue;
+    }
+    ASSERT_EQ(t->dtype, DType::F32);
     ASSERT_EQ(t->size, want.size() * 4);
     EXPECT_EQ(std::memcmp(t->data, want.data(), t->size), 0);
+  }
+  // The layer on the CPU backend against the reference on the same file (q4_k and f32 matrices
+  // mixed; float activations at one token, the f32 tolerance).
+  {
+    Rng xr(6);
+    const std::vector<float> x = xr.Vec(256, 1.0f);
+    ASSERT_OK_AND_ASSIGN(std::vector<float> want, RunLayer(*model, "reference", 0, x, 1));
+    ASSERT_OK_AND_ASSIGN(std::vector<float> got, RunLayer(*model, "xnnpack", 0, x, 1));
+    double ss = 0;
+    for (float v : want) ss += static_cast<double>(v) * v;
+    const double rms = std::sqrt(ss / 256);
+    for (size_t i = 0; i < 256; ++i) {
+      EXPECT_NEAR(got[i], want[i], testing::kF32RelTol * (std::fabs(want[i]) + rms)) << i;
+    }
   }
   // With --dtype f16 the same values are rounded once, as a checkpoint's would be.
   converter::ConvertOptions f16;
