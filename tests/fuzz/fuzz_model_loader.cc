@@ -65,8 +65,11 @@ LayerScales ScalesOf(const fflite::Model& m, const fflite::LayerView& l) {
   return s;
 }
 
+// Model::CheckScales' errors: a scale (I8, I4; Q4_K's d or dmin) that is not finite, a Q4_K
+// 6-bit code above 63.
 bool IsScaleError(const absl::Status& st) {
-  return absl::IsDataLoss(st) && absl::StrContains(st.message(), "is not finite");
+  return absl::IsDataLoss(st) && (absl::StrContains(st.message(), "is not finite") ||
+                                  absl::StrContains(st.message(), "is above 63"));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "converter/example_checkpoint.h"
 #include "converter/gguf_types.h"
 #include "format/model.h"
+#include "format/quant_layout.h"
 #include "format/writer.h"
 #include "fuzz_util.h"
 #include "testing/gguf_writer.h"
@@ -396,6 +398,50 @@ int main(int argc, char** argv) {
       aligned.matrix_dtype = [](const std::string&, DType) { return DType::I4; };
     }
     bytes = WriteModelBuffer(spec, aligned);
+    if (!bytes.ok()) {
+      std::fprintf(stderr, "%s\n", bytes.status().ToString().c_str());
+      return 1;
+    }
+    if (!WriteFile(loader + "/model" + std::to_string(n++) + ".fflite", *bytes)) return 1;
+  }
+  // q4_k (format 1.4: GGUF's Q4_K re-laid, its d/dmin and 6-bit codes under mutation): a gated
+  // layer with q4_k up and gate [16, 256] and an f32 down, and the same file with a code of 64
+  // (it loads; the runs that read that matrix fail).
+  for (int poisoned = 0; poisoned < 2; ++poisoned) {
+    testing::Rng rng(7);
+    testing::FfnParams fp;
+    fp.d_model = 256;
+    fp.d_ff = 16;
+    LayerSpec l;
+    l.ffn = testing::RandomFfn(fp, rng);
+    l.residual = true;
+    for (TensorSource* t : {&l.ffn.up, &l.ffn.gate}) {
+      std::vector<uint8_t> gguf(16 * 144);
+      for (uint8_t& b : gguf) b = static_cast<uint8_t>(rng.Uniform(0.0f, 255.99f));
+      for (size_t i = 0; i < gguf.size(); i += 144) {
+        const uint16_t d = 0x2000, dmin = 0x2400;  // 2^-7 and 2^-6: values about ±0.1
+        std::memcpy(&gguf[i], &d, 2);
+        std::memcpy(&gguf[i + 2], &dmin, 2);
+      }
+      auto packed = std::make_shared<std::vector<uint8_t>>(
+          QuantMatrixGeometry(DType::Q4_K, 16, 256).bytes());
+      PackQ4KFromGguf(16, 256, gguf.data(), packed->data());
+      if (poisoned == 1 && t == &l.ffn.gate) (*packed)[Q4K::ScaleOffset(5) + 3] = 64;
+      t->dtype = DType::Q4_K;
+      t->shape = {16, 256};
+      t->fill = [packed](uint8_t* dst, uint64_t bytes) -> absl::Status {
+        if (bytes != packed->size()) return absl::InternalError("q4_k seed: byte count");
+        std::memcpy(dst, packed->data(), bytes);
+        return absl::OkStatus();
+      };
+    }
+    ModelSpec spec;
+    spec.d_model = 256;
+    spec.layers.push_back(std::move(l));
+    WriteOptions options;
+    options.d_ff_alignment = 1;
+    options.data_alignment = 64;
+    auto bytes = WriteModelBuffer(spec, options);
     if (!bytes.ok()) {
       std::fprintf(stderr, "%s\n", bytes.status().ToString().c_str());
       return 1;
