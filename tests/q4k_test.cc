@@ -34,17 +34,35 @@ using ::testing::HasSubstr;
 constexpr size_t kGgufBlock = 144;  // bytes of a Q4_K super-block of 256 values
 
 // Random GGUF Q4_K rows [rows, k]: d and dmin positive f16 around `scale` / 64 (so that values
-// are about ±scale), random 6-bit codes (63 included) and nibbles.
-std::vector<uint8_t> RandomGgufQ4K(uint64_t rows, uint64_t k, std::mt19937& gen, float scale) {
+// are about ±scale), random 6-bit codes (63 included) and nibbles. `centered`: each block's min
+// about 7.5 of its steps, as a quantiser makes of weights centred on zero (dmin = 7.5·d, m = sc
+// give exactly that; m is sc ± 3), instead of independent scales and mins (blocks far off zero).
+std::vector<uint8_t> RandomGgufQ4K(uint64_t rows, uint64_t k, std::mt19937& gen, float scale,
+                                   bool centered = false) {
   std::vector<uint8_t> b(rows * k / 256 * kGgufBlock);
-  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_int_distribution<int> byte(0, 255), jitter(-3, 3);
   std::uniform_real_distribution<float> unit(0.25f, 1.0f);
   for (uint8_t& v : b) v = static_cast<uint8_t>(byte(gen));
   for (size_t i = 0; i < b.size(); i += kGgufBlock) {
-    const uint16_t d = F32ToF16(scale / 64.0f * unit(gen));
-    const uint16_t dmin = F32ToF16(scale / 64.0f * 8.0f * unit(gen));
+    const float d32 = scale / 64.0f * unit(gen);
+    const uint16_t d = F32ToF16(d32);
+    const uint16_t dmin =
+        F32ToF16(centered ? 7.5f * F16ToF32(d) : scale / 64.0f * 8.0f * unit(gen));
     std::memcpy(&b[i], &d, 2);
     std::memcpy(&b[i + 2], &dmin, 2);
+    if (!centered) continue;
+    // GGUF's packing of 8 scales and mins (the inverse of Codes below).
+    int sc[8], m[8];
+    for (int j = 0; j < 8; ++j) {
+      sc[j] = 16 + byte(gen) % 48;
+      m[j] = std::clamp(sc[j] + jitter(gen), 0, 63);
+    }
+    uint8_t* q = &b[i + 4];
+    for (int j = 0; j < 4; ++j) {
+      q[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+      q[j + 4] = static_cast<uint8_t>((m[j] & 63) | ((m[j + 4] >> 4) << 6));
+      q[j + 8] = static_cast<uint8_t>((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
+    }
   }
   return b;
 }
@@ -81,7 +99,7 @@ void Codes(const uint8_t* block, int j, int* sc, int* m) {
 TEST(Q4KTest, PackedValuesAreGgufsValues) {
   std::mt19937 gen(3);
   for (const auto& [rows, k] : {std::pair<uint64_t, uint64_t>{1, 256}, {17, 512}, {40, 768}}) {
-    const std::vector<uint8_t> gguf = RandomGgufQ4K(rows, k, gen, 1.0f);
+    const std::vector<uint8_t> gguf = RandomGgufQ4K(rows, k, gen, 1.0f, rows == 17);
     const std::vector<uint8_t> packed = Pack(rows, k, gguf);
     const std::vector<float> w = Dequantized(rows, k, packed);
     for (uint64_t r = 0; r < rows; ++r) {
@@ -129,7 +147,9 @@ TEST(Q4KTest, GeometryAndLayouts) {
 // |8s - m| + |W|)·|x_j| the error is at most (32 + k_blocks + 8)·2^-24·S; 1.01 for the second
 // order. Int8 activations: the reference takes the same int8 blocks (d_x·q), so only f32
 // roundings remain: the same bound.
-double Bound(size_t k, double s) { return 1.01 * (40.0 + static_cast<double>(k) / 32) * 0x1p-24 * s; }
+double Bound(size_t k, double s) {
+  return 1.01 * (40.0 + static_cast<double>(k) / 32) * 0x1p-24 * s;
+}
 
 struct Case {
   size_t rows, k, c;
@@ -180,8 +200,9 @@ TEST(Q4KTest, EveryKernelMatchesTheDequantisedProduct) {
           for (size_t j = 0; j < k; ++j) {
             const double xj = xs[t * k + j];
             const size_t b = j / 32;
-            const double s = F16ToF32(KSuper(panel, o % 16, b, false)) * KCode(panel, o % 16, b, false);
-            const double m = F16ToF32(KSuper(panel, o % 16, b, true)) * KCode(panel, o % 16, b, true);
+            const size_t r = o % 16;
+            const double s = F16ToF32(KSuper(panel, r, b, false)) * KCode(panel, r, b, false);
+            const double m = F16ToF32(KSuper(panel, r, b, true)) * KCode(panel, r, b, true);
             const double n = QuantValueAt(DType::Q4_K, g, packed.data(), o, j);
             sum += static_cast<double>(w[o * k + j]) * xj;
             s_abs += (std::fabs(s * (n - 8)) + std::fabs(8 * s - m) + std::fabs(w[o * k + j])) *
@@ -297,12 +318,12 @@ ModelSpec Q4KModel(uint32_t d, uint32_t ff, uint32_t seed,
   layer.name = "q4k";
   layer.ffn = testing::RandomFfn(p, rng);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  std::vector<uint8_t> up = Pack(ff, d, RandomGgufQ4K(ff, d, gen, scale));
+  std::vector<uint8_t> up = Pack(ff, d, RandomGgufQ4K(ff, d, gen, scale, true));
   if (edit) edit(&up);
   layer.ffn.up = Q4KSource(ff, d, std::move(up));
-  layer.ffn.gate = Q4KSource(ff, d, Pack(ff, d, RandomGgufQ4K(ff, d, gen, scale)));
-  layer.ffn.down = Q4KSource(d, ff, Pack(d, ff, RandomGgufQ4K(d, ff, gen, 1.0f / std::sqrt(
-                                                                           static_cast<float>(ff)))));
+  layer.ffn.gate = Q4KSource(ff, d, Pack(ff, d, RandomGgufQ4K(ff, d, gen, scale, true)));
+  const float down_scale = 1.0f / std::sqrt(static_cast<float>(ff));
+  layer.ffn.down = Q4KSource(d, ff, Pack(d, ff, RandomGgufQ4K(d, ff, gen, down_scale, true)));
   layer.norm = testing::RandomNorm(NormKind::RMS_NORM, NormPlacement::PRE, d, rng);
   layer.residual = true;
   ModelSpec spec;
@@ -342,6 +363,63 @@ TEST(Q4KTest, LayerMatchesTheReference) {
                                                            BestQGemmKernel());
       const double tol = tokens >= gemm_tokens ? testing::kInt8ActRelTol : testing::kF32RelTol;
       EXPECT_LE(RelError(got, want), tol) << tokens << " tokens, " << threads << " threads";
+    }
+  }
+}
+
+// MoE with q4_k routed and shared experts (a GGUF Q4_K_M MoE's experts): the CPU backend against
+// the reference, whole and under an expert budget that streams two experts' records from the file.
+TEST(Q4KTest, MoeMatchesTheReference) {
+  constexpr uint32_t kD = 256, kFf = 256;
+  testing::Rng rng(31);
+  std::mt19937 gen(31);
+  testing::MoeParams mp;
+  mp.num_experts = 6;
+  mp.top_k = 2;
+  mp.num_shared = 1;
+  mp.shared_gate = true;
+  mp.shared_d_ff = kFf;
+  mp.expert.d_model = kD;
+  mp.expert.d_ff = kFf;
+  LayerSpec layer;
+  layer.name = "moe";
+  layer.kind = LayerKind::kMoe;
+  layer.moe = testing::RandomMoe(mp, rng);
+  const float scale = 1.0f / 16.0f;  // 1/sqrt(256)
+  auto quantise = [&](FfnSpec& f) {
+    f.up = Q4KSource(kFf, kD, Pack(kFf, kD, RandomGgufQ4K(kFf, kD, gen, scale, true)));
+    f.gate = Q4KSource(kFf, kD, Pack(kFf, kD, RandomGgufQ4K(kFf, kD, gen, scale, true)));
+    f.down = Q4KSource(kD, kFf, Pack(kD, kFf, RandomGgufQ4K(kD, kFf, gen, scale, true)));
+  };
+  for (FfnSpec& f : layer.moe.experts) quantise(f);
+  for (FfnSpec& f : layer.moe.shared_experts) quantise(f);
+  layer.residual = true;
+  ModelSpec spec;
+  spec.d_model = kD;
+  spec.layers.push_back(std::move(layer));
+  WriteOptions options;
+  options.expert_alignment = kExpertPageAlignment;
+  ASSERT_OK_AND_ASSIGN(testing::LoadedModel m,
+                       testing::BuildModelFile(spec, "q4k_moe.fflite", options));
+  ASSERT_EQ(m.model->layers()[0].moe.experts[0].down.dtype, DType::Q4_K);
+  const uint64_t expert_bytes = m.model->layers()[0].moe.experts[0].up.size * 3;
+  const size_t gemm_tokens =
+      DefaultQuantGemmMinTokens(QuantType::kQ4K, BestQGemvKernel(), BestQGemmKernel());
+  for (size_t tokens : {size_t{1}, size_t{5}, size_t{40}}) {
+    const std::vector<float> x = rng.Vec(tokens * kD, 1.0f);
+    ASSERT_OK_AND_ASSIGN(std::vector<float> want,
+                         testing::RunLayer(*m.model, "reference", 0, x, tokens));
+    // Experts see fewer tokens than the call: the tolerance of int8 activations wherever any
+    // product may take them.
+    const double tol = tokens >= gemm_tokens || tokens > 1 ? testing::kInt8ActRelTol
+                                                           : testing::kF32RelTol;
+    for (int threads : {1, 3}) {
+      for (uint64_t budget : {uint64_t{0}, 2 * expert_bytes + 8192}) {
+        ASSERT_OK_AND_ASSIGN(std::vector<float> got, testing::RunLayer(*m.model, "xnnpack", 0, x,
+                                                                       tokens, threads, budget));
+        EXPECT_LE(RelError(got, want), tol)
+            << tokens << " tokens, " << threads << " threads, budget " << budget;
+      }
     }
   }
 }
