@@ -59,7 +59,10 @@ typedef enum fflite_dtype {
   FFLITE_DTYPE_I4 = 5, /* int4, blocks of 32 with an f16 scale each: 4.5 bits per weight */
   /* GGUF's Q4_K with its bits (converted GGUF files): 4-bit values, a 6-bit scale and min per 32,
    * an f16 scale and min per 256: 4.625 bits per weight as stored (format 1.4) */
-  FFLITE_DTYPE_Q4_K = 6
+  FFLITE_DTYPE_Q4_K = 6,
+  /* GGUF's Q6_K with its bits: 6-bit values kept as int8, an int8 scale per 16, an f16 scale per
+   * 256: 8.5625 bits per weight as stored (format 1.4) */
+  FFLITE_DTYPE_Q6_K = 7
 } fflite_dtype;
 
 typedef enum fflite_activation {

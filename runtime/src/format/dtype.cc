@@ -60,6 +60,9 @@ const DTypeInfo kTable[] = {
     // of a byte each (quant_types.h).
     {DType::Q4_K, "q4_k", 256, 128 + 4 + 16, true, Layout::PANEL16_K4, nullptr, FloatType::kF32,
      QuantType::kQ4K},
+    // Q6_K: per 256 values of a row, 256 bytes of int8 values, an f16 d, 16 int8 scales.
+    {DType::Q6_K, "q6_k", 256, 256 + 2 + 16, true, Layout::PANEL16_K4, nullptr, FloatType::kF32,
+     QuantType::kQ6K},
 };
 constexpr size_t kTableSize = sizeof(kTable) / sizeof(kTable[0]);
 static_assert(kTableSize == static_cast<size_t>(DType::MAX) + 1,
@@ -92,6 +95,14 @@ void DequantizeQuantRows(bool rotated, uint64_t rows, uint64_t k, const uint8_t*
           row[b * kQuantBlock + j] = scale * static_cast<float>(Q::Value(blk, pr, j)) - min;
         }
         continue;
+      } else if constexpr (HasHalfScales<Q>()) {
+        // GGUF's Q6_K: (d·sc)·(q - 32) in f32 (every product exact; never rotated).
+        const float d = F16ToF32(K6Super(panel, pr, b));
+        for (uint64_t j = 0; j < kQuantBlock && b * kQuantBlock + j < k; ++j) {
+          const float scale = d * static_cast<float>(K6Scale(panel, pr, b, j < 16 ? 0 : 1));
+          row[b * kQuantBlock + j] = scale * static_cast<float>(Q::Value(blk, pr, j));
+        }
+        continue;
       }
       const double s = F16ToF32(PanelScale(panel, pr, b));
       for (uint64_t j = 0; j < kQuantBlock; ++j) block[j] = s * Q::Value(blk, pr, j);
@@ -116,7 +127,7 @@ const char* DTypeName(DType dtype) {
   return info != nullptr ? info->name : "invalid";
 }
 
-const char* KnownDTypesString() { return "f32=1, f16=2, bf16=3, i8=4, i4=5, q4_k=6"; }
+const char* KnownDTypesString() { return "f32=1, f16=2, bf16=3, i8=4, i4=5, q4_k=6, q6_k=7"; }
 
 double DTypeBitsPerWeight(DType dtype) {
   const DTypeInfo* info = FindDType(dtype);
@@ -128,7 +139,7 @@ bool LayoutValidFor(DType dtype, Layout layout) {
   const DTypeInfo* info = FindDType(dtype);
   if (info == nullptr) return false;
   if (!info->quantized) return layout == Layout::ROW_MAJOR || layout == Layout::VALUE_ROWS;
-  if (info->quant_type == QuantType::kQ4K) return layout == Layout::PANEL16_K4;  // GGUF's bits
+  if (info->block_elems > kQuantBlock) return layout == Layout::PANEL16_K4;  // k-quants: GGUF's bits
   return layout == Layout::PANEL16_K4 || layout == Layout::PANEL16_K4_HADAMARD32;
 }
 

@@ -59,10 +59,11 @@ void RepadQuantMatrix(DType dtype, uint64_t rows, uint64_t k, const uint8_t* src
       std::memset(panel, 0, to.scale_bytes);
       uint64_t b0 = 0;
       if (p < from.panels) {
-        // Scales are [block][16 rows] (Q4K: [super-block][320 bytes]): the first k_blocks · 32
-        // bytes (Q4K: the whole scale area) are the source's.
+        // Scales are [block][16 rows] (Q4K, Q6K: [super-block][the type's kSuperBytes]): the
+        // first k_blocks · 32 bytes (Q4K, Q6K: the whole scale area) are the source's.
         const uint8_t* in = src + p * from.panel_bytes;
-        std::memcpy(panel, in, HasMin<Q>() ? from.scale_bytes : from.k_blocks * kQuantPanelRows * 2);
+        std::memcpy(panel, in,
+                    HasSuperBlocks<Q>() ? from.scale_bytes : from.k_blocks * kQuantPanelRows * 2);
         std::memcpy(panel + to.scale_bytes, in + from.scale_bytes,
                     from.k_blocks * from.block_panel_bytes);
         b0 = from.k_blocks;
@@ -120,6 +121,41 @@ void PackQ4KFromGguf(uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* ds
   // Padding rows: zero d, dmin and codes, and values 0 (nibbles 0, the memset).
 }
 
+void PackQ6KFromGguf(uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* dst) {
+  const QuantGeometry g = GeometryOf<Q6K>(rows, k);
+  std::memset(dst, 0, g.bytes());
+  constexpr uint64_t kGgufBlockBytes = 210;
+  const uint64_t supers = k / 256;
+  for (uint64_t row = 0; row < rows; ++row) {
+    uint8_t* panel = dst + row / kQuantPanelRows * g.panel_bytes;
+    const size_t r = row % kQuantPanelRows;
+    for (uint64_t s = 0; s < supers; ++s) {
+      const uint8_t* in = gguf + (row * supers + s) * kGgufBlockBytes;
+      const uint8_t* ql = in;        // low 4 bits of the 6-bit codes
+      const uint8_t* qh = in + 128;  // their top 2 bits
+      const uint8_t* sc = in + 192;  // int8 scale per 16 values
+      std::memcpy(panel + Q6K::SuperOffset(s * Q6K::kSuperBlocks) + 2 * r, in + 208, 2);  // d
+      for (int j = 0; j < 8; ++j) {
+        const uint64_t b = s * Q6K::kSuperBlocks + j;
+        panel[Q6K::ScaleOffset(b) + r] = sc[2 * j];
+        panel[Q6K::ScaleOffset(b) + kQuantPanelRows + r] = sc[2 * j + 1];
+      }
+      // GGUF's order: value e = 128h + 32p + l (h < 2, p < 4, l < 32) takes the low (p < 2) or
+      // high (p >= 2) nibble of ql[64h + l] (p even) or ql[64h + l + 32] (p odd), and bits 2p and
+      // 2p + 1 of qh[32h + l] as its top two.
+      for (uint64_t e = 0; e < 256; ++e) {
+        const uint64_t h = e / 128, p = e % 128 / 32, l = e % 32;
+        const uint8_t lo_byte = ql[64 * h + l + (p % 2 == 1 ? 32 : 0)];
+        const int lo = p < 2 ? lo_byte & 0xF : lo_byte >> 4;
+        const int hi = (qh[32 * h + l] >> (2 * p)) & 3;
+        const uint64_t b = s * Q6K::kSuperBlocks + e / 32;
+        uint8_t* blk = panel + g.scale_bytes + b * g.block_panel_bytes;
+        Q6K::SetValue(blk, r, e % 32, (lo | (hi << 4)) - 32);
+      }
+    }
+  }
+}
+
 int8_t QuantValueAt(DType dtype, const QuantGeometry& g, const uint8_t* data, uint64_t r,
                     uint64_t j) {
   const uint64_t p = r / kQuantPanelRows, b = j / kQuantBlock;
@@ -151,6 +187,23 @@ bool QuantScalesValid(DType dtype, const QuantGeometry& g, const uint8_t* data, 
             *bad_block = b;
             *what = super_bad ? "super-block's d or dmin" : "6-bit scale or min";
             *problem = super_bad ? "is not finite" : "is above 63";
+            return false;
+          }
+        }
+      }
+    }
+    return true;
+  }
+  if (info != nullptr && info->quant_type == QuantType::kQ6K) {
+    *what = "super-block's d";
+    *problem = "is not finite";
+    for (uint64_t p = 0; p < g.panels; ++p) {
+      const uint8_t* panel = data + p * g.panel_bytes;
+      for (uint64_t b = 0; b < g.k_blocks; b += Q6K::kSuperBlocks) {
+        for (size_t r = 0; r < kQuantPanelRows; ++r) {
+          if ((K6Super(panel, r, b) & 0x7c00u) == 0x7c00u) {
+            *bad_row = p * kQuantPanelRows + r;
+            *bad_block = b;
             return false;
           }
         }

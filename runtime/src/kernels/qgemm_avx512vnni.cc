@@ -89,9 +89,51 @@ FFLITE_VNNI void Tile(size_t k_blocks, size_t scale_bytes, size_t panel_bytes, c
       for (int r = 0; r < R; ++r) acc[r][t] = init;
     }
     const uint8_t* blk = w + scale_bytes + b * kBlockBytes;
+    // Q6K: each half of the block has its own scales (d·sc, exact): the first half's dot products
+    // are scaled in after group 3 and the second half starts from its own offset. The offset is
+    // 128·Σq_x over the half's 16 activations (the sign trick), which vpsadbw sums.
+    [[maybe_unused]] __m512 s_lo[R], s_hi[R];
+    [[maybe_unused]] int32_t sum_lo[T];
+    if constexpr (Q::kType == QuantType::kQ6K) {
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(w + r * panel_bytes + Q6K::SuperOffset(b))));
+        const uint8_t* sc = w + r * panel_bytes + Q6K::ScaleOffset(b);
+        s_lo[r] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)))));
+        s_hi[r] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16)))));
+      }
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const __m128i u = _mm_xor_si128(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb[t]->q)), _mm_set1_epi8(-128));
+        const __m128i s2 = _mm_sad_epu8(u, _mm_setzero_si128());
+        sum_lo[t] = _mm_cvtsi128_si32(s2) + _mm_extract_epi32(s2, 2) - 16 * 128;
+        const __m512i init = _mm512_set1_epi32(-sum_lo[t] * (1 << kShift));
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) acc[r][t] = init;
+      }
+    }
     if constexpr (Q::kBits != 4) {
 #pragma GCC unroll 8
       for (int g = 0; g < 8; ++g) {
+        if constexpr (Q::kType == QuantType::kQ6K) {
+          if (g == 4) {
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) {
+              const __m512 dx = _mm512_set1_ps(xb[t]->d);
+              const __m512i init = _mm512_set1_epi32(-(xb[t]->sum - sum_lo[t]) * (1 << kShift));
+#pragma GCC unroll 8
+              for (int r = 0; r < R; ++r) {
+                facc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r][t]),
+                                             _mm512_mul_ps(s_lo[r], dx), facc[r][t]);
+                acc[r][t] = init;
+              }
+            }
+          }
+        }
         __m512i wv[R];
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
@@ -132,7 +174,9 @@ FFLITE_VNNI void Tile(size_t k_blocks, size_t scale_bytes, size_t panel_bytes, c
     [[maybe_unused]] __m512 offset[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      if constexpr (Q::kType == QuantType::kQ4K) {
+      if constexpr (Q::kType == QuantType::kQ6K) {
+        sw[r] = s_hi[r];  // the second half's (the first half's were scaled in after group 3)
+      } else if constexpr (Q::kType == QuantType::kQ4K) {
         // s = d·sc (exact), offset = 8·s - dmin·m: Σ W·x = d_x·(s·Σ(n - 8)·q + offset·Σq).
         const uint8_t* sc = w + r * panel_bytes + Q4K::ScaleOffset(b);
         const uint8_t* super = w + r * panel_bytes + Q4K::SuperOffset(b);
@@ -344,7 +388,9 @@ FFLITE_VNNI void QuantizeActivationsAvx512(size_t c, size_t k, const float* x, s
 FFLITE_VNNI void QGemmAvx512Vnni(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
                                  const float* bias, const QActBlock* xq, float* y,
                                  size_t y_stride) {
-  if (type == QuantType::kQ4K) {
+  if (type == QuantType::kQ6K) {
+    QGemm<Q6K>(c, k, rows, w, bias, xq, y, y_stride);
+  } else if (type == QuantType::kQ4K) {
     QGemm<Q4K>(c, k, rows, w, bias, xq, y, y_stride);
   } else if (type == QuantType::kQ4) {
     QGemm<Q4>(c, k, rows, w, bias, xq, y, y_stride);

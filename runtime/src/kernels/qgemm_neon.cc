@@ -61,7 +61,9 @@ inline void LoadScales8(const uint8_t* p, float32x4_t* lo, float32x4_t* hi) {
 #endif
 }
 
-// Block b's 16 scales of a panel into sw[4] (rows 4q..4q + 3 in sw[q]). Q4K: s = d·sc (exact)
+// Block b's 16 scales of a panel into sw[4] (rows 4q..4q + 3 in sw[q]); Q6K: its halves' in sw
+// and off (each half's int32 dot products are scaled apart: the tiles flush after group 3). Q4K:
+// s = d·sc (exact)
 // and off = 8·s - dmin·m (one rounding), with which a block adds d_x·(s·Σ(n - 8)·q + off·Σq):
 // the Q4 dot products of n - 8 serve it (the same nibbles).
 template <typename Q>
@@ -81,6 +83,20 @@ inline void LoadBlockScales(const uint8_t* w, size_t b, float32x4_t* sw, float32
       const uint16x4_t m4 = q % 2 == 0 ? vget_low_u16(m16[q / 2]) : vget_high_u16(m16[q / 2]);
       sw[q] = vmulq_f32(d[q], vcvtq_f32_u32(vmovl_u16(s4)));
       off[q] = vsubq_f32(vmulq_n_f32(sw[q], 8.0f), vmulq_f32(dmin[q], vcvtq_f32_u32(vmovl_u16(m4))));
+    }
+  } else if constexpr (Q::kType == QuantType::kQ6K) {
+    // Q6K: sw = d·sc of the block's first 16 values, off = d·sc of its last 16 (exact).
+    const size_t super = b / 8 * (32 + 8 * 32), codes = super + 32 + b % 8 * 32;
+    float32x4_t d[4];
+    LoadScales8(w + super, &d[0], &d[1]);
+    LoadScales8(w + super + 16, &d[2], &d[3]);
+    for (int half = 0; half < 2; ++half) {
+      const int8x16_t sc = vld1q_s8(reinterpret_cast<const int8_t*>(w + codes + 16 * half));
+      const int16x8_t s16[2] = {vmovl_s8(vget_low_s8(sc)), vmovl_s8(vget_high_s8(sc))};
+      for (int q = 0; q < 4; ++q) {
+        const int16x4_t s4 = q % 2 == 0 ? vget_low_s16(s16[q / 2]) : vget_high_s16(s16[q / 2]);
+        (half == 0 ? sw : off)[q] = vmulq_f32(d[q], vcvtq_f32_s32(vmovl_s16(s4)));
+      }
     }
   } else {
     (void)off;
@@ -157,6 +173,18 @@ void TileNeon(size_t k_blocks, size_t scale_bytes, const uint8_t* w, const QActB
       }
       if constexpr (Q::kBits != 4) {
         for (int g = 0; g < 8; g += 2) {
+          if (HasHalfScales<Q>() && g == 4) {
+            // Q6K: the first half's dot products, with its scales; the second half from zero.
+            for (int t = 0; t < T; ++t) {
+              const QActBlock& a = x[t * k_blocks + b];
+              for (int q = 0; q < 2; ++q) {
+                const int32x4_t dot = PairwiseAdd(acc[2 * q][t], acc[2 * q + 1][t]);
+                facc[2 * h + q][t] = MulAdd(facc[2 * h + q][t], vcvtq_f32_s32(dot),
+                                            vmulq_n_f32(sw[2 * h + q], a.d));
+              }
+              for (int i = 0; i < 4; ++i) acc[i][t] = vdupq_n_s32(0);
+            }
+          }
           int8x8_t x0[T], x1[T];
           for (int t = 0; t < T; ++t) {
             x0[t] = vreinterpret_s8_s32(vdup_n_s32(Load32(x[t * k_blocks + b].q + 4 * g)));
@@ -202,8 +230,9 @@ void TileNeon(size_t k_blocks, size_t scale_bytes, const uint8_t* w, const QActB
         for (int q = 0; q < 2; ++q) {
           int32x4_t dot = PairwiseAdd(acc[2 * q][t], acc[2 * q + 1][t]);
           if constexpr (Q::kBits == 4) dot = vsubq_s32(dot, vdupq_n_s32(a.sum * 8));
+          const float32x4_t* scale = HasHalfScales<Q>() ? off : sw;  // Q6K: the second half's
           facc[2 * h + q][t] =
-              MulAdd(facc[2 * h + q][t], vcvtq_f32_s32(dot), vmulq_n_f32(sw[2 * h + q], a.d));
+              MulAdd(facc[2 * h + q][t], vcvtq_f32_s32(dot), vmulq_n_f32(scale[2 * h + q], a.d));
           if constexpr (Q::kType == QuantType::kQ4K) {
             facc[2 * h + q][t] = MulAdd(facc[2 * h + q][t], off[2 * h + q],
                                         vdupq_n_f32(a.d * static_cast<float>(a.sum)));
@@ -242,8 +271,20 @@ FFLITE_NEON_DOT void TileDot(size_t k_blocks, size_t scale_bytes, const uint8_t*
       const int32x4_t init = vdupq_n_s32(-(Q::kBits == 4 ? 8 : 0) * a.sum);
       for (int i = 0; i < 4; ++i) acc[i][t] = init;
     }
+    float32x4_t sw[4], off[4];
+    LoadBlockScales<Q>(w, b, sw, off);
     if constexpr (Q::kBits != 4) {
       for (int g = 0; g < 8; ++g) {
+        if (HasHalfScales<Q>() && g == 4) {
+          // Q6K: the first half's dot products, with its scales; the second half from zero.
+          for (int t = 0; t < T; ++t) {
+            const float d = x[t * k_blocks + b].d;
+            for (int q = 0; q < 4; ++q) {
+              facc[q][t] = vfmaq_f32(facc[q][t], vcvtq_f32_s32(acc[q][t]), vmulq_n_f32(sw[q], d));
+              acc[q][t] = vdupq_n_s32(0);
+            }
+          }
+        }
         for (int i = 0; i < 4; ++i) {
           const int8x16_t wv = vld1q_s8(reinterpret_cast<const int8_t*>(blk + 64 * g + 16 * i));
           for (int t = 0; t < T; ++t) {
@@ -286,12 +327,11 @@ FFLITE_NEON_DOT void TileDot(size_t k_blocks, size_t scale_bytes, const uint8_t*
         }
       }
     }
-    float32x4_t sw[4], off[4];
-    LoadBlockScales<Q>(w, b, sw, off);
+    const float32x4_t* scale = HasHalfScales<Q>() ? off : sw;  // Q6K: the second half's
     for (int t = 0; t < T; ++t) {
       const float d = x[t * k_blocks + b].d;
       for (int q = 0; q < 4; ++q) {
-        facc[q][t] = vfmaq_f32(facc[q][t], vcvtq_f32_s32(acc[q][t]), vmulq_n_f32(sw[q], d));
+        facc[q][t] = vfmaq_f32(facc[q][t], vcvtq_f32_s32(acc[q][t]), vmulq_n_f32(scale[q], d));
         if constexpr (Q::kType == QuantType::kQ4K) {
           const float sum = d * static_cast<float>(x[t * k_blocks + b].sum);
           facc[q][t] = vfmaq_f32(facc[q][t], off[q], vdupq_n_f32(sum));
@@ -348,9 +388,26 @@ FFLITE_NEON_I8MM void TileI8mm(size_t k_blocks, size_t scale_bytes, const uint8_
       #pragma GCC unroll 8
       for (int i = 0; i < 8; ++i) acc[i] = init;
     }
+    float32x4_t sw[4], off[4];
+    LoadBlockScales<Q>(w, b, sw, off);
     if constexpr (Q::kBits != 4) {
       #pragma GCC unroll 8  // acc[] stays in registers only with constant indices
       for (int h = 0; h < 4; ++h) {  // groups 2h, 2h + 1: k 8h..8h+7
+        if (HasHalfScales<Q>() && h == 2) {
+          // Q6K: the first half's dot products, with its scales; the second half from zero.
+          #pragma GCC unroll 8
+          for (int i = 0; i < 4; ++i) {
+            const int32x4_t dot0 = vuzp1q_s32(acc[2 * i], acc[2 * i + 1]);
+            facc[i][0] = vfmaq_f32(facc[i][0], vcvtq_f32_s32(dot0), vmulq_n_f32(sw[i], a0.d));
+            if constexpr (T == 2) {
+              const int32x4_t dot1 = vuzp2q_s32(acc[2 * i], acc[2 * i + 1]);
+              facc[i][T - 1] =
+                  vfmaq_f32(facc[i][T - 1], vcvtq_f32_s32(dot1), vmulq_n_f32(sw[i], a1.d));
+            }
+          }
+          #pragma GCC unroll 8
+          for (int i = 0; i < 8; ++i) acc[i] = vdupq_n_s32(0);
+        }
         #pragma GCC unroll 8
         for (int i = 0; i < 4; ++i) {
           const int32x4_t g0 = vreinterpretq_s32_u8(vld1q_u8(blk + 64 * (2 * h) + 16 * i));
@@ -383,20 +440,19 @@ FFLITE_NEON_I8MM void TileI8mm(size_t k_blocks, size_t scale_bytes, const uint8_
         }
       }
     }
-    float32x4_t sw[4], off[4];
-    LoadBlockScales<Q>(w, b, sw, off);
+    const float32x4_t* scale = HasHalfScales<Q>() ? off : sw;  // Q6K: the second half's
     #pragma GCC unroll 8
     for (int i = 0; i < 4; ++i) {
       // acc[2i] = [4i·t, 4i·t', 4i+1·t, 4i+1·t'], acc[2i+1] the same for rows 4i+2, 4i+3.
       const int32x4_t dot0 = vuzp1q_s32(acc[2 * i], acc[2 * i + 1]);
-      facc[i][0] = vfmaq_f32(facc[i][0], vcvtq_f32_s32(dot0), vmulq_n_f32(sw[i], a0.d));
+      facc[i][0] = vfmaq_f32(facc[i][0], vcvtq_f32_s32(dot0), vmulq_n_f32(scale[i], a0.d));
       if constexpr (Q::kType == QuantType::kQ4K) {
         facc[i][0] = vfmaq_f32(facc[i][0], off[i], vdupq_n_f32(a0.d * static_cast<float>(a0.sum)));
       }
       if constexpr (T == 2) {
         const int32x4_t dot1 = vuzp2q_s32(acc[2 * i], acc[2 * i + 1]);
         facc[i][T - 1] =
-            vfmaq_f32(facc[i][T - 1], vcvtq_f32_s32(dot1), vmulq_n_f32(sw[i], a1.d));
+            vfmaq_f32(facc[i][T - 1], vcvtq_f32_s32(dot1), vmulq_n_f32(scale[i], a1.d));
         if constexpr (Q::kType == QuantType::kQ4K) {
           facc[i][T - 1] = vfmaq_f32(facc[i][T - 1], off[i],
                                      vdupq_n_f32(a1.d * static_cast<float>(a1.sum)));
@@ -498,6 +554,10 @@ void QuantizeActivationsNeon(size_t c, size_t k, const float* x, size_t x_stride
 
 void QGemmNeon(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type, const float* bias,
                const QActBlock* xq, float* y, size_t y_stride) {
+  if (type == QuantType::kQ6K) {
+    QGemmPanels<Q6K, TileNeon<Q6K, kMaxTokens>, TileNeon<Q6K, 1>>(c, k, rows, w, bias, xq, y, y_stride);
+    return;
+  }
   if (type == QuantType::kQ4K) {
     QGemmPanels<Q4K, TileNeon<Q4K, kMaxTokens>, TileNeon<Q4K, 1>>(c, k, rows, w, bias, xq, y, y_stride);
     return;
@@ -514,6 +574,10 @@ void QGemmNeon(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type
 #if defined(__aarch64__)
 void QGemmNeonDot(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
                   const float* bias, const QActBlock* xq, float* y, size_t y_stride) {
+  if (type == QuantType::kQ6K) {
+    QGemmPanels<Q6K, TileDot<Q6K, kMaxTokens>, TileDot<Q6K, 1>>(c, k, rows, w, bias, xq, y, y_stride);
+    return;
+  }
   if (type == QuantType::kQ4K) {
     QGemmPanels<Q4K, TileDot<Q4K, kMaxTokens>, TileDot<Q4K, 1>>(c, k, rows, w, bias, xq, y, y_stride);
     return;
@@ -528,6 +592,10 @@ void QGemmNeonDot(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType t
 void QGemmNeonI8mm(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
                    const float* bias, const QActBlock* xq, float* y, size_t y_stride) {
   static_assert(kMaxTokens == 2, "QGemmPanels steps by kMaxTokens; TileI8mm takes one pair");
+  if (type == QuantType::kQ6K) {
+    QGemmPanels<Q6K, TileI8mm<Q6K, 2>, TileI8mm<Q6K, 1>>(c, k, rows, w, bias, xq, y, y_stride);
+    return;
+  }
   if (type == QuantType::kQ4K) {
     QGemmPanels<Q4K, TileI8mm<Q4K, 2>, TileI8mm<Q4K, 1>>(c, k, rows, w, bias, xq, y, y_stride);
     return;

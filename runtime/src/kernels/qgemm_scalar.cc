@@ -60,9 +60,17 @@ void QGemmScalarOf(size_t c, size_t k, size_t rows, const uint8_t* w, const floa
         const QActBlock& a = xq[t * kb + b];
         const uint8_t* blk = panel + g.scale_bytes + b * g.block_panel_bytes;
         for (size_t r = 0; r < kQuantPanelRows; ++r) {
-          int32_t dot = 0;
-          for (size_t jj = 0; jj < kQuantBlock; ++jj) dot += Q::Value(blk, r, jj) * a.q[jj];
-          if constexpr (HasMin<Q>()) {
+          int32_t dot = 0, dot_hi = 0;  // Q6K: the block's halves, each with its scale
+          for (size_t jj = 0; jj < kQuantBlock; ++jj) {
+            (HasHalfScales<Q>() && jj >= 16 ? dot_hi : dot) += Q::Value(blk, r, jj) * a.q[jj];
+          }
+          if constexpr (HasHalfScales<Q>()) {
+            const float d = F16ToF32(K6Super(panel, r, b));
+            acc[r] += d * static_cast<float>(K6Scale(panel, r, b, 0)) * a.d *
+                          static_cast<float>(dot) +
+                      d * static_cast<float>(K6Scale(panel, r, b, 1)) * a.d *
+                          static_cast<float>(dot_hi);
+          } else if constexpr (HasMin<Q>()) {
             // Σ_j (s·n_j - m)·d_x·q_j = s·d_x·Σ n_j·q_j - m·d_x·Σ q_j.
             const float scale = F16ToF32(KSuper(panel, r, b, false)) *
                                 static_cast<float>(KCode(panel, r, b, false));

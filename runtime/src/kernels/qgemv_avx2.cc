@@ -62,7 +62,8 @@ constexpr size_t kI8BlockBytes = 8 * 64;
 // (Sign-extending each byte in place instead costs two shifts per 8 weights, and the kernel was
 // bound by them: 22 against 33 GB/s on warm I8 weights, one token, Zen 5.) kF16: blk holds the
 // block's weights as f16 (DecodeI4BlockF16), converted by vcvtph2ps; the same f32 weights.
-template <int T, bool kF16 = false>
+// Groups [G0, G1) only (Q6K: 0-3 and 4-7, the block's halves with their own scales).
+template <int T, bool kF16 = false, size_t G0 = 0, size_t G1 = 8>
 FFLITE_AVX2 inline void BlockSumsI8(const uint8_t* blk, const float* const* xb,
                                     __m256 (*sums)[2]) {
   // hadd twice gives [r0 r2 r4 r6 | r1 r3 r5 r7] of 8 rows ((i0 + i1) + (i2 + i3) each); a
@@ -79,7 +80,7 @@ FFLITE_AVX2 inline void BlockSumsI8(const uint8_t* blk, const float* const* xb,
       for (int m = 0; m < 4 * kHalves; ++m) part[t][m] = _mm256_setzero_ps();
     }
 #pragma GCC unroll 8
-    for (size_t g = 0; g < 8; ++g) {
+    for (size_t g = G0; g < G1; ++g) {
       __m256 xv[T];
       for (int t = 0; t < T; ++t) {
         xv[t] = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(xb[t] + 4 * g));
@@ -167,6 +168,20 @@ struct Avx2 {
   template <int T, typename Q>
   FFLITE_AVX2 static void AddBlock(const uint8_t* blk, const float* const* xb,
                                    const uint8_t* scales, const uint8_t* super, Acc* acc) {
+    if constexpr (Q::kType == QuantType::kQ6K) {
+      __m256 lo[T][2], hi[T][2];
+      BlockSumsI8<T, false, 0, 4>(blk, xb, lo);
+      BlockSumsI8<T, false, 4, 8>(blk, xb, hi);
+      for (int h = 0; h < 2; ++h) {
+        __m256 s_lo, s_hi;
+        K6Scales(scales, super, h, &s_lo, &s_hi);
+        for (int t = 0; t < T; ++t) {
+          acc[t].v[h] = _mm256_fmadd_ps(lo[t][h], s_lo, acc[t].v[h]);
+          acc[t].v[h] = _mm256_fmadd_ps(hi[t][h], s_hi, acc[t].v[h]);
+        }
+      }
+      return;
+    }
     __m256 sums[T][2];
     BlockSumsI8<T, Q::kBits == 4>(blk, xb, sums);
     if constexpr (Q::kType == QuantType::kQ4K) {
@@ -206,6 +221,16 @@ struct Avx2 {
     *scale = _mm256_mul_ps(d, sc);
     *offset = _mm256_fmsub_ps(_mm256_set1_ps(8.0f), *scale, _mm256_mul_ps(dmin, m));
   }
+  // Q6K: rows 8h..8h + 7's scales d·sc of the block's two halves (exact).
+  FFLITE_AVX2 static void K6Scales(const uint8_t* scales, const uint8_t* super, int h,
+                                   __m256* lo, __m256* hi) {
+    const __m256 d =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(super + 16 * h)));
+    *lo = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                               _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 8 * h)))));
+    *hi = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
+                               reinterpret_cast<const __m128i*>(scales + 16 + 8 * h)))));
+  }
   // Σ of a block's 32 activations.
   FFLITE_AVX2 static float BlockSum(const float* xb) {
     __m256 v = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(xb), _mm256_loadu_ps(xb + 8)),
@@ -222,6 +247,13 @@ struct Avx2 {
   FFLITE_AVX2 static void AddBlockPanels(const uint8_t* blk, uint64_t panel_bytes,
                                          const float* const* xb, const uint8_t* scales,
                                          const uint8_t* super, Acc* acc) {
+    if constexpr (Q::kType == QuantType::kQ6K) {
+      for (int j = 0; j < P; ++j) {
+        AddBlock<1, Q>(blk + j * panel_bytes, xb, scales + j * panel_bytes,
+                       super + j * panel_bytes, acc + j);
+      }
+      return;
+    }
     [[maybe_unused]] const float sum_x = Q::kType == QuantType::kQ4K ? BlockSum(xb[0]) : 0.0f;
     for (int j = 0; j < P; ++j) {
       __m256 sums[1][2];

@@ -58,14 +58,15 @@ namespace {
 // block's 32 activations of token t. vpmovsxbd widens a quarter of a group (rows 4m..4m+3 × the 4
 // k of group g) exactly, so lane 4r' + i of part[t][m] sums row 4m + r' at k = 4g + i, against
 // the group's 4 activations repeated; the 4 sums of a row are added at the end of the block.
-template <int T>
+// Groups [G0, G1) only (Q6K: 0-3 and 4-7, the block's halves with their own scales).
+template <int T, size_t G0 = 0, size_t G1 = 8>
 FFLITE_AVX512 inline void BlockSumsI8(const uint8_t* blk, const float* const* xb, __m512* sums) {
   __m512 part[T][4];
   for (int t = 0; t < T; ++t) {
     for (int m = 0; m < 4; ++m) part[t][m] = _mm512_setzero_ps();
   }
 #pragma GCC unroll 8
-  for (size_t g = 0; g < 8; ++g) {
+  for (size_t g = G0; g < G1; ++g) {
     __m512 xv[T];
     for (int t = 0; t < T; ++t) xv[t] = _mm512_broadcast_f32x4(_mm_loadu_ps(xb[t] + 4 * g));
     for (int m = 0; m < 4; ++m) {
@@ -235,6 +236,17 @@ struct Avx512 {
   template <int T, typename Q>
   FFLITE_AVX512 static void AddBlock(const uint8_t* blk, const float* const* xb,
                                      const uint8_t* scales, const uint8_t* super, Acc* acc) {
+    if constexpr (Q::kType == QuantType::kQ6K) {
+      __m512 lo[T], hi[T], s_lo, s_hi;
+      BlockSumsI8<T, 0, 4>(blk, xb, lo);
+      BlockSumsI8<T, 4, 8>(blk, xb, hi);
+      K6Scales(scales, super, &s_lo, &s_hi);
+      for (int t = 0; t < T; ++t) {
+        acc[t].v = _mm512_fmadd_ps(lo[t], s_lo, acc[t].v);
+        acc[t].v = _mm512_fmadd_ps(hi[t], s_hi, acc[t].v);
+      }
+      return;
+    }
     __m512 sums[T];
     if constexpr (Q::kBits == 4) {
       BlockSumsI4<T>(blk, xb, sums);
@@ -259,6 +271,17 @@ struct Avx512 {
   FFLITE_AVX512 static void AddBlockPanels(const uint8_t* blk, uint64_t panel_bytes,
                                            const float* const* xb, const uint8_t* scales,
                                            const uint8_t* super, Acc* acc) {
+    if constexpr (Q::kType == QuantType::kQ6K) {
+      for (int j = 0; j < P; ++j) {
+        __m512 lo, hi, s_lo, s_hi;
+        BlockSumsI8<1, 0, 4>(blk + j * panel_bytes, xb, &lo);
+        BlockSumsI8<1, 4, 8>(blk + j * panel_bytes, xb, &hi);
+        K6Scales(scales + j * panel_bytes, super + j * panel_bytes, &s_lo, &s_hi);
+        acc[j].v = _mm512_fmadd_ps(lo, s_lo, acc[j].v);
+        acc[j].v = _mm512_fmadd_ps(hi, s_hi, acc[j].v);
+      }
+      return;
+    }
     __m512 sums[P];
     if constexpr (Q::kBits == 4) {
       BlockSumsI4Panels<P>(blk, panel_bytes, xb[0], sums);
@@ -295,6 +318,15 @@ struct Avx512 {
         _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16))));
     *scale = _mm512_mul_ps(d, sc);
     *offset = _mm512_fmsub_ps(_mm512_set1_ps(8.0f), *scale, _mm512_mul_ps(dmin, m));
+  }
+  // Q6K: the 16 rows' scales d·sc of the block's two halves (exact).
+  FFLITE_AVX512 static void K6Scales(const uint8_t* scales, const uint8_t* super, __m512* lo,
+                                     __m512* hi) {
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(super)));
+    *lo = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                               _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)))));
+    *hi = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                               _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16)))));
   }
   // Σ of a block's 32 activations.
   FFLITE_AVX512 static float BlockSum(const float* xb) {

@@ -141,10 +141,11 @@ inline void Quarter(int32x4_t v, const float* const* xb, size_t j0, int m,
 
 // part[t][m] = Σ_j q[4m + r][j] · x[t][j] over the 32 k of one block (lane r), T tokens.
 // xb[t]: the block's 32 activations of token t.
-template <int T, typename Q>
+// I8 (and Q6K's int8 values): groups [G0, G1) only (Q6K: 0-3 and 4-7, the block's halves).
+template <int T, typename Q, size_t G0 = 0, size_t G1 = 8>
 inline void BlockSums(const uint8_t* blk, const float* const* xb, float32x4_t (*part)[4]) {
   if constexpr (Q::kBits != 4) {
-    for (size_t g = 0; g < 8; ++g) {
+    for (size_t g = G0; g < G1; ++g) {
       for (int m = 0; m < 4; ++m) {
         const int32x4_t v = vreinterpretq_s32_s8(vld1q_s8(
             reinterpret_cast<const int8_t*>(blk + 64 * g + 16 * m)));
@@ -204,8 +205,36 @@ struct Neon {
     for (int t = 0; t < T; ++t) {
       for (int m = 0; m < 4; ++m) part[t][m] = vdupq_n_f32(0.0f);
     }
-    BlockSums<T, Q>(blk, xb, part);
     float32x4_t scale[4];
+    if constexpr (Q::kType == QuantType::kQ6K) {
+      // Each half's sums times its scales d·sc (exact).
+      float32x4_t hi[T][4], d[4];
+      for (int t = 0; t < T; ++t) {
+        for (int m = 0; m < 4; ++m) hi[t][m] = vdupq_n_f32(0.0f);
+      }
+      BlockSums<T, Q, 0, 4>(blk, xb, part);
+      BlockSums<T, Q, 4, 8>(blk, xb, hi);
+      LoadScales(super, d);
+      const int8x16_t sc_lo = vld1q_s8(reinterpret_cast<const int8_t*>(scales));
+      const int8x16_t sc_hi = vld1q_s8(reinterpret_cast<const int8_t*>(scales + kQuantPanelRows));
+      float32x4_t s_lo[4], s_hi[4];
+      for (int half = 0; half < 2; ++half) {
+        const int8x16_t sc = half == 0 ? sc_lo : sc_hi;
+        const int16x8_t s16[2] = {vmovl_s8(vget_low_s8(sc)), vmovl_s8(vget_high_s8(sc))};
+        for (int m = 0; m < 4; ++m) {
+          const int16x4_t s4 = m % 2 == 0 ? vget_low_s16(s16[m / 2]) : vget_high_s16(s16[m / 2]);
+          (half == 0 ? s_lo : s_hi)[m] = vmulq_f32(d[m], vcvtq_f32_s32(vmovl_s16(s4)));
+        }
+      }
+      for (int t = 0; t < T; ++t) {
+        for (int m = 0; m < 4; ++m) {
+          acc[t].v[m] = vaddq_f32(acc[t].v[m], vmulq_f32(part[t][m], s_lo[m]));
+          acc[t].v[m] = vaddq_f32(acc[t].v[m], vmulq_f32(hi[t][m], s_hi[m]));
+        }
+      }
+      return;
+    }
+    BlockSums<T, Q>(blk, xb, part);
     if constexpr (Q::kType == QuantType::kQ4K) {
       // s = d·sc (exact) and offset = 8·s - dmin·m (one rounding): Σ W·x = s·Σ(n - 8)·x +
       // offset·Σx, with the Q4 sums of n - 8 (the same nibbles).

@@ -23,17 +23,23 @@ void QGemvScalarOf(size_t c, size_t k, size_t rows, const uint8_t* w, const floa
       for (size_t b = 0; b < g.k_blocks; ++b) {
         const uint8_t* blk = panel + g.scale_bytes + b * g.block_panel_bytes;
         float part[kQuantPanelRows] = {};
+        float part_hi[kQuantPanelRows] = {};  // Q6K: the block's last 16 values (own scales)
         float sum_x = 0.0f;  // Q4K: for the mins, Σ_j (s·n_j - m)·x_j = s·Σ n_j·x_j - m·Σ x_j
         for (size_t jj = 0; jj < kQuantBlock; ++jj) {
           const size_t j = b * kQuantBlock + jj;
           if (j >= k) break;
           sum_x += xt[j];
+          float* into = HasHalfScales<Q>() && jj >= 16 ? part_hi : part;
           for (size_t r = 0; r < kQuantPanelRows; ++r) {
-            part[r] += static_cast<float>(Q::Value(blk, r, jj)) * xt[j];
+            into[r] += static_cast<float>(Q::Value(blk, r, jj)) * xt[j];
           }
         }
         for (size_t r = 0; r < kQuantPanelRows; ++r) {
-          if constexpr (HasMin<Q>()) {
+          if constexpr (HasHalfScales<Q>()) {
+            const float d = F16ToF32(K6Super(panel, r, b));
+            acc[r] += d * static_cast<float>(K6Scale(panel, r, b, 0)) * part[r] +
+                      d * static_cast<float>(K6Scale(panel, r, b, 1)) * part_hi[r];
+          } else if constexpr (HasMin<Q>()) {
             const float scale = F16ToF32(KSuper(panel, r, b, false)) *
                                 static_cast<float>(KCode(panel, r, b, false));
             const float min = F16ToF32(KSuper(panel, r, b, true)) *

@@ -50,9 +50,10 @@ inline constexpr uint32_t kHadamardSigns = 0x9e3779b9u;
 struct QuantGeometry {
   uint64_t rows = 0, k = 0;
   uint64_t panels = 0;             // ceil(rows / 16)
-  uint64_t k_blocks = 0;           // ceil(k / 32) (Q4K: whole super-blocks, ceil(k / 256) · 8)
+  uint64_t k_blocks = 0;           // ceil(k / 32) (Q4K, Q6K: whole super-blocks, ceil(k/256)·8)
   uint64_t block_panel_bytes = 0;  // the type's kBlockPanelBytes (16 rows × one block)
-  uint64_t scale_bytes = 0;        // k_blocks · 32 rounded up to 64 (Q4K: k_blocks / 8 · 320)
+  uint64_t scale_bytes = 0;        // k_blocks · 32 rounded up to 64 (Q4K, Q6K: k_blocks / 8 ·
+                                   // the type's kSuperBytes, rounded up to 64)
   uint64_t panel_bytes = 0;        // scale_bytes + k_blocks · block_panel_bytes
   uint64_t bytes() const { return panels * panel_bytes; }
 };
@@ -142,11 +143,38 @@ struct Q4K {
   }
 };
 
-// Where block b's scales start in a panel (Q8, Q4: its 16 f16; Q4K: its sc and m bytes).
+// Q6K: GGUF's Q6_K with its bits. A super-block is 8 blocks (256 values of a row) with an f16 d;
+// each half-block of 16 values has a signed 8-bit scale sc; a value is q - 32 in [-32, 31] (q
+// GGUF's 6-bit code), kept as int8 in Q8's layout (the same bytes, the same Value):
+//   W[r, j] = (d·sc)·(q - 32), each product in f32,
+// exactly GGUF's dequantisation (d·sc has at most 18 significant bits, times q - 32 at most 23:
+// exact in f32). The scale area of a panel is, per super-block s, kSuperBytes = 288 bytes:
+//   d: f16 [16 rows], then per block b of s: sc of its first 16 values int8 [16 rows], of its
+//   last 16 int8 [16 rows]
+// (rounded up to 64 bytes after the last super-block). k is a multiple of 256. 8.5625 bits per
+// weight (GGUF's 6.5625: each 6-bit value kept as a byte, which the int8 kernels read as Q8's).
+struct Q6K {
+  static constexpr QuantType kType = QuantType::kQ6K;
+  static constexpr size_t kBits = 8;
+  static constexpr uint64_t kBlockPanelBytes = 8 * 64;
+  static constexpr int kMinValue = -32, kMaxValue = 31;
+  static constexpr int kOffset = 0;
+  static constexpr size_t kSuperBlocks = 8;
+  static constexpr uint64_t kSuperBytes = 32 + 8 * 32;
+  static int Value(const uint8_t* blk, size_t r, size_t j) { return Q8::Value(blk, r, j); }
+  static void SetValue(uint8_t* blk, size_t r, size_t j, int q) { Q8::SetValue(blk, r, j, q); }
+  static constexpr uint64_t SuperOffset(uint64_t b) { return b / kSuperBlocks * kSuperBytes; }
+  static constexpr uint64_t ScaleOffset(uint64_t b) {
+    return SuperOffset(b) + 32 + b % kSuperBlocks * 32;
+  }
+};
+
+// Where block b's scales start in a panel (Q8, Q4: its 16 f16; Q4K: its sc and m bytes; Q6K: its
+// two halves' sc bytes).
 template <typename Q>
 constexpr uint64_t BlockScaleOffset(uint64_t b) {
-  if constexpr (std::is_same_v<Q, Q4K>) {
-    return Q4K::ScaleOffset(b);
+  if constexpr (std::is_same_v<Q, Q4K> || std::is_same_v<Q, Q6K>) {
+    return Q::ScaleOffset(b);
   } else {
     return b * kQuantPanelRows * 2;
   }
@@ -156,10 +184,21 @@ template <typename Q>
 constexpr bool HasMin() {
   return std::is_same_v<Q, Q4K>;
 }
+// Whether Q has a scale per half-block of 16 values (Q6K) rather than one per block.
+template <typename Q>
+constexpr bool HasHalfScales() {
+  return std::is_same_v<Q, Q6K>;
+}
+// Whether Q's scales are per super-block of 8 blocks (the k-quants: k a multiple of 256).
+template <typename Q>
+constexpr bool HasSuperBlocks() {
+  return std::is_same_v<Q, Q4K> || std::is_same_v<Q, Q6K>;
+}
 
 // f(Q{}) with the traits of `type`.
 template <typename F>
 decltype(auto) WithQuantTraits(QuantType type, F&& f) {
+  if (type == QuantType::kQ6K) return f(Q6K{});
   if (type == QuantType::kQ4K) return f(Q4K{});
   if (type == QuantType::kQ4) return f(Q4{});
   return f(Q8{});
@@ -175,10 +214,10 @@ constexpr QuantGeometry GeometryOf(uint64_t rows, uint64_t k) {
   g.panels = (rows + kQuantPanelRows - 1) / kQuantPanelRows;
   g.k_blocks = (k + kQuantBlock - 1) / kQuantBlock;
   g.block_panel_bytes = Q::kBlockPanelBytes;
-  if constexpr (HasMin<Q>()) {
+  if constexpr (HasSuperBlocks<Q>()) {
     // Whole super-blocks (a k the loader refuses still gets a geometry that covers it).
     g.k_blocks = (g.k_blocks + Q::kSuperBlocks - 1) / Q::kSuperBlocks * Q::kSuperBlocks;
-    g.scale_bytes = g.k_blocks / Q::kSuperBlocks * Q::kSuperBytes;
+    g.scale_bytes = (g.k_blocks / Q::kSuperBlocks * Q::kSuperBytes + 63) / 64 * 64;
   } else {
     g.scale_bytes = (g.k_blocks * kQuantPanelRows * 2 + 63) / 64 * 64;
   }
@@ -205,6 +244,16 @@ inline uint16_t KSuper(const uint8_t* panel, size_t r, uint64_t b, bool min) {
   uint16_t h;
   std::memcpy(&h, panel + Q4K::SuperOffset(b) + (min ? 2 * kQuantPanelRows : 0) + 2 * r, 2);
   return h;
+}
+
+// Q6K: row r's signed scale of half h (0, 1) of block b and its super-block's d (f16 bits).
+inline int8_t K6Scale(const uint8_t* panel, size_t r, uint64_t b, int h) {
+  return static_cast<int8_t>(panel[Q6K::ScaleOffset(b) + h * kQuantPanelRows + r]);
+}
+inline uint16_t K6Super(const uint8_t* panel, size_t r, uint64_t b) {
+  uint16_t d;
+  std::memcpy(&d, panel + Q6K::SuperOffset(b) + 2 * r, 2);
+  return d;
 }
 
 }  // namespace fflite

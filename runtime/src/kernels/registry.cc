@@ -358,7 +358,8 @@ size_t DefaultQuantGemmMinTokens(QuantType type, const QGemvKernel& gemv,
   //   i8  qgemm avxvnni       21.9  21.4  15.1   (avx2 22.6 20.3 12.5)
   // AVX-512 without VNNI (Skylake-SP) pairs qgemv avx512 with qgemm avx2, slower at every count
   // up to 4. The NEON pairs are not measured (no ARM machine here): they keep 8.
-  const bool q4 = type != QuantType::kQ8;  // Q4 and Q4K: the same nibble kernels
+  // Q4 and Q4K: the same nibble kernels; Q6K: int8 values, as Q8.
+  const bool q4 = type == QuantType::kQ4 || type == QuantType::kQ4K;
 #if defined(FFLITE_QGEMM_X86)
   if (gemm.qgemm == QGemmAvx512Vnni) return 2;
   if ((gemm.qgemm == QGemmAvx2 || gemm.qgemm == QGemmAvxVnni) && gemv.qgemv == QGemvAvx2) {

@@ -1,8 +1,9 @@
-// GGUF's Q4_K kept as fflite's dtype q4_k (kernels/quant_types.h, Q4K): the re-laying of GGUF's
-// rows, every float-activation and int8-activation kernel this CPU has against a double product
-// of the dequantised weights, the writer's and the loader's checks, and whole layers (dense and
-// MoE) on the CPU backend against the reference. That the dequantised values equal the GGUF
-// specification's is checked against the converter's DequantizeGguf in converter_gguf_test.
+// GGUF's Q4_K and Q6_K kept as fflite's dtypes q4_k and q6_k (kernels/quant_types.h, Q4K, Q6K):
+// the re-laying of GGUF's rows (against the test's own reading of the specification), every
+// float-activation and int8-activation kernel this CPU has against a double product of the
+// dequantised weights, the writer's and the loader's checks, and whole layers (dense and MoE) on
+// the CPU backend against the reference. That the dequantised values equal the converter's
+// DequantizeGguf (itself checked against ggml's) is checked in converter_gguf_test.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -36,11 +37,12 @@ constexpr size_t kGgufBlock = 144;  // bytes of a Q4_K super-block of 256 values
 // Random GGUF Q4_K rows [rows, k]: d and dmin positive f16 around `scale` / 64 (so that values
 // are about ±scale), random 6-bit codes (63 included) and nibbles. `centered`: each block's min
 // about 7.5 of its steps, as a quantiser makes of weights centred on zero (dmin = 7.5·d, m = sc
-// give exactly that; m is sc ± 3), instead of independent scales and mins (blocks far off zero).
+// give exactly that; m is sc ± 1, sc in [32, 63]), instead of independent scales and mins (blocks
+// far off zero, whose common offsets make outputs of large cancelling terms).
 std::vector<uint8_t> RandomGgufQ4K(uint64_t rows, uint64_t k, std::mt19937& gen, float scale,
                                    bool centered = false) {
   std::vector<uint8_t> b(rows * k / 256 * kGgufBlock);
-  std::uniform_int_distribution<int> byte(0, 255), jitter(-3, 3);
+  std::uniform_int_distribution<int> byte(0, 255), jitter(-1, 1);
   std::uniform_real_distribution<float> unit(0.25f, 1.0f);
   for (uint8_t& v : b) v = static_cast<uint8_t>(byte(gen));
   for (size_t i = 0; i < b.size(); i += kGgufBlock) {
@@ -54,7 +56,7 @@ std::vector<uint8_t> RandomGgufQ4K(uint64_t rows, uint64_t k, std::mt19937& gen,
     // GGUF's packing of 8 scales and mins (the inverse of Codes below).
     int sc[8], m[8];
     for (int j = 0; j < 8; ++j) {
-      sc[j] = 16 + byte(gen) % 48;
+      sc[j] = 32 + byte(gen) % 32;  // llama.cpp's scales fill the 6 bits of the largest
       m[j] = std::clamp(sc[j] + jitter(gen), 0, 63);
     }
     uint8_t* q = &b[i + 4];
@@ -67,17 +69,58 @@ std::vector<uint8_t> RandomGgufQ4K(uint64_t rows, uint64_t k, std::mt19937& gen,
   return b;
 }
 
-// The stored q4_k matrix of GGUF rows.
-std::vector<uint8_t> Pack(uint64_t rows, uint64_t k, const std::vector<uint8_t>& gguf) {
-  std::vector<uint8_t> packed(QuantMatrixGeometry(DType::Q4_K, rows, k).bytes(), 0xee);
-  PackQ4KFromGguf(rows, k, gguf.data(), packed.data());
+constexpr size_t kGgufQ6Block = 210;  // bytes of a Q6_K super-block
+
+// Random GGUF Q6_K rows [rows, k]: random 6-bit codes and int8 scales (-128 and 127 included),
+// d a positive f16 so that values are about ±scale.
+std::vector<uint8_t> RandomGgufQ6K(uint64_t rows, uint64_t k, std::mt19937& gen, float scale) {
+  std::vector<uint8_t> b(rows * k / 256 * kGgufQ6Block);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> unit(0.25f, 1.0f);
+  for (uint8_t& v : b) v = static_cast<uint8_t>(byte(gen));
+  for (size_t i = 0; i < b.size(); i += kGgufQ6Block) {
+    const uint16_t d = F32ToF16(scale / 1024.0f * unit(gen));
+    std::memcpy(&b[i + 208], &d, 2);
+  }
+  return b;
+}
+
+std::vector<uint8_t> RandomGguf(DType dtype, uint64_t rows, uint64_t k, std::mt19937& gen,
+                                float scale, bool centered = false) {
+  return dtype == DType::Q4_K ? RandomGgufQ4K(rows, k, gen, scale, centered)
+                              : RandomGgufQ6K(rows, k, gen, scale);
+}
+
+// The stored matrix of GGUF rows.
+std::vector<uint8_t> Pack(DType dtype, uint64_t rows, uint64_t k,
+                          const std::vector<uint8_t>& gguf) {
+  std::vector<uint8_t> packed(QuantMatrixGeometry(dtype, rows, k).bytes(), 0xee);
+  (dtype == DType::Q4_K ? PackQ4KFromGguf : PackQ6KFromGguf)(rows, k, gguf.data(), packed.data());
   return packed;
 }
 
-std::vector<float> Dequantized(uint64_t rows, uint64_t k, const std::vector<uint8_t>& packed) {
+std::vector<float> Dequantized(DType dtype, uint64_t rows, uint64_t k,
+                               const std::vector<uint8_t>& packed) {
   std::vector<float> w(rows * k);
-  DequantizeRows(DType::Q4_K, Layout::PANEL16_K4, rows, k, packed.data(), 0, rows, w.data());
+  DequantizeRows(dtype, Layout::PANEL16_K4, rows, k, packed.data(), 0, rows, w.data());
   return w;
+}
+
+// GGUF's Q6_K read by hand, the test's own reading of the specification: per half h of a
+// super-block and l < 32, four values 128h + l + 32p (p < 4) from ql[64h + l] (low nibble p = 0,
+// high p = 2), ql[64h + l + 32] (low p = 1, high p = 3) and bits 2p of qh[32h + l], minus 32, each
+// times d·scales[(128h + l + 32p) / 16].
+float Q6Value(const uint8_t* block, size_t e) {
+  const size_t h = e / 128, p = e % 128 / 32, l = e % 32;
+  const uint8_t* ql = block + 64 * h;
+  const uint8_t* qh = block + 128 + 32 * h;
+  const uint8_t byte = p % 2 == 0 ? ql[l] : ql[l + 32];
+  const int low = p < 2 ? byte & 15 : byte >> 4;
+  const int q = (low | (((qh[l] >> (2 * p)) & 3) << 4)) - 32;
+  uint16_t d;
+  std::memcpy(&d, block + 208, 2);
+  const float scale = F16ToF32(d) * static_cast<float>(static_cast<int8_t>(block[192 + e / 16]));
+  return scale * static_cast<float>(q);
 }
 
 // GGUF's packing of sub-block j's 6-bit scale and min, read back by hand: the test's own reading
@@ -100,8 +143,8 @@ TEST(Q4KTest, PackedValuesAreGgufsValues) {
   std::mt19937 gen(3);
   for (const auto& [rows, k] : {std::pair<uint64_t, uint64_t>{1, 256}, {17, 512}, {40, 768}}) {
     const std::vector<uint8_t> gguf = RandomGgufQ4K(rows, k, gen, 1.0f, rows == 17);
-    const std::vector<uint8_t> packed = Pack(rows, k, gguf);
-    const std::vector<float> w = Dequantized(rows, k, packed);
+    const std::vector<uint8_t> packed = Pack(DType::Q4_K, rows, k, gguf);
+    const std::vector<float> w = Dequantized(DType::Q4_K, rows, k, packed);
     for (uint64_t r = 0; r < rows; ++r) {
       for (uint64_t j = 0; j < k; ++j) {
         const uint8_t* block = gguf.data() + (r * (k / 256) + j / 256) * kGgufBlock;
@@ -125,6 +168,28 @@ TEST(Q4KTest, PackedValuesAreGgufsValues) {
                    0, g.panels * kQuantPanelRows, all.data());
     for (uint64_t i = rows * k; i < all.size(); ++i) ASSERT_EQ(all[i], 0.0f) << i;
   }
+}
+
+// Every value of a stored q6_k matrix is d·sc·(q - 32) of its GGUF super-block, in f32.
+TEST(Q6KTest, PackedValuesAreGgufsValues) {
+  std::mt19937 gen(4);
+  for (const auto& [rows, k] : {std::pair<uint64_t, uint64_t>{1, 256}, {17, 512}, {40, 768}}) {
+    const std::vector<uint8_t> gguf = RandomGgufQ6K(rows, k, gen, 1.0f);
+    const std::vector<uint8_t> packed = Pack(DType::Q6_K, rows, k, gguf);
+    const std::vector<float> w = Dequantized(DType::Q6_K, rows, k, packed);
+    for (uint64_t r = 0; r < rows; ++r) {
+      for (uint64_t j = 0; j < k; ++j) {
+        const uint8_t* block = gguf.data() + (r * (k / 256) + j / 256) * kGgufQ6Block;
+        ASSERT_EQ(w[r * k + j], Q6Value(block, j % 256)) << "row " << r << " col " << j;
+      }
+    }
+  }
+  const QuantGeometry g = QuantMatrixGeometry(DType::Q6_K, 32, 4096);
+  EXPECT_EQ(g.bytes(), uint64_t{32} * 4096 * 85625 / 80000);
+  EXPECT_DOUBLE_EQ(DTypeBitsPerWeight(DType::Q6_K), 8.5625);
+  EXPECT_FALSE(LayoutValidFor(DType::Q6_K, Layout::PANEL16_K4_HADAMARD32));
+  EXPECT_EQ(TensorBytes(DType::Q6_K, {16, 300}, Layout::PANEL16_K4), 0u);
+  EXPECT_STREQ(DTypeName(DType::Q6_K), "q6_k");
 }
 
 // The geometry: 4.625 bits per weight, whole super-blocks, and no layout but PANEL16_K4.
@@ -155,15 +220,16 @@ struct Case {
   size_t rows, k, c;
 };
 
-TEST(Q4KTest, EveryKernelMatchesTheDequantisedProduct) {
+void CheckEveryKernel(DType dtype) {
   std::mt19937 gen(11);
   constexpr float kSentinel = 12345.0f;
+  const QuantType type = QuantTypeOf(dtype);
   for (const Case& cs : {Case{1, 256, 1}, Case{17, 256, 3}, Case{37, 512, 5}, Case{64, 768, 9},
                          Case{16, 256, 2}}) {
     const size_t rows = cs.rows, k = cs.k, c = cs.c;
-    const std::vector<uint8_t> gguf = RandomGgufQ4K(rows, k, gen, 0.5f);
-    const std::vector<uint8_t> packed = Pack(rows, k, gguf);
-    const std::vector<float> w = Dequantized(rows, k, packed);
+    const std::vector<uint8_t> gguf = RandomGguf(dtype, rows, k, gen, 0.5f);
+    const std::vector<uint8_t> packed = Pack(dtype, rows, k, gguf);
+    const std::vector<float> w = Dequantized(dtype, rows, k, packed);
     GuardedBuffer w_buf(packed.size());
     std::memcpy(w_buf.As<uint8_t>(), packed.data(), packed.size());
     std::uniform_real_distribution<float> ud(-2.0f, 2.0f);
@@ -192,21 +258,22 @@ TEST(Q4KTest, EveryKernelMatchesTheDequantisedProduct) {
                          std::vector<double>* bound) {
       ref->assign(c * rows, 0.0);
       bound->assign(c * rows, 0.0);
-      const QuantGeometry g = QuantMatrixGeometry(DType::Q4_K, rows, k);
+      const QuantGeometry g = QuantMatrixGeometry(dtype, rows, k);
       for (size_t t = 0; t < c; ++t) {
         for (size_t o = 0; o < rows; ++o) {
           const uint8_t* panel = packed.data() + o / 16 * g.panel_bytes;
           double sum = 0, s_abs = 0;
           for (size_t j = 0; j < k; ++j) {
             const double xj = xs[t * k + j];
+            sum += static_cast<double>(w[o * k + j]) * xj;
+            s_abs += std::fabs(w[o * k + j]) * std::fabs(xj);
+            if (dtype != DType::Q4_K) continue;
             const size_t b = j / 32;
             const size_t r = o % 16;
             const double s = F16ToF32(KSuper(panel, r, b, false)) * KCode(panel, r, b, false);
             const double m = F16ToF32(KSuper(panel, r, b, true)) * KCode(panel, r, b, true);
-            const double n = QuantValueAt(DType::Q4_K, g, packed.data(), o, j);
-            sum += static_cast<double>(w[o * k + j]) * xj;
-            s_abs += (std::fabs(s * (n - 8)) + std::fabs(8 * s - m) + std::fabs(w[o * k + j])) *
-                     std::fabs(xj);
+            const double n = QuantValueAt(dtype, g, packed.data(), o, j);
+            s_abs += (std::fabs(s * (n - 8)) + std::fabs(8 * s - m)) * std::fabs(xj);
           }
           (*ref)[t * rows + o] = sum;
           (*bound)[t * rows + o] = Bound(k, s_abs + std::fabs(bias[o]));
@@ -228,7 +295,8 @@ TEST(Q4KTest, EveryKernelMatchesTheDequantisedProduct) {
           for (size_t o = 0; o < rows; ++o) {
             const double want = ref[t * rows + o] + (with_bias ? bias[o] : 0.0);
             ASSERT_LE(std::fabs(y[t * y_stride + o] - want), bound[t * rows + o])
-                << isa << " " << kind << " rows " << rows << " k " << k << " c " << c
+                << DTypeName(dtype) << " " << isa << " " << kind << " rows " << rows << " k " << k
+                << " c " << c
                 << " bias " << with_bias << ": y[" << t << ", " << o << "] = "
                 << y[t * y_stride + o] << ", want " << want;
           }
@@ -240,25 +308,27 @@ TEST(Q4KTest, EveryKernelMatchesTheDequantisedProduct) {
     };
     for (const QGemvKernel* kernel : AvailableQGemvKernels()) {
       check(kernel->isa, "qgemv", ref_f, bound_f, [&](const float* b, float* y, size_t ys) {
-        kernel->qgemv(c, k, rows, w_buf.As<uint8_t>(), QuantType::kQ4K, b, x_buf.As<float>(), k,
-                      y, ys);
+        kernel->qgemv(c, k, rows, w_buf.As<uint8_t>(), type, b, x_buf.As<float>(), k, y, ys);
       });
     }
     for (const QGemmKernel* kernel : AvailableQGemmKernels()) {
       check(kernel->isa, "qgemm", ref_q, bound_q, [&](const float* b, float* y, size_t ys) {
-        kernel->qgemm(c, k, rows, w_buf.As<uint8_t>(), QuantType::kQ4K, b,
-                      xq_buf.As<QActBlock>(), y, ys);
+        kernel->qgemm(c, k, rows, w_buf.As<uint8_t>(), type, b, xq_buf.As<QActBlock>(), y, ys);
       });
     }
   }
 }
 
+TEST(Q4KTest, EveryKernelMatchesTheDequantisedProduct) { CheckEveryKernel(DType::Q4_K); }
+TEST(Q6KTest, EveryKernelMatchesTheDequantisedProduct) { CheckEveryKernel(DType::Q6_K); }
+
 // A product split among threads at panel boundaries gives the whole product's bits.
-TEST(Q4KTest, RowSplitsGiveTheSameBits) {
+void CheckRowSplits(DType dtype) {
   std::mt19937 gen(5);
   const size_t rows = 48, k = 512, c = 3;
-  const std::vector<uint8_t> packed = Pack(rows, k, RandomGgufQ4K(rows, k, gen, 0.5f));
-  const QuantGeometry g = QuantMatrixGeometry(DType::Q4_K, rows, k);
+  const QuantType type = QuantTypeOf(dtype);
+  const std::vector<uint8_t> packed = Pack(dtype, rows, k, RandomGguf(dtype, rows, k, gen, 0.5f));
+  const QuantGeometry g = QuantMatrixGeometry(dtype, rows, k);
   std::vector<float> x(c * k);
   std::uniform_real_distribution<float> ud(-1.0f, 1.0f);
   for (float& v : x) v = ud(gen);
@@ -267,33 +337,36 @@ TEST(Q4KTest, RowSplitsGiveTheSameBits) {
   for (const QGemvKernel* kernel : AvailableQGemvKernels()) {
     for (size_t tokens : {size_t{1}, c}) {
       std::vector<float> whole(tokens * rows), split(tokens * rows);
-      kernel->qgemv(tokens, k, rows, packed.data(), QuantType::kQ4K, nullptr, x.data(), k,
+      kernel->qgemv(tokens, k, rows, packed.data(), type, nullptr, x.data(), k,
                     whole.data(), rows);
-      kernel->qgemv(tokens, k, 16, packed.data(), QuantType::kQ4K, nullptr, x.data(), k,
+      kernel->qgemv(tokens, k, 16, packed.data(), type, nullptr, x.data(), k,
                     split.data(), rows);
-      kernel->qgemv(tokens, k, 32, packed.data() + g.panel_bytes, QuantType::kQ4K, nullptr,
+      kernel->qgemv(tokens, k, 32, packed.data() + g.panel_bytes, type, nullptr,
                     x.data(), k, split.data() + 16, rows);
       EXPECT_EQ(std::memcmp(whole.data(), split.data(), whole.size() * 4), 0) << kernel->isa;
     }
   }
   for (const QGemmKernel* kernel : AvailableQGemmKernels()) {
     std::vector<float> whole(c * rows), split(c * rows);
-    kernel->qgemm(c, k, rows, packed.data(), QuantType::kQ4K, nullptr, xq.data(), whole.data(),
+    kernel->qgemm(c, k, rows, packed.data(), type, nullptr, xq.data(), whole.data(),
                   rows);
-    kernel->qgemm(c, k, 16, packed.data(), QuantType::kQ4K, nullptr, xq.data(), split.data(),
+    kernel->qgemm(c, k, 16, packed.data(), type, nullptr, xq.data(), split.data(),
                   rows);
-    kernel->qgemm(c, k, 32, packed.data() + g.panel_bytes, QuantType::kQ4K, nullptr, xq.data(),
+    kernel->qgemm(c, k, 32, packed.data() + g.panel_bytes, type, nullptr, xq.data(),
                   split.data() + 16, rows);
     EXPECT_EQ(std::memcmp(whole.data(), split.data(), whole.size() * 4), 0) << kernel->isa;
   }
 }
 
+TEST(Q4KTest, RowSplitsGiveTheSameBits) { CheckRowSplits(DType::Q4_K); }
+TEST(Q6KTest, RowSplitsGiveTheSameBits) { CheckRowSplits(DType::Q6_K); }
+
 // ---- files ----
 
-// A q4_k source over packed bytes the lambda keeps alive.
-TensorSource Q4KSource(uint64_t rows, uint64_t k, std::vector<uint8_t> packed) {
+// A q4_k / q6_k source over packed bytes the lambda keeps alive.
+TensorSource KSource(DType dtype, uint64_t rows, uint64_t k, std::vector<uint8_t> packed) {
   TensorSource s;
-  s.dtype = DType::Q4_K;
+  s.dtype = dtype;
   s.shape = {rows, k};
   auto bytes = std::make_shared<std::vector<uint8_t>>(std::move(packed));
   s.fill = [bytes](uint8_t* dst, uint64_t n) -> absl::Status {
@@ -304,10 +377,18 @@ TensorSource Q4KSource(uint64_t rows, uint64_t k, std::vector<uint8_t> packed) {
   return s;
 }
 
-// A dense gated layer with q4_k matrices (d_model and d_ff multiples of 256); `edit` may change
-// the packed bytes of up before they are written.
-ModelSpec Q4KModel(uint32_t d, uint32_t ff, uint32_t seed,
-                   const std::function<void(std::vector<uint8_t>*)>& edit = nullptr) {
+// A random [rows, k] matrix of `dtype` about ±1/sqrt(k), as a source.
+TensorSource RandomKSource(DType dtype, uint64_t rows, uint64_t k, std::mt19937& gen) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(k));
+  return KSource(dtype, rows, k,
+                 Pack(dtype, rows, k, RandomGguf(dtype, rows, k, gen, scale, true)));
+}
+
+// A dense gated layer with up and gate of `dtype` and down of `down_dtype` (d_model and d_ff
+// multiples of 256; a Q4_K_M file mixes q4_k and q6_k so); `edit` may change the packed bytes of
+// up before they are written.
+ModelSpec KModel(DType dtype, DType down_dtype, uint32_t d, uint32_t ff, uint32_t seed,
+                 const std::function<void(std::vector<uint8_t>*)>& edit = nullptr) {
   std::mt19937 gen(seed);
   testing::Rng rng(seed);
   testing::FfnParams p;
@@ -315,21 +396,24 @@ ModelSpec Q4KModel(uint32_t d, uint32_t ff, uint32_t seed,
   p.d_ff = ff;
   p.bias = true;
   LayerSpec layer;
-  layer.name = "q4k";
+  layer.name = "kquant";
   layer.ffn = testing::RandomFfn(p, rng);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  std::vector<uint8_t> up = Pack(ff, d, RandomGgufQ4K(ff, d, gen, scale, true));
+  std::vector<uint8_t> up = Pack(dtype, ff, d, RandomGguf(dtype, ff, d, gen, scale, true));
   if (edit) edit(&up);
-  layer.ffn.up = Q4KSource(ff, d, std::move(up));
-  layer.ffn.gate = Q4KSource(ff, d, Pack(ff, d, RandomGgufQ4K(ff, d, gen, scale, true)));
-  const float down_scale = 1.0f / std::sqrt(static_cast<float>(ff));
-  layer.ffn.down = Q4KSource(d, ff, Pack(d, ff, RandomGgufQ4K(d, ff, gen, down_scale, true)));
+  layer.ffn.up = KSource(dtype, ff, d, std::move(up));
+  layer.ffn.gate = RandomKSource(dtype, ff, d, gen);
+  layer.ffn.down = RandomKSource(down_dtype, d, ff, gen);
   layer.norm = testing::RandomNorm(NormKind::RMS_NORM, NormPlacement::PRE, d, rng);
   layer.residual = true;
   ModelSpec spec;
   spec.d_model = d;
   spec.layers.push_back(std::move(layer));
   return spec;
+}
+ModelSpec Q4KModel(uint32_t d, uint32_t ff, uint32_t seed,
+                   const std::function<void(std::vector<uint8_t>*)>& edit = nullptr) {
+  return KModel(DType::Q4_K, DType::Q4_K, d, ff, seed, edit);
 }
 
 // Max |got - want| / (|want| + rms(want)) over the outputs.
@@ -344,32 +428,41 @@ double RelError(const std::vector<float>& got, const std::vector<float>& want) {
   return worst;
 }
 
-// The CPU backend on a q4_k layer against the reference on the same file: decode (float
-// activations) and prefill (int8 activations from the backend's threshold on), 1 and 3 threads.
-TEST(Q4KTest, LayerMatchesTheReference) {
-  ASSERT_OK_AND_ASSIGN(testing::LoadedModel m, testing::BuildModel(Q4KModel(256, 512, 21)));
-  EXPECT_EQ(m.model->layers()[0].ffn.up.dtype, DType::Q4_K);
-  testing::Rng rng(4);
-  for (size_t tokens : {size_t{1}, size_t{2}, size_t{40}}) {
-    const std::vector<float> x = rng.Vec(tokens * 256, 1.0f);
-    ASSERT_OK_AND_ASSIGN(std::vector<float> want,
-                         testing::RunLayer(*m.model, "reference", 0, x, tokens));
-    for (int threads : {1, 3}) {
-      ASSERT_OK_AND_ASSIGN(std::vector<float> got,
-                           testing::RunLayer(*m.model, "xnnpack", 0, x, tokens, threads));
-      // Int8 activations from the backend's default threshold on (1 or 2 tokens on x86, 8
-      // elsewhere): their tolerance; float activations: the f32 one.
-      const size_t gemm_tokens = DefaultQuantGemmMinTokens(QuantType::kQ4K, BestQGemvKernel(),
-                                                           BestQGemmKernel());
-      const double tol = tokens >= gemm_tokens ? testing::kInt8ActRelTol : testing::kF32RelTol;
-      EXPECT_LE(RelError(got, want), tol) << tokens << " tokens, " << threads << " threads";
+// The CPU backend on q4_k, q6_k and mixed (Q4_K_M's) layers against the reference on the same
+// file: decode (float activations) and prefill (int8 activations from the backend's threshold
+// on), 1 and 3 threads.
+TEST(KQuantTest, LayerMatchesTheReference) {
+  for (const auto& [dtype, down] : {std::pair<DType, DType>{DType::Q4_K, DType::Q4_K},
+                                    {DType::Q6_K, DType::Q6_K}, {DType::Q4_K, DType::Q6_K}}) {
+    ASSERT_OK_AND_ASSIGN(testing::LoadedModel m,
+                         testing::BuildModel(KModel(dtype, down, 256, 512, 21)));
+    EXPECT_EQ(m.model->layers()[0].ffn.up.dtype, dtype);
+    EXPECT_EQ(m.model->layers()[0].ffn.down.dtype, down);
+    testing::Rng rng(4);
+    for (size_t tokens : {size_t{1}, size_t{2}, size_t{40}}) {
+      const std::vector<float> x = rng.Vec(tokens * 256, 1.0f);
+      ASSERT_OK_AND_ASSIGN(std::vector<float> want,
+                           testing::RunLayer(*m.model, "reference", 0, x, tokens));
+      for (int threads : {1, 3}) {
+        ASSERT_OK_AND_ASSIGN(std::vector<float> got,
+                             testing::RunLayer(*m.model, "xnnpack", 0, x, tokens, threads));
+        // Int8 activations from the backend's default threshold on (1 or 2 tokens on x86, 8
+        // elsewhere) for either dtype: their tolerance; float activations: the f32 one.
+        const size_t gemm_tokens = std::min(
+            DefaultQuantGemmMinTokens(QuantTypeOf(dtype), BestQGemvKernel(), BestQGemmKernel()),
+            DefaultQuantGemmMinTokens(QuantTypeOf(down), BestQGemvKernel(), BestQGemmKernel()));
+        const double tol = tokens >= gemm_tokens ? testing::kInt8ActRelTol : testing::kF32RelTol;
+        EXPECT_LE(RelError(got, want), tol) << DTypeName(dtype) << "/" << DTypeName(down) << " "
+                                            << tokens << " tokens, " << threads << " threads";
+      }
     }
   }
 }
 
-// MoE with q4_k routed and shared experts (a GGUF Q4_K_M MoE's experts): the CPU backend against
-// the reference, whole and under an expert budget that streams two experts' records from the file.
-TEST(Q4KTest, MoeMatchesTheReference) {
+// MoE with q4_k / q6_k routed and shared experts (a GGUF Q4_K_M MoE's experts: gate and up q4_k,
+// down q6_k): the CPU backend against the reference, whole and under an expert budget that
+// streams two experts' records from the file.
+TEST(KQuantTest, MoeMatchesTheReference) {
   constexpr uint32_t kD = 256, kFf = 256;
   testing::Rng rng(31);
   std::mt19937 gen(31);
@@ -385,11 +478,10 @@ TEST(Q4KTest, MoeMatchesTheReference) {
   layer.name = "moe";
   layer.kind = LayerKind::kMoe;
   layer.moe = testing::RandomMoe(mp, rng);
-  const float scale = 1.0f / 16.0f;  // 1/sqrt(256)
   auto quantise = [&](FfnSpec& f) {
-    f.up = Q4KSource(kFf, kD, Pack(kFf, kD, RandomGgufQ4K(kFf, kD, gen, scale, true)));
-    f.gate = Q4KSource(kFf, kD, Pack(kFf, kD, RandomGgufQ4K(kFf, kD, gen, scale, true)));
-    f.down = Q4KSource(kD, kFf, Pack(kD, kFf, RandomGgufQ4K(kD, kFf, gen, scale, true)));
+    f.up = RandomKSource(DType::Q4_K, kFf, kD, gen);
+    f.gate = RandomKSource(DType::Q4_K, kFf, kD, gen);
+    f.down = RandomKSource(DType::Q6_K, kD, kFf, gen);
   };
   for (FfnSpec& f : layer.moe.experts) quantise(f);
   for (FfnSpec& f : layer.moe.shared_experts) quantise(f);
@@ -401,8 +493,9 @@ TEST(Q4KTest, MoeMatchesTheReference) {
   options.expert_alignment = kExpertPageAlignment;
   ASSERT_OK_AND_ASSIGN(testing::LoadedModel m,
                        testing::BuildModelFile(spec, "q4k_moe.fflite", options));
-  ASSERT_EQ(m.model->layers()[0].moe.experts[0].down.dtype, DType::Q4_K);
-  const uint64_t expert_bytes = m.model->layers()[0].moe.experts[0].up.size * 3;
+  ASSERT_EQ(m.model->layers()[0].moe.experts[0].down.dtype, DType::Q6_K);
+  const FfnView& e0 = m.model->layers()[0].moe.experts[0];
+  const uint64_t expert_bytes = e0.up.size + e0.gate.size + e0.down.size;
   const size_t gemm_tokens =
       DefaultQuantGemmMinTokens(QuantType::kQ4K, BestQGemvKernel(), BestQGemmKernel());
   for (size_t tokens : {size_t{1}, size_t{5}, size_t{40}}) {
@@ -437,9 +530,9 @@ TEST(Q4KTest, WriterNeedsWholeSuperBlocks) {
   EXPECT_TRUE(WriteModelBuffer(Q4KModel(256, 512, 2), options).ok());
 }
 
-// The first run that reads a matrix checks its super-blocks: a code above 63 or a d that is not
-// finite fails that call, naming the matrix, row and block.
-TEST(Q4KTest, BadScalesFailTheRunByName) {
+// The first run that reads a matrix checks its super-blocks: a q4_k code above 63, a q4_k or q6_k
+// d that is not finite fails that call, naming the matrix, row and block.
+TEST(KQuantTest, BadScalesFailTheRunByName) {
   const QuantGeometry g = QuantMatrixGeometry(DType::Q4_K, 512, 256);
   struct BadCase {
     std::function<void(std::vector<uint8_t>*)> edit;
@@ -464,6 +557,21 @@ TEST(Q4KTest, BadScalesFailTheRunByName) {
                   testing::StatusIs(absl::StatusCode::kDataLoss, HasSubstr(bc.message)))
           << backend;
     }
+  }
+  // q6_k: a d that is not finite (up [512, 256]: one super-block per row).
+  const QuantGeometry g6 = QuantMatrixGeometry(DType::Q6_K, 512, 256);
+  auto inf_d = [&](std::vector<uint8_t>* b) {
+    const uint16_t inf = 0x7c00;
+    std::memcpy(b->data() + 3 * g6.panel_bytes + 2 * 11, &inf, 2);
+  };
+  ASSERT_OK_AND_ASSIGN(testing::LoadedModel m6, testing::BuildModel(KModel(
+                                                    DType::Q6_K, DType::Q6_K, 256, 512, 9, inf_d)));
+  for (const char* backend : {"reference", "xnnpack"}) {
+    EXPECT_THAT(testing::RunLayer(*m6.model, backend, 0, std::vector<float>(256, 0.5f), 1).status(),
+                testing::StatusIs(absl::StatusCode::kDataLoss,
+                                  HasSubstr("layers[0].ffn.up: the super-block's d of row 59, "
+                                            "block 0 (columns [0, 32)) is not finite")))
+        << backend;
   }
 }
 
