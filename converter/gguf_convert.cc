@@ -141,19 +141,22 @@ absl::Status RelayQ(const View& v, DType dtype, uint8_t* dst) {
   return absl::OkStatus();
 }
 
-// Q4_K rows kept as they are: every super-block's d and dmin must be finite (the loader's check).
-absl::Status CheckQ4KSupers(const View& v) {
-  const uint64_t supers = v.cols / 256;
+// Q4_K / Q6_K rows kept as they are: every super-block's d (and Q4_K's dmin) must be finite (the
+// loader's check).
+absl::Status CheckKSupers(const View& v) {
+  const bool q4k = v.t->type->type == GgmlType::Q4_K;
+  const uint64_t supers = v.cols / 256, block = q4k ? 144 : 210;
   for (uint64_t r = 0; r < v.rows; ++r) {
     for (uint64_t s = 0; s < supers; ++s) {
-      const uint8_t* in = v.Begin() + r * v.RowBytes() + s * 144;
-      uint16_t d, dmin;
-      std::memcpy(&d, in, 2);
-      std::memcpy(&dmin, in + 2, 2);
+      const uint8_t* in = v.Begin() + r * v.RowBytes() + s * block;
+      uint16_t d, dmin = 0;
+      std::memcpy(&d, in + (q4k ? 0 : 208), 2);
+      if (q4k) std::memcpy(&dmin, in + 2, 2);
       if ((d & 0x7c00u) == 0x7c00u || (dmin & 0x7c00u) == 0x7c00u) {
         return absl::InvalidArgumentError(absl::StrFormat(
-            "%s: row %d, super-block %d has a d or dmin that is not finite (f16 bits 0x%04x, "
-            "0x%04x)", v.Describe(), v.first_row + r, s, d, dmin));
+            "%s: row %d, super-block %d has a %s that is not finite (f16 bits 0x%04x%s)",
+            v.Describe(), v.first_row + r, s, q4k ? "d or dmin" : "d", d,
+            q4k ? absl::StrFormat(", 0x%04x", dmin) : ""));
       }
     }
   }
@@ -171,6 +174,7 @@ TensorSource Source(const View& v, std::vector<uint64_t> shape, bool matrix, boo
   DType quant = DType::INVALID;
   if (native && matrix && type == GgmlType::Q4_0) quant = DType::I4;
   if (native && matrix && type == GgmlType::Q4_K) quant = DType::Q4_K;
+  if (native && matrix && type == GgmlType::Q6_K) quant = DType::Q6_K;
   if (native && matrix && int8_ok) quant = DType::I8;
   const DType as_is = FloatDType(type);
   const uint64_t begin = v.first_row * v.RowBytes(), end = begin + v.rows * v.RowBytes();
@@ -181,8 +185,11 @@ TensorSource Source(const View& v, std::vector<uint64_t> shape, bool matrix, boo
         return absl::InternalError(v.Describe() + ": byte count mismatch");
       }
       if (quant == DType::Q4_K) {
-        FFLITE_RETURN_IF_ERROR(CheckQ4KSupers(v));
+        FFLITE_RETURN_IF_ERROR(CheckKSupers(v));
         PackQ4KFromGguf(v.rows, v.cols, v.Begin(), dst);
+      } else if (quant == DType::Q6_K) {
+        FFLITE_RETURN_IF_ERROR(CheckKSupers(v));
+        PackQ6KFromGguf(v.rows, v.cols, v.Begin(), dst);
       } else {
         FFLITE_RETURN_IF_ERROR(RelayQ(v, quant, dst));
       }
@@ -574,6 +581,8 @@ std::string DescribeGguf(GgufPtr file) {
         h = "i4, bits kept";
       } else if (ty == GgmlType::Q4_K) {
         h = "q4_k, bits kept";
+      } else if (ty == GgmlType::Q6_K) {
+        h = "q6_k, bits kept";
       } else if (ty == GgmlType::MXFP4) {
         h = "i8, bits kept (f32, exact, where a scale leaves f16's range)";
       } else if (GgufScalesFitInt8(ty, nullptr, 0)) {

@@ -719,13 +719,15 @@ TEST_F(GgufTest, Mxfp4ExpertsShareOneDtype) {
   }
 }
 
-// Q4_K is kept as q4_k, its bits re-laid: each value fflite dequantises (DequantizeRows, what the
-// reference backend multiplies) is the specification's (DequantizeGguf, itself checked against
-// the specification in gguf_types_test) bit for bit. Types fflite has no kernels for yet (Q6_K
-// here) are stored as f32, each value exactly the specification's dequantisation.
+// Q4_K and Q6_K are kept as q4_k and q6_k, their bits re-laid: each value fflite dequantises
+// (DequantizeRows, what the reference backend multiplies) is the specification's (DequantizeGguf,
+// itself checked against the specification in gguf_types_test) bit for bit. Types fflite has no
+// kernels for yet (Q5_K here) are stored as f32, each value exactly the specification's
+// dequantisation.
 TEST_F(GgufTest, KQuantsKeptOrDequantisedExactly) {
   GgufWriter g;
-  constexpr uint32_t kFf = 256;  // a Q4_K / Q6_K block is 256 values of a row
+  constexpr uint32_t kFf = 256;  // a k-quant block is 256 values of a row
+  constexpr uint32_t kQ5K = 13;  // d, dmin, scales[12], qh[32], qs[128]
   LlamaKeys(g, "llama", 1, kFf);
   g.U32("llama.embedding_length", 256);  // replaced below: keys are unique
   GgufWriter g2;
@@ -735,11 +737,11 @@ TEST_F(GgufTest, KQuantsKeptOrDequantisedExactly) {
   g2.U32("llama.feed_forward_length", kFf);
   Rng rng(5);
   auto random_blocks = [&](uint32_t type, uint64_t rows, uint64_t cols) {
-    const size_t block = type == kGgmlQ4_K ? 144 : 210;
+    const size_t block = type == kGgmlQ4_K ? 144 : type == kQ5K ? 176 : 210;
     std::vector<uint8_t> b(rows * cols / 256 * block);
     for (uint8_t& v : b) v = static_cast<uint8_t>(rng.Uniform(0.0f, 255.99f));
     for (size_t i = 0; i < b.size(); i += block) {  // finite f16 scales: d (and dmin) in [-1, 1]
-      for (size_t at : type == kGgmlQ4_K ? std::vector<size_t>{0, 2} : std::vector<size_t>{208}) {
+      for (size_t at : type != kGgmlQ6_K ? std::vector<size_t>{0, 2} : std::vector<size_t>{208}) {
         const uint16_t h = F32ToF16(rng.Uniform(-1.0f, 1.0f));
         std::memcpy(&b[i + at], &h, 2);
       }
@@ -747,35 +749,35 @@ TEST_F(GgufTest, KQuantsKeptOrDequantisedExactly) {
     return b;
   };
   const auto gate = random_blocks(kGgmlQ4_K, kFf, 256);
-  const auto up = random_blocks(kGgmlQ4_K, kFf, 256);
+  const auto up = random_blocks(kQ5K, kFf, 256);
   const auto down = random_blocks(kGgmlQ6_K, 256, kFf);
   g2.Matrix("blk.0.ffn_norm.weight", {256}, kGgmlF32, rng.Vec(256, 1.0f));
   g2.Tensor("blk.0.ffn_gate.weight", {256, kFf}, kGgmlQ4_K, gate);
-  g2.Tensor("blk.0.ffn_up.weight", {256, kFf}, kGgmlQ4_K, up);
+  g2.Tensor("blk.0.ffn_up.weight", {256, kFf}, kQ5K, up);
   g2.Tensor("blk.0.ffn_down.weight", {kFf, 256}, kGgmlQ6_K, down);
   ASSERT_OK_AND_ASSIGN(auto model, ConvertGguf(WriteGguf(g2)));
   const FfnView& f = model->layers()[0].ffn;
   const std::pair<const TensorView*, std::pair<converter::GgmlType, const std::vector<uint8_t>*>>
       cases[] = {{&f.gate, {converter::GgmlType::Q4_K, &gate}},
-                 {&f.up, {converter::GgmlType::Q4_K, &up}},
+                 {&f.up, {converter::GgmlType::Q5_K, &up}},
                  {&f.down, {converter::GgmlType::Q6_K, &down}}};
   for (const auto& [t, src] : cases) {
     std::vector<float> want(t->numel());
     ASSERT_OK(converter::DequantizeGguf(src.first, src.second->data(), want.size(), want.data()));
-    if (src.first == converter::GgmlType::Q4_K) {
-      ASSERT_EQ(t->dtype, DType::Q4_K);
+    if (src.first != converter::GgmlType::Q5_K) {
+      ASSERT_EQ(t->dtype, src.first == converter::GgmlType::Q4_K ? DType::Q4_K : DType::Q6_K);
       std::vector<float> got(t->numel());
       DequantizeRows(t->dtype, t->layout, t->shape[0], t->shape[1], t->data, 0, t->shape[0],
                      got.data());
-      EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0);
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0) << DTypeName(t->dtype);
       continue;
     }
     ASSERT_EQ(t->dtype, DType::F32);
     ASSERT_EQ(t->size, want.size() * 4);
     EXPECT_EQ(std::memcmp(t->data, want.data(), t->size), 0);
   }
-  // The layer on the CPU backend against the reference on the same file (q4_k and f32 matrices
-  // mixed; float activations at one token, the f32 tolerance).
+  // The layer on the CPU backend against the reference on the same file (q4_k, f32 and q6_k
+  // matrices mixed; float activations at one token, the f32 tolerance).
   {
     Rng xr(6);
     const std::vector<float> x = xr.Vec(256, 1.0f);
