@@ -448,6 +448,45 @@ int main(int argc, char** argv) {
     }
     if (!WriteFile(loader + "/model" + std::to_string(n++) + ".fflite", *bytes)) return 1;
   }
+  // q6_k: the same layer with q6_k up and gate (d per 256, int8 scales per 16, int8 values).
+  {
+    testing::Rng rng(8);
+    testing::FfnParams fp;
+    fp.d_model = 256;
+    fp.d_ff = 16;
+    LayerSpec l;
+    l.ffn = testing::RandomFfn(fp, rng);
+    for (TensorSource* t : {&l.ffn.up, &l.ffn.gate}) {
+      std::vector<uint8_t> gguf(16 * 210);
+      for (uint8_t& b : gguf) b = static_cast<uint8_t>(rng.Uniform(0.0f, 255.99f));
+      for (size_t i = 0; i < gguf.size(); i += 210) {
+        const uint16_t d = 0x1800;  // 2^-9: values about ±0.1
+        std::memcpy(&gguf[i + 208], &d, 2);
+      }
+      auto packed = std::make_shared<std::vector<uint8_t>>(
+          QuantMatrixGeometry(DType::Q6_K, 16, 256).bytes());
+      PackQ6KFromGguf(16, 256, gguf.data(), packed->data());
+      t->dtype = DType::Q6_K;
+      t->shape = {16, 256};
+      t->fill = [packed](uint8_t* dst, uint64_t bytes) -> absl::Status {
+        if (bytes != packed->size()) return absl::InternalError("q6_k seed: byte count");
+        std::memcpy(dst, packed->data(), bytes);
+        return absl::OkStatus();
+      };
+    }
+    ModelSpec spec;
+    spec.d_model = 256;
+    spec.layers.push_back(std::move(l));
+    WriteOptions options;
+    options.d_ff_alignment = 1;
+    options.data_alignment = 64;
+    auto bytes = WriteModelBuffer(spec, options);
+    if (!bytes.ok()) {
+      std::fprintf(stderr, "%s\n", bytes.status().ToString().c_str());
+      return 1;
+    }
+    if (!WriteFile(loader + "/model" + std::to_string(n++) + ".fflite", *bytes)) return 1;
+  }
   std::printf("wrote %d seeds to %s\n", n, loader.c_str());
   int safetensors_seeds = 0, config_seeds = 0, gguf_seeds = 0;
   if (!WriteSafetensorsSeeds(root, &safetensors_seeds) || !WriteConfigSeeds(root, &config_seeds) ||
