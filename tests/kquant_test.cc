@@ -1,4 +1,4 @@
-// GGUF's Q4_K and Q6_K kept as fflite's dtypes q4_k and q6_k (kernels/quant_types.h, Q4K, Q6K):
+// GGUF's Q4_K, Q5_K and Q6_K kept as fflite's dtypes q4_k, q5_k and q6_k (kernels/quant_types.h):
 // the re-laying of GGUF's rows (against the test's own reading of the specification), every
 // float-activation and int8-activation kernel this CPU has against a double product of the
 // dequantised weights, the writer's and the loader's checks, and whole layers (dense and MoE) on
@@ -85,8 +85,34 @@ std::vector<uint8_t> RandomGgufQ6K(uint64_t rows, uint64_t k, std::mt19937& gen,
   return b;
 }
 
+constexpr size_t kGgufQ5Block = 176;  // bytes of a Q5_K super-block
+
+// Random GGUF Q5_K rows: a random Q4_K block's d, dmin, codes and nibbles (values about ±scale
+// once the fifth bit doubles their range: d halved), with 32 random bytes of fifth bits after its
+// codes.
+std::vector<uint8_t> RandomGgufQ5K(uint64_t rows, uint64_t k, std::mt19937& gen, float scale,
+                                   bool centered) {
+  const std::vector<uint8_t> q4 = RandomGgufQ4K(rows, k, gen, scale / 2, centered);
+  std::vector<uint8_t> b(rows * k / 256 * kGgufQ5Block);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (size_t i = 0, j = 0; i < b.size(); i += kGgufQ5Block, j += kGgufBlock) {
+    std::memcpy(&b[i], &q4[j], 16);  // d, dmin, codes
+    for (size_t l = 0; l < 32; ++l) b[i + 16 + l] = static_cast<uint8_t>(byte(gen));
+    std::memcpy(&b[i + 48], &q4[j + 16], 128);  // nibbles
+    if (centered) {
+      // dmin = 15.5·d: each block's min half of its 32 steps.
+      uint16_t d;
+      std::memcpy(&d, &b[i], 2);
+      const uint16_t dmin = F32ToF16(15.5f * F16ToF32(d));
+      std::memcpy(&b[i + 2], &dmin, 2);
+    }
+  }
+  return b;
+}
+
 std::vector<uint8_t> RandomGguf(DType dtype, uint64_t rows, uint64_t k, std::mt19937& gen,
                                 float scale, bool centered = false) {
+  if (dtype == DType::Q5_K) return RandomGgufQ5K(rows, k, gen, scale, centered);
   return dtype == DType::Q4_K ? RandomGgufQ4K(rows, k, gen, scale, centered)
                               : RandomGgufQ6K(rows, k, gen, scale);
 }
@@ -95,7 +121,9 @@ std::vector<uint8_t> RandomGguf(DType dtype, uint64_t rows, uint64_t k, std::mt1
 std::vector<uint8_t> Pack(DType dtype, uint64_t rows, uint64_t k,
                           const std::vector<uint8_t>& gguf) {
   std::vector<uint8_t> packed(QuantMatrixGeometry(dtype, rows, k).bytes(), 0xee);
-  (dtype == DType::Q4_K ? PackQ4KFromGguf : PackQ6KFromGguf)(rows, k, gguf.data(), packed.data());
+  (dtype == DType::Q4_K   ? PackQ4KFromGguf
+   : dtype == DType::Q5_K ? PackQ5KFromGguf
+                          : PackQ6KFromGguf)(rows, k, gguf.data(), packed.data());
   return packed;
 }
 
@@ -168,6 +196,36 @@ TEST(Q4KTest, PackedValuesAreGgufsValues) {
                    0, g.panels * kQuantPanelRows, all.data());
     for (uint64_t i = rows * k; i < all.size(); ++i) ASSERT_EQ(all[i], 0.0f) << i;
   }
+}
+
+// Every value of a stored q5_k matrix is d·sc·n - dmin·m of its GGUF super-block, in f32: Q4_K's
+// reading with the fifth bit of value l of sub-block j in bit j of qh[l].
+TEST(Q5KTest, PackedValuesAreGgufsValues) {
+  std::mt19937 gen(6);
+  for (const auto& [rows, k] : {std::pair<uint64_t, uint64_t>{1, 256}, {17, 512}, {40, 768}}) {
+    const std::vector<uint8_t> gguf = RandomGgufQ5K(rows, k, gen, 1.0f, rows == 17);
+    const std::vector<uint8_t> packed = Pack(DType::Q5_K, rows, k, gguf);
+    const std::vector<float> w = Dequantized(DType::Q5_K, rows, k, packed);
+    for (uint64_t r = 0; r < rows; ++r) {
+      for (uint64_t j = 0; j < k; ++j) {
+        const uint8_t* block = gguf.data() + (r * (k / 256) + j / 256) * kGgufQ5Block;
+        const int sub = static_cast<int>(j % 256 / 32);
+        int sc, m;
+        Codes(block, sub, &sc, &m);
+        const uint8_t byte = block[48 + 32 * (sub / 2) + j % 32];
+        const int fifth = (block[16 + j % 32] >> sub) & 1;
+        const int n = (sub % 2 == 0 ? byte & 15 : byte >> 4) + 16 * fifth;
+        uint16_t d, dmin;
+        std::memcpy(&d, block, 2);
+        std::memcpy(&dmin, block + 2, 2);
+        const float want = F16ToF32(d) * static_cast<float>(sc) * static_cast<float>(n) -
+                           F16ToF32(dmin) * static_cast<float>(m);
+        ASSERT_EQ(w[r * k + j], want) << "row " << r << " col " << j;
+      }
+    }
+  }
+  EXPECT_DOUBLE_EQ(DTypeBitsPerWeight(DType::Q5_K), 8.625);
+  EXPECT_STREQ(DTypeName(DType::Q5_K), "q5_k");
 }
 
 // Every value of a stored q6_k matrix is d·sc·(q - 32) of its GGUF super-block, in f32.
@@ -267,13 +325,14 @@ void CheckEveryKernel(DType dtype) {
             const double xj = xs[t * k + j];
             sum += static_cast<double>(w[o * k + j]) * xj;
             s_abs += std::fabs(w[o * k + j]) * std::fabs(xj);
-            if (dtype != DType::Q4_K) continue;
+            if (dtype != DType::Q4_K && dtype != DType::Q5_K) continue;
+            const double off = dtype == DType::Q4_K ? 8 : 16;  // the kernels' kMinOffset
             const size_t b = j / 32;
             const size_t r = o % 16;
             const double s = F16ToF32(KSuper(panel, r, b, false)) * KCode(panel, r, b, false);
             const double m = F16ToF32(KSuper(panel, r, b, true)) * KCode(panel, r, b, true);
             const double n = QuantValueAt(dtype, g, packed.data(), o, j);
-            s_abs += (std::fabs(s * (n - 8)) + std::fabs(8 * s - m)) * std::fabs(xj);
+            s_abs += (std::fabs(s * (n - off)) + std::fabs(off * s - m)) * std::fabs(xj);
           }
           (*ref)[t * rows + o] = sum;
           (*bound)[t * rows + o] = Bound(k, s_abs + std::fabs(bias[o]));
@@ -320,6 +379,7 @@ void CheckEveryKernel(DType dtype) {
 }
 
 TEST(Q4KTest, EveryKernelMatchesTheDequantisedProduct) { CheckEveryKernel(DType::Q4_K); }
+TEST(Q5KTest, EveryKernelMatchesTheDequantisedProduct) { CheckEveryKernel(DType::Q5_K); }
 TEST(Q6KTest, EveryKernelMatchesTheDequantisedProduct) { CheckEveryKernel(DType::Q6_K); }
 
 // A product split among threads at panel boundaries gives the whole product's bits.
@@ -359,6 +419,7 @@ void CheckRowSplits(DType dtype) {
 }
 
 TEST(Q4KTest, RowSplitsGiveTheSameBits) { CheckRowSplits(DType::Q4_K); }
+TEST(Q5KTest, RowSplitsGiveTheSameBits) { CheckRowSplits(DType::Q5_K); }
 TEST(Q6KTest, RowSplitsGiveTheSameBits) { CheckRowSplits(DType::Q6_K); }
 
 // ---- files ----
@@ -433,7 +494,8 @@ double RelError(const std::vector<float>& got, const std::vector<float>& want) {
 // on), 1 and 3 threads.
 TEST(KQuantTest, LayerMatchesTheReference) {
   for (const auto& [dtype, down] : {std::pair<DType, DType>{DType::Q4_K, DType::Q4_K},
-                                    {DType::Q6_K, DType::Q6_K}, {DType::Q4_K, DType::Q6_K}}) {
+                                    {DType::Q6_K, DType::Q6_K}, {DType::Q4_K, DType::Q6_K},
+                                    {DType::Q5_K, DType::Q6_K}}) {
     ASSERT_OK_AND_ASSIGN(testing::LoadedModel m,
                          testing::BuildModel(KModel(dtype, down, 256, 512, 21)));
     EXPECT_EQ(m.model->layers()[0].ffn.up.dtype, dtype);

@@ -732,10 +732,10 @@ TEST_F(QuantLoaderTest, ValueRowsAreNotALayoutOfQuantisedDtypes) {
 }
 
 TEST_F(LoaderTest, UnknownDtypeIsRefusedByName) {
-  ASSERT_TRUE(DenseFfn()->mutable_up()->mutate_dtype(static_cast<schema::DType>(8)));
-  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].ffn.up: dtype 8 is not a known "
+  ASSERT_TRUE(DenseFfn()->mutable_up()->mutate_dtype(static_cast<schema::DType>(9)));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].ffn.up: dtype 9 is not a known "
                                                     "dtype (f32=1, f16=2, bf16=3, i8=4, i4=5, "
-                                                    "q4_k=6, q6_k=7); "
+                                                    "q4_k=6, q6_k=7, q5_k=8); "
                                                     "the file may come from a newer fflite")));
 }
 

@@ -62,7 +62,10 @@ typedef enum fflite_dtype {
   FFLITE_DTYPE_Q4_K = 6,
   /* GGUF's Q6_K with its bits: 6-bit values kept as int8, an int8 scale per 16, an f16 scale per
    * 256: 8.5625 bits per weight as stored (format 1.4) */
-  FFLITE_DTYPE_Q6_K = 7
+  FFLITE_DTYPE_Q6_K = 7,
+  /* GGUF's Q5_K with its bits: 5-bit values kept as int8, Q4_K's scales and mins: 8.625 bits per
+   * weight as stored (format 1.4) */
+  FFLITE_DTYPE_Q5_K = 8
 } fflite_dtype;
 
 typedef enum fflite_activation {

@@ -63,6 +63,9 @@ const DTypeInfo kTable[] = {
     // Q6_K: per 256 values of a row, 256 bytes of int8 values, an f16 d, 16 int8 scales.
     {DType::Q6_K, "q6_k", 256, 256 + 2 + 16, true, Layout::PANEL16_K4, nullptr, FloatType::kF32,
      QuantType::kQ6K},
+    // Q5_K: per 256 values of a row, 256 bytes of int8 values, Q4_K's d, dmin, scales and mins.
+    {DType::Q5_K, "q5_k", 256, 256 + 4 + 16, true, Layout::PANEL16_K4, nullptr, FloatType::kF32,
+     QuantType::kQ5K},
 };
 constexpr size_t kTableSize = sizeof(kTable) / sizeof(kTable[0]);
 static_assert(kTableSize == static_cast<size_t>(DType::MAX) + 1,
@@ -89,7 +92,7 @@ void DequantizeQuantRows(bool rotated, uint64_t rows, uint64_t k, const uint8_t*
     for (uint64_t b = 0; b < g.k_blocks; ++b) {
       const uint8_t* blk = panel + g.scale_bytes + b * g.block_panel_bytes;
       if constexpr (HasMin<Q>()) {
-        // GGUF's Q4_K: (d·sc)·n - dmin·m in f32 (every product exact; never rotated).
+        // GGUF's Q4_K and Q5_K: (d·sc)·n - dmin·m in f32 (every product exact; never rotated).
         const float scale = KScale(panel, pr, b), min = KMin(panel, pr, b);
         for (uint64_t j = 0; j < kQuantBlock && b * kQuantBlock + j < k; ++j) {
           row[b * kQuantBlock + j] = scale * static_cast<float>(Q::Value(blk, pr, j)) - min;
@@ -127,7 +130,7 @@ const char* DTypeName(DType dtype) {
   return info != nullptr ? info->name : "invalid";
 }
 
-const char* KnownDTypesString() { return "f32=1, f16=2, bf16=3, i8=4, i4=5, q4_k=6, q6_k=7"; }
+const char* KnownDTypesString() { return "f32=1, f16=2, bf16=3, i8=4, i4=5, q4_k=6, q6_k=7, q5_k=8"; }
 
 double DTypeBitsPerWeight(DType dtype) {
   const DTypeInfo* info = FindDType(dtype);
@@ -139,7 +142,7 @@ bool LayoutValidFor(DType dtype, Layout layout) {
   const DTypeInfo* info = FindDType(dtype);
   if (info == nullptr) return false;
   if (!info->quantized) return layout == Layout::ROW_MAJOR || layout == Layout::VALUE_ROWS;
-  if (info->block_elems > kQuantBlock) return layout == Layout::PANEL16_K4;  // k-quants: GGUF's bits
+  if (info->block_elems > kQuantBlock) return layout == Layout::PANEL16_K4;  // k-quants: as GGUF's
   return layout == Layout::PANEL16_K4 || layout == Layout::PANEL16_K4_HADAMARD32;
 }
 

@@ -34,7 +34,8 @@ using GroupScoring = schema::GroupScoring;
 // Format version this build writes; it reads every file with the same major version.
 inline constexpr uint32_t kFormatVersionMajor = 1;
 // 1.1: quantised dtypes I8/I4 and Tensor.layout. 1.2: Layout::VALUE_ROWS for down matrices.
-// 1.3: Activation::SWIGLU_OAI (gpt-oss). 1.4: DType::Q4_K and Q6_K (GGUF's, their bits in panels).
+// 1.3: Activation::SWIGLU_OAI (gpt-oss). 1.4: DType::Q4_K, Q5_K and Q6_K (GGUF's, their bits
+// in panels).
 inline constexpr uint32_t kFormatVersionMinor = 4;
 // Writers start the data section at a multiple of this (the largest page size in use, 64 KiB on
 // some arm64 kernels), so that its pages can be mapped and released on their own. Readers accept

@@ -29,6 +29,19 @@ void Pack(uint64_t rows, uint64_t k, const int8_t* q, const uint16_t* scales_f16
   }
 }
 
+// GGUF's Q4_K / Q5_K packing of sub-block j's 6-bit scale and min in 12 bytes: bytes 0-3 scales
+// and 4-7 mins of sub-blocks 0-3 (low 6 bits); sub-blocks 4-7 take their low 4 bits from bytes
+// 8-11 and their top 2 from the spare top bits of bytes 0-7.
+void UnpackKCodes(const uint8_t* codes, int j, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = codes[j] & 63;
+    *m = codes[j + 4] & 63;
+  } else {
+    *sc = static_cast<uint8_t>((codes[j + 4] & 0xF) | ((codes[j - 4] >> 6) << 4));
+    *m = static_cast<uint8_t>((codes[j + 4] >> 4) | ((codes[j] >> 6) << 4));
+  }
+}
+
 }  // namespace
 
 QuantGeometry QuantMatrixGeometry(DType dtype, uint64_t rows, uint64_t k) {
@@ -92,14 +105,8 @@ void PackQ4KFromGguf(uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* ds
       const uint8_t* codes = in + 4;
       const uint8_t* qs = in + 16;
       for (int j = 0; j < 8; ++j) {
-        // GGUF's packing of sub-block j's 6-bit scale and min: bytes 0-3 scales and 4-7 mins of
-        // sub-blocks 0-3 (low 6 bits); sub-blocks 4-7 take their low 4 bits from bytes 8-11 and
-        // their top 2 from the spare top bits of bytes 0-7.
-        const uint8_t sc = j < 4 ? codes[j] & 63
-                                 : static_cast<uint8_t>((codes[j + 4] & 0xF) |
-                                                        ((codes[j - 4] >> 6) << 4));
-        const uint8_t m = j < 4 ? codes[j + 4] & 63
-                                : static_cast<uint8_t>((codes[j + 4] >> 4) | ((codes[j] >> 6) << 4));
+        uint8_t sc, m;
+        UnpackKCodes(codes, j, &sc, &m);
         const uint64_t b = s * Q4K::kSuperBlocks + j;
         panel[Q4K::ScaleOffset(b) + r] = sc;
         panel[Q4K::ScaleOffset(b) + kQuantPanelRows + r] = m;
@@ -119,6 +126,41 @@ void PackQ4KFromGguf(uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* ds
     }
   }
   // Padding rows: zero d, dmin and codes, and values 0 (nibbles 0, the memset).
+}
+
+void PackQ5KFromGguf(uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* dst) {
+  const QuantGeometry g = GeometryOf<Q5K>(rows, k);
+  std::memset(dst, 0, g.bytes());  // values of padding rows: int8 0 is n = 16, times zero scales
+  constexpr uint64_t kGgufBlockBytes = 176;
+  const uint64_t supers = k / 256;
+  for (uint64_t row = 0; row < rows; ++row) {
+    uint8_t* panel = dst + row / kQuantPanelRows * g.panel_bytes;
+    const size_t r = row % kQuantPanelRows;
+    for (uint64_t s = 0; s < supers; ++s) {
+      const uint8_t* in = gguf + (row * supers + s) * kGgufBlockBytes;
+      uint8_t* super = panel + s * Q5K::kSuperBytes;
+      std::memcpy(super + 2 * r, in, 2);                            // d
+      std::memcpy(super + 2 * kQuantPanelRows + 2 * r, in + 2, 2);  // dmin
+      const uint8_t* codes = in + 4;
+      const uint8_t* qh = in + 16;  // bit j of qh[l]: the fifth bit of sub-block j's value l
+      const uint8_t* qs = in + 48;
+      for (int j = 0; j < 8; ++j) {
+        uint8_t sc, m;
+        UnpackKCodes(codes, j, &sc, &m);
+        const uint64_t b = s * Q5K::kSuperBlocks + j;
+        panel[Q5K::ScaleOffset(b) + r] = sc;
+        panel[Q5K::ScaleOffset(b) + kQuantPanelRows + r] = m;
+        // Sub-block j's 32 values: the low (j even) or high (j odd) nibbles of qs[32·(j/2) ..],
+        // plus 16 where bit j of qh[l] is set.
+        uint8_t* blk = panel + g.scale_bytes + b * g.block_panel_bytes;
+        const uint8_t* q = qs + 32 * (j / 2);
+        for (size_t l = 0; l < 32; ++l) {
+          const int n = ((j % 2 == 0 ? q[l] : q[l] >> 4) & 0xF) | (((qh[l] >> j) & 1) << 4);
+          Q5K::SetValue(blk, r, l, n);
+        }
+      }
+    }
+  }
 }
 
 void PackQ6KFromGguf(uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* dst) {
@@ -172,7 +214,8 @@ uint16_t QuantScaleAt(const QuantGeometry& g, const uint8_t* data, uint64_t r, u
 bool QuantScalesValid(DType dtype, const QuantGeometry& g, const uint8_t* data, uint64_t* bad_row,
                       uint64_t* bad_block, const char** what, const char** problem) {
   const DTypeInfo* info = FindDType(dtype);
-  if (info != nullptr && info->quant_type == QuantType::kQ4K) {
+  if (info != nullptr &&
+      (info->quant_type == QuantType::kQ4K || info->quant_type == QuantType::kQ5K)) {
     for (uint64_t p = 0; p < g.panels; ++p) {
       const uint8_t* panel = data + p * g.panel_bytes;
       for (uint64_t b = 0; b < g.k_blocks; ++b) {

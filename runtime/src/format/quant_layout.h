@@ -34,7 +34,8 @@ uint16_t QuantScaleAt(const QuantGeometry& g, const uint8_t* data, uint64_t r, u
 
 // Checks every scale of a stored matrix of `dtype` (padding included): I8/I4 scales finite (a
 // scale may be negative: the converter maps a block's largest magnitude to -8 when that is the
-// better fit); Q4_K's d and dmin finite and its 6-bit codes at most 63; Q6_K's d finite. Returns false, the
+// better fit); Q4_K's and Q5_K's d and dmin finite and their 6-bit codes at most 63; Q6_K's d
+// finite. Returns false, the
 // (row, block) of the first bad one, what it is ("scale") and what is wrong with it ("is not
 // finite"), or true.
 bool QuantScalesValid(DType dtype, const QuantGeometry& g, const uint8_t* data, uint64_t* bad_row,
@@ -45,6 +46,9 @@ bool QuantScalesValid(DType dtype, const QuantGeometry& g, const uint8_t* data, 
 // mins, 128 bytes of nibbles), re-laid, not re-quantised. dst: the geometry's bytes, fully
 // written (padding rows zero).
 void PackQ4KFromGguf(uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* dst);
+// Q5_K: the same from GGUF's Q5_K rows (each row k / 256 blocks of 176 bytes: f16 d, f16 dmin,
+// Q4_K's 12 bytes of scales and mins, 32 bytes of fifth bits, 128 bytes of nibbles).
+void PackQ5KFromGguf(uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* dst);
 // Q6_K: the same from GGUF's Q6_K rows (each row k / 256 blocks of 210 bytes: 128 bytes of low
 // nibbles, 64 of high bit pairs, 16 int8 scales, f16 d).
 void PackQ6KFromGguf(uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* dst);

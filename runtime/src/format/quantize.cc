@@ -154,7 +154,8 @@ absl::Status QuantizeMatrix(DType dtype, uint64_t rows, uint64_t k, const float*
         absl::StrFormat("%s: dtype %s is not a quantised dtype (i8, i4); cannot quantise", what,
                         DTypeName(dtype)));
   }
-  if (QuantTypeOf(dtype) == QuantType::kQ4K || QuantTypeOf(dtype) == QuantType::kQ6K) {
+  if (QuantTypeOf(dtype) == QuantType::kQ4K || QuantTypeOf(dtype) == QuantType::kQ5K ||
+      QuantTypeOf(dtype) == QuantType::kQ6K) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: dtype %s is kept from GGUF files' tensors of that type; fflite does not quantise to "
         "it (use i4 or i8)",

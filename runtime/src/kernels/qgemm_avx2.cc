@@ -126,6 +126,8 @@ FFLITE_AVX2 void QGemmAvx2(size_t c, size_t k, size_t rows, const uint8_t* w, Qu
                            const float* bias, const QActBlock* xq, float* y, size_t y_stride) {
   if (type == QuantType::kQ6K) {
     QGemm<Q6K>(c, k, rows, w, bias, xq, y, y_stride);
+  } else if (type == QuantType::kQ5K) {
+    QGemm<Q5K>(c, k, rows, w, bias, xq, y, y_stride);
   } else if (type == QuantType::kQ4K) {
     QGemm<Q4K>(c, k, rows, w, bias, xq, y, y_stride);
   } else if (type == QuantType::kQ4) {

@@ -100,10 +100,10 @@ FFLITE_VNNI void Tile(size_t k_blocks, size_t scale_bytes, size_t panel_bytes, c
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(
             reinterpret_cast<const __m256i*>(w + r * panel_bytes + Q6K::SuperOffset(b))));
         const uint8_t* sc = w + r * panel_bytes + Q6K::ScaleOffset(b);
-        s_lo[r] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
-                                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)))));
-        s_hi[r] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
-                                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16)))));
+        const __m128i* codes = reinterpret_cast<const __m128i*>(sc);
+        s_lo[r] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(codes))));
+        s_hi[r] =
+            _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(codes + 1))));
       }
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
@@ -176,8 +176,9 @@ FFLITE_VNNI void Tile(size_t k_blocks, size_t scale_bytes, size_t panel_bytes, c
     for (int r = 0; r < R; ++r) {
       if constexpr (Q::kType == QuantType::kQ6K) {
         sw[r] = s_hi[r];  // the second half's (the first half's were scaled in after group 3)
-      } else if constexpr (Q::kType == QuantType::kQ4K) {
-        // s = d·sc (exact), offset = 8·s - dmin·m: Σ W·x = d_x·(s·Σ(n - 8)·q + offset·Σq).
+      } else if constexpr (HasMin<Q>()) {
+        // Q4K, Q5K: s = d·sc (exact), offset = o·s - dmin·m with o = kMinOffset (8, 16):
+        // Σ W·x = d_x·(s·Σ(n - o)·q + offset·Σq), the int8 sums being of n - o.
         const uint8_t* sc = w + r * panel_bytes + Q4K::ScaleOffset(b);
         const uint8_t* super = w + r * panel_bytes + Q4K::SuperOffset(b);
         const __m512 d =
@@ -189,7 +190,8 @@ FFLITE_VNNI void Tile(size_t k_blocks, size_t scale_bytes, size_t panel_bytes, c
         const __m512 m_code = _mm512_cvtepi32_ps(
             _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16))));
         sw[r] = _mm512_mul_ps(d, s_code);
-        offset[r] = _mm512_fmsub_ps(_mm512_set1_ps(8.0f), sw[r], _mm512_mul_ps(dmin, m_code));
+        offset[r] = _mm512_fmsub_ps(_mm512_set1_ps(static_cast<float>(Q::kMinOffset)), sw[r],
+                                    _mm512_mul_ps(dmin, m_code));
       } else {
         sw[r] = _mm512_cvtph_ps(
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + r * panel_bytes + b * 32)));
@@ -202,7 +204,7 @@ FFLITE_VNNI void Tile(size_t k_blocks, size_t scale_bytes, size_t panel_bytes, c
       for (int r = 0; r < R; ++r) {
         facc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r][t]), _mm512_mul_ps(sw[r], dx),
                                      facc[r][t]);
-        if constexpr (Q::kType == QuantType::kQ4K) {
+        if constexpr (HasMin<Q>()) {
           const __m512 sum_x = _mm512_set1_ps(xb[t]->d * static_cast<float>(xb[t]->sum));
           facc[r][t] = _mm512_fmadd_ps(offset[r], sum_x, facc[r][t]);
         }
@@ -390,6 +392,8 @@ FFLITE_VNNI void QGemmAvx512Vnni(size_t c, size_t k, size_t rows, const uint8_t*
                                  size_t y_stride) {
   if (type == QuantType::kQ6K) {
     QGemm<Q6K>(c, k, rows, w, bias, xq, y, y_stride);
+  } else if (type == QuantType::kQ5K) {
+    QGemm<Q5K>(c, k, rows, w, bias, xq, y, y_stride);
   } else if (type == QuantType::kQ4K) {
     QGemm<Q4K>(c, k, rows, w, bias, xq, y, y_stride);
   } else if (type == QuantType::kQ4) {

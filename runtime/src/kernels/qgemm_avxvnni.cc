@@ -17,6 +17,8 @@ FFLITE_QGEMM_AVX2 void QGemmAvxVnni(size_t c, size_t k, size_t rows, const uint8
                                     float* y, size_t y_stride) {
   if (type == QuantType::kQ6K) {
     QGemm<Q6K>(c, k, rows, w, bias, xq, y, y_stride);
+  } else if (type == QuantType::kQ5K) {
+    QGemm<Q5K>(c, k, rows, w, bias, xq, y, y_stride);
   } else if (type == QuantType::kQ4K) {
     QGemm<Q4K>(c, k, rows, w, bias, xq, y, y_stride);
   } else if (type == QuantType::kQ4) {

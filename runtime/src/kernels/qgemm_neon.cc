@@ -62,13 +62,13 @@ inline void LoadScales8(const uint8_t* p, float32x4_t* lo, float32x4_t* hi) {
 }
 
 // Block b's 16 scales of a panel into sw[4] (rows 4q..4q + 3 in sw[q]); Q6K: its halves' in sw
-// and off (each half's int32 dot products are scaled apart: the tiles flush after group 3). Q4K:
-// s = d·sc (exact)
-// and off = 8·s - dmin·m (one rounding), with which a block adds d_x·(s·Σ(n - 8)·q + off·Σq):
-// the Q4 dot products of n - 8 serve it (the same nibbles).
+// and off (each half's int32 dot products are scaled apart: the tiles flush after group 3). Q4K,
+// Q5K: s = d·sc (exact) and off = o·s - dmin·m (one rounding; o = kMinOffset), with which a block
+// adds d_x·(s·Σ(n - o)·q + off·Σq): the Q4 dot products of n - 8 (Q4K's nibbles) or the Q8 ones
+// of n - 16 (Q5K's int8 values) serve it.
 template <typename Q>
 inline void LoadBlockScales(const uint8_t* w, size_t b, float32x4_t* sw, float32x4_t* off) {
-  if constexpr (Q::kType == QuantType::kQ4K) {
+  if constexpr (HasMin<Q>()) {  // Q4K, Q5K
     const size_t super = b / 8 * (64 + 8 * 32), codes = super + 64 + b % 8 * 32;
     float32x4_t d[4], dmin[4];
     LoadScales8(w + super, &d[0], &d[1]);
@@ -82,7 +82,8 @@ inline void LoadBlockScales(const uint8_t* w, size_t b, float32x4_t* sw, float32
       const uint16x4_t s4 = q % 2 == 0 ? vget_low_u16(s16[q / 2]) : vget_high_u16(s16[q / 2]);
       const uint16x4_t m4 = q % 2 == 0 ? vget_low_u16(m16[q / 2]) : vget_high_u16(m16[q / 2]);
       sw[q] = vmulq_f32(d[q], vcvtq_f32_u32(vmovl_u16(s4)));
-      off[q] = vsubq_f32(vmulq_n_f32(sw[q], 8.0f), vmulq_f32(dmin[q], vcvtq_f32_u32(vmovl_u16(m4))));
+      off[q] = vsubq_f32(vmulq_n_f32(sw[q], static_cast<float>(Q::kMinOffset)),
+                         vmulq_f32(dmin[q], vcvtq_f32_u32(vmovl_u16(m4))));
     }
   } else if constexpr (Q::kType == QuantType::kQ6K) {
     // Q6K: sw = d·sc of the block's first 16 values, off = d·sc of its last 16 (exact).
@@ -233,7 +234,7 @@ void TileNeon(size_t k_blocks, size_t scale_bytes, const uint8_t* w, const QActB
           const float32x4_t* scale = HasHalfScales<Q>() ? off : sw;  // Q6K: the second half's
           facc[2 * h + q][t] =
               MulAdd(facc[2 * h + q][t], vcvtq_f32_s32(dot), vmulq_n_f32(scale[2 * h + q], a.d));
-          if constexpr (Q::kType == QuantType::kQ4K) {
+          if constexpr (HasMin<Q>()) {
             facc[2 * h + q][t] = MulAdd(facc[2 * h + q][t], off[2 * h + q],
                                         vdupq_n_f32(a.d * static_cast<float>(a.sum)));
           }
@@ -332,7 +333,7 @@ FFLITE_NEON_DOT void TileDot(size_t k_blocks, size_t scale_bytes, const uint8_t*
       const float d = x[t * k_blocks + b].d;
       for (int q = 0; q < 4; ++q) {
         facc[q][t] = vfmaq_f32(facc[q][t], vcvtq_f32_s32(acc[q][t]), vmulq_n_f32(scale[q], d));
-        if constexpr (Q::kType == QuantType::kQ4K) {
+        if constexpr (HasMin<Q>()) {
           const float sum = d * static_cast<float>(x[t * k_blocks + b].sum);
           facc[q][t] = vfmaq_f32(facc[q][t], off[q], vdupq_n_f32(sum));
         }
@@ -446,14 +447,14 @@ FFLITE_NEON_I8MM void TileI8mm(size_t k_blocks, size_t scale_bytes, const uint8_
       // acc[2i] = [4i·t, 4i·t', 4i+1·t, 4i+1·t'], acc[2i+1] the same for rows 4i+2, 4i+3.
       const int32x4_t dot0 = vuzp1q_s32(acc[2 * i], acc[2 * i + 1]);
       facc[i][0] = vfmaq_f32(facc[i][0], vcvtq_f32_s32(dot0), vmulq_n_f32(scale[i], a0.d));
-      if constexpr (Q::kType == QuantType::kQ4K) {
+      if constexpr (HasMin<Q>()) {
         facc[i][0] = vfmaq_f32(facc[i][0], off[i], vdupq_n_f32(a0.d * static_cast<float>(a0.sum)));
       }
       if constexpr (T == 2) {
         const int32x4_t dot1 = vuzp2q_s32(acc[2 * i], acc[2 * i + 1]);
         facc[i][T - 1] =
             vfmaq_f32(facc[i][T - 1], vcvtq_f32_s32(dot1), vmulq_n_f32(scale[i], a1.d));
-        if constexpr (Q::kType == QuantType::kQ4K) {
+        if constexpr (HasMin<Q>()) {
           facc[i][T - 1] = vfmaq_f32(facc[i][T - 1], off[i],
                                      vdupq_n_f32(a1.d * static_cast<float>(a1.sum)));
         }
@@ -555,11 +556,18 @@ void QuantizeActivationsNeon(size_t c, size_t k, const float* x, size_t x_stride
 void QGemmNeon(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type, const float* bias,
                const QActBlock* xq, float* y, size_t y_stride) {
   if (type == QuantType::kQ6K) {
-    QGemmPanels<Q6K, TileNeon<Q6K, kMaxTokens>, TileNeon<Q6K, 1>>(c, k, rows, w, bias, xq, y, y_stride);
+    QGemmPanels<Q6K, TileNeon<Q6K, kMaxTokens>, TileNeon<Q6K, 1>>(c, k, rows, w, bias, xq, y,
+                                                                  y_stride);
+    return;
+  }
+  if (type == QuantType::kQ5K) {
+    QGemmPanels<Q5K, TileNeon<Q5K, kMaxTokens>, TileNeon<Q5K, 1>>(c, k, rows, w, bias, xq, y,
+                                                                  y_stride);
     return;
   }
   if (type == QuantType::kQ4K) {
-    QGemmPanels<Q4K, TileNeon<Q4K, kMaxTokens>, TileNeon<Q4K, 1>>(c, k, rows, w, bias, xq, y, y_stride);
+    QGemmPanels<Q4K, TileNeon<Q4K, kMaxTokens>, TileNeon<Q4K, 1>>(c, k, rows, w, bias, xq, y,
+                                                                  y_stride);
     return;
   }
   if (type == QuantType::kQ4) {
@@ -575,11 +583,18 @@ void QGemmNeon(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type
 void QGemmNeonDot(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
                   const float* bias, const QActBlock* xq, float* y, size_t y_stride) {
   if (type == QuantType::kQ6K) {
-    QGemmPanels<Q6K, TileDot<Q6K, kMaxTokens>, TileDot<Q6K, 1>>(c, k, rows, w, bias, xq, y, y_stride);
+    QGemmPanels<Q6K, TileDot<Q6K, kMaxTokens>, TileDot<Q6K, 1>>(c, k, rows, w, bias, xq, y,
+                                                                y_stride);
+    return;
+  }
+  if (type == QuantType::kQ5K) {
+    QGemmPanels<Q5K, TileDot<Q5K, kMaxTokens>, TileDot<Q5K, 1>>(c, k, rows, w, bias, xq, y,
+                                                                y_stride);
     return;
   }
   if (type == QuantType::kQ4K) {
-    QGemmPanels<Q4K, TileDot<Q4K, kMaxTokens>, TileDot<Q4K, 1>>(c, k, rows, w, bias, xq, y, y_stride);
+    QGemmPanels<Q4K, TileDot<Q4K, kMaxTokens>, TileDot<Q4K, 1>>(c, k, rows, w, bias, xq, y,
+                                                                y_stride);
     return;
   }
   if (type == QuantType::kQ4) {
@@ -594,6 +609,10 @@ void QGemmNeonI8mm(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType 
   static_assert(kMaxTokens == 2, "QGemmPanels steps by kMaxTokens; TileI8mm takes one pair");
   if (type == QuantType::kQ6K) {
     QGemmPanels<Q6K, TileI8mm<Q6K, 2>, TileI8mm<Q6K, 1>>(c, k, rows, w, bias, xq, y, y_stride);
+    return;
+  }
+  if (type == QuantType::kQ5K) {
+    QGemmPanels<Q5K, TileI8mm<Q5K, 2>, TileI8mm<Q5K, 1>>(c, k, rows, w, bias, xq, y, y_stride);
     return;
   }
   if (type == QuantType::kQ4K) {

@@ -184,12 +184,12 @@ struct Avx2 {
     }
     __m256 sums[T][2];
     BlockSumsI8<T, Q::kBits == 4>(blk, xb, sums);
-    if constexpr (Q::kType == QuantType::kQ4K) {
+    if constexpr (HasMin<Q>()) {
       float sum_x[T];
       for (int t = 0; t < T; ++t) sum_x[t] = BlockSum(xb[t]);
       for (int h = 0; h < 2; ++h) {
         __m256 scale, offset;
-        KScales(scales, super, h, &scale, &offset);
+        KScales(scales, super, h, static_cast<float>(Q::kMinOffset), &scale, &offset);
         for (int t = 0; t < T; ++t) {
           acc[t].v[h] = _mm256_fmadd_ps(sums[t][h], scale, acc[t].v[h]);
           acc[t].v[h] = _mm256_fmadd_ps(offset, _mm256_set1_ps(sum_x[t]), acc[t].v[h]);
@@ -206,9 +206,9 @@ struct Avx2 {
     }
   }
 
-  // Q4K: rows 8h..8h + 7's scales s = d·sc (exact) and offsets 8·s - dmin·m (one rounding),
-  // with which Σ W·x = s·Σ(n - 8)·x + offset·Σx.
-  FFLITE_AVX2 static void KScales(const uint8_t* scales, const uint8_t* super, int h,
+  // Q4K, Q5K: rows 8h..8h + 7's scales s = d·sc (exact) and offsets steps·s - dmin·m (one
+  // rounding; steps = kMinOffset), with which Σ W·x = s·Σ(n - steps)·x + offset·Σx.
+  FFLITE_AVX2 static void KScales(const uint8_t* scales, const uint8_t* super, int h, float steps,
                                   __m256* scale, __m256* offset) {
     const __m256 d =
         _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(super + 16 * h)));
@@ -219,7 +219,7 @@ struct Avx2 {
     const __m256 m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
         _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 16 + 8 * h))));
     *scale = _mm256_mul_ps(d, sc);
-    *offset = _mm256_fmsub_ps(_mm256_set1_ps(8.0f), *scale, _mm256_mul_ps(dmin, m));
+    *offset = _mm256_fmsub_ps(_mm256_set1_ps(steps), *scale, _mm256_mul_ps(dmin, m));
   }
   // Q6K: rows 8h..8h + 7's scales d·sc of the block's two halves (exact).
   FFLITE_AVX2 static void K6Scales(const uint8_t* scales, const uint8_t* super, int h,
@@ -254,7 +254,7 @@ struct Avx2 {
       }
       return;
     }
-    [[maybe_unused]] const float sum_x = Q::kType == QuantType::kQ4K ? BlockSum(xb[0]) : 0.0f;
+    [[maybe_unused]] const float sum_x = HasMin<Q>() ? BlockSum(xb[0]) : 0.0f;
     for (int j = 0; j < P; ++j) {
       __m256 sums[1][2];
       if constexpr (Q::kBits == 4) {
@@ -266,9 +266,10 @@ struct Avx2 {
       }
       const uint8_t* s = scales + j * panel_bytes;
       for (int h = 0; h < 2; ++h) {
-        if constexpr (Q::kType == QuantType::kQ4K) {
+        if constexpr (HasMin<Q>()) {
           __m256 scale, offset;
-          KScales(s, super + j * panel_bytes, h, &scale, &offset);
+          KScales(s, super + j * panel_bytes, h, static_cast<float>(Q::kMinOffset), &scale,
+                  &offset);
           acc[j].v[h] = _mm256_fmadd_ps(sums[0][h], scale, acc[j].v[h]);
           acc[j].v[h] = _mm256_fmadd_ps(offset, _mm256_set1_ps(sum_x), acc[j].v[h]);
         } else {

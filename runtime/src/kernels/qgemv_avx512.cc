@@ -253,9 +253,9 @@ struct Avx512 {
     } else {
       BlockSumsI8<T>(blk, xb, sums);
     }
-    if constexpr (Q::kType == QuantType::kQ4K) {
+    if constexpr (HasMin<Q>()) {
       __m512 scale, offset;
-      KScales(scales, super, &scale, &offset);
+      KScales(scales, super, static_cast<float>(Q::kMinOffset), &scale, &offset);
       for (int t = 0; t < T; ++t) {
         acc[t].v = _mm512_fmadd_ps(sums[t], scale, acc[t].v);
         acc[t].v = _mm512_fmadd_ps(offset, _mm512_set1_ps(BlockSum(xb[t])), acc[t].v);
@@ -288,11 +288,12 @@ struct Avx512 {
     } else {
       for (int j = 0; j < P; ++j) BlockSumsI8<1>(blk + j * panel_bytes, xb, &sums[j]);
     }
-    if constexpr (Q::kType == QuantType::kQ4K) {
+    if constexpr (HasMin<Q>()) {
       const __m512 sum_x = _mm512_set1_ps(BlockSum(xb[0]));
       for (int j = 0; j < P; ++j) {
         __m512 scale, offset;
-        KScales(scales + j * panel_bytes, super + j * panel_bytes, &scale, &offset);
+        KScales(scales + j * panel_bytes, super + j * panel_bytes,
+                static_cast<float>(Q::kMinOffset), &scale, &offset);
         acc[j].v = _mm512_fmadd_ps(sums[j], scale, acc[j].v);
         acc[j].v = _mm512_fmadd_ps(offset, sum_x, acc[j].v);
       }
@@ -305,10 +306,11 @@ struct Avx512 {
     }
   }
 
-  // Q4K: the 16 rows' scales s = d·sc (exact) and offsets 8·s - dmin·m (8·s and dmin·m exact, one
-  // rounding), with which Σ W·x = s·Σ(n - 8)·x + offset·Σx.
-  FFLITE_AVX512 static void KScales(const uint8_t* scales, const uint8_t* super, __m512* scale,
-                                    __m512* offset) {
+  // Q4K, Q5K: the 16 rows' scales s = d·sc (exact) and offsets steps·s - dmin·m (steps·s and
+  // dmin·m exact, one rounding; steps = kMinOffset), with which Σ W·x = s·Σ(n - steps)·x +
+  // offset·Σx.
+  FFLITE_AVX512 static void KScales(const uint8_t* scales, const uint8_t* super, float steps,
+                                    __m512* scale, __m512* offset) {
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(super)));
     const __m512 dmin =
         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(super + 32)));
@@ -317,7 +319,7 @@ struct Avx512 {
     const __m512 m = _mm512_cvtepi32_ps(
         _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16))));
     *scale = _mm512_mul_ps(d, sc);
-    *offset = _mm512_fmsub_ps(_mm512_set1_ps(8.0f), *scale, _mm512_mul_ps(dmin, m));
+    *offset = _mm512_fmsub_ps(_mm512_set1_ps(steps), *scale, _mm512_mul_ps(dmin, m));
   }
   // Q6K: the 16 rows' scales d·sc of the block's two halves (exact).
   FFLITE_AVX512 static void K6Scales(const uint8_t* scales, const uint8_t* super, __m512* lo,

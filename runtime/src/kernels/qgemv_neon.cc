@@ -235,9 +235,10 @@ struct Neon {
       return;
     }
     BlockSums<T, Q>(blk, xb, part);
-    if constexpr (Q::kType == QuantType::kQ4K) {
-      // s = d·sc (exact) and offset = 8·s - dmin·m (one rounding): Σ W·x = s·Σ(n - 8)·x +
-      // offset·Σx, with the Q4 sums of n - 8 (the same nibbles).
+    if constexpr (HasMin<Q>()) {
+      // Q4K, Q5K: s = d·sc (exact) and offset = o·s - dmin·m (one rounding; o = kMinOffset):
+      // Σ W·x = s·Σ(n - o)·x + offset·Σx, with the Q4 sums of n - 8 (Q4K: the same nibbles) or
+      // the Q8 sums of n - 16 (Q5K: its int8 values).
       float32x4_t d[4], dmin[4], offset[4];
       LoadScales(super, d);
       LoadScales(super + 2 * kQuantPanelRows, dmin);
@@ -248,7 +249,7 @@ struct Neon {
         const uint16x4_t s4 = m % 2 == 0 ? vget_low_u16(sc16[m / 2]) : vget_high_u16(sc16[m / 2]);
         const uint16x4_t m4 = m % 2 == 0 ? vget_low_u16(m16[m / 2]) : vget_high_u16(m16[m / 2]);
         scale[m] = vmulq_f32(d[m], vcvtq_f32_u32(vmovl_u16(s4)));
-        offset[m] = vsubq_f32(vmulq_n_f32(scale[m], 8.0f),
+        offset[m] = vsubq_f32(vmulq_n_f32(scale[m], static_cast<float>(Q::kMinOffset)),
                               vmulq_f32(dmin[m], vcvtq_f32_u32(vmovl_u16(m4))));
       }
       for (int t = 0; t < T; ++t) {

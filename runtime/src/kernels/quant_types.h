@@ -135,6 +135,8 @@ struct Q4K {
   static constexpr size_t kSuperBlocks = 8;          // blocks of 32 per super-block
   static constexpr uint64_t kSuperBytes = 64 + 8 * 32;  // a super-block's share of the scale area
   static constexpr uint8_t kMaxCode = 63;            // sc and m are 6-bit
+  // The kernels sum (n - kMinOffset)·x (Q4's nibble sums) and add (kMinOffset·s - m)·Σx.
+  static constexpr int kMinOffset = 8;
   static int Value(const uint8_t* blk, size_t r, size_t j) { return Q4::Value(blk, r, j) + 8; }
   static void SetValue(uint8_t* blk, size_t r, size_t j, int n) { Q4::SetValue(blk, r, j, n - 8); }
   static constexpr uint64_t SuperOffset(uint64_t b) { return b / kSuperBlocks * kSuperBytes; }
@@ -169,11 +171,32 @@ struct Q6K {
   }
 };
 
-// Where block b's scales start in a panel (Q8, Q4: its 16 f16; Q4K: its sc and m bytes; Q6K: its
-// two halves' sc bytes).
+// Q5K: GGUF's Q5_K with its bits: Q4K's super-blocks, scales, mins and scale area, the value n in
+// [0, 31] (4 bits and GGUF's fifth) kept as int8 n - 16 in Q8's layout, which the int8 kernels
+// read:
+//   W[r, j] = (d·sc)·n - (dmin·m), each product in f32 (exact: at most 22 significant bits).
+// 8.625 bits per weight (GGUF's 5.5: each value a byte).
+struct Q5K {
+  static constexpr QuantType kType = QuantType::kQ5K;
+  static constexpr size_t kBits = 8;
+  static constexpr uint64_t kBlockPanelBytes = 8 * 64;
+  static constexpr int kMinValue = 0, kMaxValue = 31;
+  static constexpr int kOffset = 0;
+  static constexpr size_t kSuperBlocks = 8;
+  static constexpr uint64_t kSuperBytes = 64 + 8 * 32;
+  static constexpr uint8_t kMaxCode = 63;
+  static constexpr int kMinOffset = 16;  // the kernels sum (n - 16)·x, the stored int8
+  static int Value(const uint8_t* blk, size_t r, size_t j) { return Q8::Value(blk, r, j) + 16; }
+  static void SetValue(uint8_t* blk, size_t r, size_t j, int n) { Q8::SetValue(blk, r, j, n - 16); }
+  static constexpr uint64_t SuperOffset(uint64_t b) { return Q4K::SuperOffset(b); }
+  static constexpr uint64_t ScaleOffset(uint64_t b) { return Q4K::ScaleOffset(b); }
+};
+
+// Where block b's scales start in a panel (Q8, Q4: its 16 f16; Q4K, Q5K: its sc and m bytes; Q6K:
+// its two halves' sc bytes).
 template <typename Q>
 constexpr uint64_t BlockScaleOffset(uint64_t b) {
-  if constexpr (std::is_same_v<Q, Q4K> || std::is_same_v<Q, Q6K>) {
+  if constexpr (std::is_same_v<Q, Q4K> || std::is_same_v<Q, Q5K> || std::is_same_v<Q, Q6K>) {
     return Q::ScaleOffset(b);
   } else {
     return b * kQuantPanelRows * 2;
@@ -182,7 +205,7 @@ constexpr uint64_t BlockScaleOffset(uint64_t b) {
 // Whether Q has a min per block (W = scale·n - min) rather than a symmetric scale alone.
 template <typename Q>
 constexpr bool HasMin() {
-  return std::is_same_v<Q, Q4K>;
+  return std::is_same_v<Q, Q4K> || std::is_same_v<Q, Q5K>;
 }
 // Whether Q has a scale per half-block of 16 values (Q6K) rather than one per block.
 template <typename Q>
@@ -192,13 +215,14 @@ constexpr bool HasHalfScales() {
 // Whether Q's scales are per super-block of 8 blocks (the k-quants: k a multiple of 256).
 template <typename Q>
 constexpr bool HasSuperBlocks() {
-  return std::is_same_v<Q, Q4K> || std::is_same_v<Q, Q6K>;
+  return std::is_same_v<Q, Q4K> || std::is_same_v<Q, Q5K> || std::is_same_v<Q, Q6K>;
 }
 
 // f(Q{}) with the traits of `type`.
 template <typename F>
 decltype(auto) WithQuantTraits(QuantType type, F&& f) {
   if (type == QuantType::kQ6K) return f(Q6K{});
+  if (type == QuantType::kQ5K) return f(Q5K{});
   if (type == QuantType::kQ4K) return f(Q4K{});
   if (type == QuantType::kQ4) return f(Q4{});
   return f(Q8{});
@@ -236,7 +260,7 @@ inline uint16_t PanelScale(const uint8_t* panel, size_t r, uint64_t b) {
   return s;
 }
 
-// Q4K: row r's sc and m of block b and its super-block's d and dmin (f16 bits) in a panel.
+// Q4K, Q5K: row r's sc and m of block b and its super-block's d and dmin (f16 bits) in a panel.
 inline uint8_t KCode(const uint8_t* panel, size_t r, uint64_t b, bool min) {
   return panel[Q4K::ScaleOffset(b) + (min ? kQuantPanelRows : 0) + r];
 }

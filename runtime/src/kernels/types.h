@@ -15,8 +15,8 @@ inline constexpr size_t FloatTypeBytes(FloatType t) { return t == FloatType::kF3
 
 // Block-quantised weights as the quantised kernels read them (kernels/quant_types.h: their
 // traits).
-enum class QuantType : uint8_t { kQ8, kQ4, kQ4K, kQ6K };
-inline constexpr size_t kQuantTypeCount = 4;
+enum class QuantType : uint8_t { kQ8, kQ4, kQ4K, kQ6K, kQ5K };
+inline constexpr size_t kQuantTypeCount = 5;
 
 // The element-wise activations.
 enum class ActKind : uint8_t { kRelu, kGeluErf, kGeluTanh, kSilu, kSigmoid, kSwigluOai };
