@@ -141,11 +141,12 @@ absl::Status RelayQ(const View& v, DType dtype, uint8_t* dst) {
   return absl::OkStatus();
 }
 
-// Q4_K / Q6_K rows kept as they are: every super-block's d (and Q4_K's dmin) must be finite (the
-// loader's check).
+// Q4_K / Q5_K / Q6_K rows kept as they are: every super-block's d (and Q4_K's and Q5_K's dmin)
+// must be finite (the loader's check).
 absl::Status CheckKSupers(const View& v) {
-  const bool q4k = v.t->type->type == GgmlType::Q4_K;
-  const uint64_t supers = v.cols / 256, block = q4k ? 144 : 210;
+  const GgmlType type = v.t->type->type;
+  const bool q4k = type == GgmlType::Q4_K || type == GgmlType::Q5_K;  // d and dmin first
+  const uint64_t supers = v.cols / 256, block = v.t->type->block_bytes;
   for (uint64_t r = 0; r < v.rows; ++r) {
     for (uint64_t s = 0; s < supers; ++s) {
       const uint8_t* in = v.Begin() + r * v.RowBytes() + s * block;
@@ -175,6 +176,7 @@ TensorSource Source(const View& v, std::vector<uint64_t> shape, bool matrix, boo
   if (native && matrix && type == GgmlType::Q4_0) quant = DType::I4;
   if (native && matrix && type == GgmlType::Q4_K) quant = DType::Q4_K;
   if (native && matrix && type == GgmlType::Q6_K) quant = DType::Q6_K;
+  if (native && matrix && type == GgmlType::Q5_K) quant = DType::Q5_K;
   if (native && matrix && int8_ok) quant = DType::I8;
   const DType as_is = FloatDType(type);
   const uint64_t begin = v.first_row * v.RowBytes(), end = begin + v.rows * v.RowBytes();
@@ -190,6 +192,9 @@ TensorSource Source(const View& v, std::vector<uint64_t> shape, bool matrix, boo
       } else if (quant == DType::Q6_K) {
         FFLITE_RETURN_IF_ERROR(CheckKSupers(v));
         PackQ6KFromGguf(v.rows, v.cols, v.Begin(), dst);
+      } else if (quant == DType::Q5_K) {
+        FFLITE_RETURN_IF_ERROR(CheckKSupers(v));
+        PackQ5KFromGguf(v.rows, v.cols, v.Begin(), dst);
       } else {
         FFLITE_RETURN_IF_ERROR(RelayQ(v, quant, dst));
       }
@@ -583,6 +588,8 @@ std::string DescribeGguf(GgufPtr file) {
         h = "q4_k, bits kept";
       } else if (ty == GgmlType::Q6_K) {
         h = "q6_k, bits kept";
+      } else if (ty == GgmlType::Q5_K) {
+        h = "q5_k, bits kept";
       } else if (ty == GgmlType::MXFP4) {
         h = "i8, bits kept (f32, exact, where a scale leaves f16's range)";
       } else if (GgufScalesFitInt8(ty, nullptr, 0)) {

@@ -719,11 +719,12 @@ TEST_F(GgufTest, Mxfp4ExpertsShareOneDtype) {
   }
 }
 
-// Q4_K and Q6_K are kept as q4_k and q6_k, their bits re-laid: each value fflite dequantises
-// (DequantizeRows, what the reference backend multiplies) is the specification's (DequantizeGguf,
+// Q4_K, Q5_K and Q6_K are kept as q4_k, q5_k and q6_k, their bits re-laid: each value fflite
+// dequantises (DequantizeRows, what the reference backend multiplies) is the specification's
+// (DequantizeGguf,
 // itself checked against the specification in gguf_types_test) bit for bit. Types fflite has no
-// kernels for yet (Q5_K here) are stored as f32, each value exactly the specification's
-// dequantisation.
+// kernels for yet (Q3_K here, in a second file) are stored as f32, each value exactly the
+// specification's dequantisation.
 TEST_F(GgufTest, KQuantsKeptOrDequantisedExactly) {
   GgufWriter g;
   constexpr uint32_t kFf = 256;  // a k-quant block is 256 values of a row
@@ -764,19 +765,48 @@ TEST_F(GgufTest, KQuantsKeptOrDequantisedExactly) {
   for (const auto& [t, src] : cases) {
     std::vector<float> want(t->numel());
     ASSERT_OK(converter::DequantizeGguf(src.first, src.second->data(), want.size(), want.data()));
-    if (src.first != converter::GgmlType::Q5_K) {
-      ASSERT_EQ(t->dtype, src.first == converter::GgmlType::Q4_K ? DType::Q4_K : DType::Q6_K);
-      std::vector<float> got(t->numel());
-      DequantizeRows(t->dtype, t->layout, t->shape[0], t->shape[1], t->data, 0, t->shape[0],
-                     got.data());
-      EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0) << DTypeName(t->dtype);
-      continue;
-    }
-    ASSERT_EQ(t->dtype, DType::F32);
-    ASSERT_EQ(t->size, want.size() * 4);
-    EXPECT_EQ(std::memcmp(t->data, want.data(), t->size), 0);
+    ASSERT_EQ(t->dtype, src.first == converter::GgmlType::Q4_K   ? DType::Q4_K
+                        : src.first == converter::GgmlType::Q5_K ? DType::Q5_K
+                                                                 : DType::Q6_K);
+    std::vector<float> got(t->numel());
+    DequantizeRows(t->dtype, t->layout, t->shape[0], t->shape[1], t->data, 0, t->shape[0],
+                   got.data());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0) << DTypeName(t->dtype);
   }
-  // The layer on the CPU backend against the reference on the same file (q4_k, f32 and q6_k
+  // Q3_K (no kernels of fflite's): f32, each value the specification's.
+  {
+    constexpr uint32_t kQ3K = 11;  // hmask[32], qs[64], scales[12], d
+    GgufWriter g3;
+    g3.Str("general.architecture", "llama");
+    g3.U32("llama.embedding_length", 256);
+    g3.U32("llama.block_count", 1);
+    g3.U32("llama.feed_forward_length", kFf);
+    std::vector<uint8_t> q3[3];
+    for (auto& b : q3) {
+      b.resize(kFf * 256 / 256 * 110);
+      for (uint8_t& v : b) v = static_cast<uint8_t>(rng.Uniform(0.0f, 255.99f));
+      for (size_t i = 0; i < b.size(); i += 110) {
+        const uint16_t h = F32ToF16(rng.Uniform(-1.0f, 1.0f));
+        std::memcpy(&b[i + 108], &h, 2);
+      }
+    }
+    g3.Matrix("blk.0.ffn_norm.weight", {256}, kGgmlF32, rng.Vec(256, 1.0f));
+    g3.Tensor("blk.0.ffn_gate.weight", {256, kFf}, kQ3K, q3[0]);
+    g3.Tensor("blk.0.ffn_up.weight", {256, kFf}, kQ3K, q3[1]);
+    g3.Tensor("blk.0.ffn_down.weight", {kFf, 256}, kQ3K, q3[2]);
+    ASSERT_OK_AND_ASSIGN(auto m3, ConvertGguf(WriteGguf(g3, "q3k.gguf"), {}, "q3k.fflite"));
+    const FfnView& f3 = m3->layers()[0].ffn;
+    const TensorView* ts[3] = {&f3.gate, &f3.up, &f3.down};
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_EQ(ts[i]->dtype, DType::F32);
+      std::vector<float> want(ts[i]->numel());
+      ASSERT_OK(converter::DequantizeGguf(converter::GgmlType::Q3_K, q3[i].data(), want.size(),
+                                          want.data()));
+      ASSERT_EQ(ts[i]->size, want.size() * 4);
+      EXPECT_EQ(std::memcmp(ts[i]->data, want.data(), ts[i]->size), 0) << i;
+    }
+  }
+  // The layer on the CPU backend against the reference on the same file (q4_k, q5_k and q6_k
   // matrices mixed; float activations at one token, the f32 tolerance).
   {
     Rng xr(6);
