@@ -448,28 +448,37 @@ int main(int argc, char** argv) {
     }
     if (!WriteFile(loader + "/model" + std::to_string(n++) + ".fflite", *bytes)) return 1;
   }
-  // q6_k: the same layer with q6_k up and gate (d per 256, int8 scales per 16, int8 values).
-  {
-    testing::Rng rng(8);
+  // q6_k and q5_k: the same layer with up and gate of that dtype (q6_k: d per 256, int8 scales per
+  // 16, int8 values; q5_k: q4_k's scales and mins, int8 values).
+  for (const DType dtype : {DType::Q6_K, DType::Q5_K}) {
+    const bool q6 = dtype == DType::Q6_K;
+    const size_t block = q6 ? 210 : 176;
+    testing::Rng rng(q6 ? 8 : 9);
     testing::FfnParams fp;
     fp.d_model = 256;
     fp.d_ff = 16;
     LayerSpec l;
     l.ffn = testing::RandomFfn(fp, rng);
     for (TensorSource* t : {&l.ffn.up, &l.ffn.gate}) {
-      std::vector<uint8_t> gguf(16 * 210);
+      std::vector<uint8_t> gguf(16 * block);
       for (uint8_t& b : gguf) b = static_cast<uint8_t>(rng.Uniform(0.0f, 255.99f));
-      for (size_t i = 0; i < gguf.size(); i += 210) {
-        const uint16_t d = 0x1800;  // 2^-9: values about ±0.1
-        std::memcpy(&gguf[i + 208], &d, 2);
+      for (size_t i = 0; i < gguf.size(); i += block) {
+        if (q6) {
+          const uint16_t d = 0x1800;  // 2^-9: values about ±0.1
+          std::memcpy(&gguf[i + 208], &d, 2);
+        } else {
+          const uint16_t d = 0x1c00, dmin = 0x2400;  // 2^-8, 2^-6
+          std::memcpy(&gguf[i], &d, 2);
+          std::memcpy(&gguf[i + 2], &dmin, 2);
+        }
       }
-      auto packed = std::make_shared<std::vector<uint8_t>>(
-          QuantMatrixGeometry(DType::Q6_K, 16, 256).bytes());
-      PackQ6KFromGguf(16, 256, gguf.data(), packed->data());
-      t->dtype = DType::Q6_K;
+      auto packed =
+          std::make_shared<std::vector<uint8_t>>(QuantMatrixGeometry(dtype, 16, 256).bytes());
+      (q6 ? PackQ6KFromGguf : PackQ5KFromGguf)(16, 256, gguf.data(), packed->data());
+      t->dtype = dtype;
       t->shape = {16, 256};
       t->fill = [packed](uint8_t* dst, uint64_t bytes) -> absl::Status {
-        if (bytes != packed->size()) return absl::InternalError("q6_k seed: byte count");
+        if (bytes != packed->size()) return absl::InternalError("k-quant seed: byte count");
         std::memcpy(dst, packed->data(), bytes);
         return absl::OkStatus();
       };
