@@ -42,6 +42,37 @@ void UnpackKCodes(const uint8_t* codes, int j, uint8_t* sc, uint8_t* m) {
   }
 }
 
+// Q4K, Q5K from GGUF's Q4_K / Q5_K rows (k a multiple of 256; each row k / 256 blocks of
+// `block_bytes`), which lead each block alike: f16 d, f16 dmin, 12 bytes of 6-bit scales and
+// mins. put(in, j, blk, r) writes sub-block j's 32 values of the block at `in` into row r of the
+// panel block `blk`. Padding rows: zero d, dmin and codes, and values 0 (the memset: Q4K's
+// nibbles 0, Q5K's int8 0), which the zero scales make zero weights.
+template <typename Q, typename Put>
+void PackKMinFromGguf(uint64_t rows, uint64_t k, const uint8_t* gguf, uint64_t block_bytes,
+                      uint8_t* dst, Put&& put) {
+  const QuantGeometry g = GeometryOf<Q>(rows, k);
+  std::memset(dst, 0, g.bytes());
+  const uint64_t supers = k / 256;
+  for (uint64_t row = 0; row < rows; ++row) {
+    uint8_t* panel = dst + row / kQuantPanelRows * g.panel_bytes;
+    const size_t r = row % kQuantPanelRows;
+    for (uint64_t s = 0; s < supers; ++s) {
+      const uint8_t* in = gguf + (row * supers + s) * block_bytes;
+      uint8_t* super = panel + s * Q::kSuperBytes;
+      std::memcpy(super + 2 * r, in, 2);                            // d
+      std::memcpy(super + 2 * kQuantPanelRows + 2 * r, in + 2, 2);  // dmin
+      for (int j = 0; j < 8; ++j) {
+        uint8_t sc, m;
+        UnpackKCodes(in + 4, j, &sc, &m);
+        const uint64_t b = s * Q::kSuperBlocks + j;
+        panel[Q::ScaleOffset(b) + r] = sc;
+        panel[Q::ScaleOffset(b) + kQuantPanelRows + r] = m;
+        put(in, j, panel + g.scale_bytes + b * g.block_panel_bytes, r);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 QuantGeometry QuantMatrixGeometry(DType dtype, uint64_t rows, uint64_t k) {
@@ -90,77 +121,35 @@ void RepadQuantMatrix(DType dtype, uint64_t rows, uint64_t k, const uint8_t* src
 }
 
 void PackQ4KFromGguf(uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* dst) {
-  const QuantGeometry g = GeometryOf<Q4K>(rows, k);
-  std::memset(dst, 0, g.bytes());
-  constexpr uint64_t kGgufBlockBytes = 144;
-  const uint64_t supers = k / 256;
-  for (uint64_t row = 0; row < rows; ++row) {
-    uint8_t* panel = dst + row / kQuantPanelRows * g.panel_bytes;
-    const size_t r = row % kQuantPanelRows;
-    for (uint64_t s = 0; s < supers; ++s) {
-      const uint8_t* in = gguf + (row * supers + s) * kGgufBlockBytes;
-      uint8_t* super = panel + s * Q4K::kSuperBytes;
-      std::memcpy(super + 2 * r, in, 2);                         // d
-      std::memcpy(super + 2 * kQuantPanelRows + 2 * r, in + 2, 2);  // dmin
-      const uint8_t* codes = in + 4;
-      const uint8_t* qs = in + 16;
-      for (int j = 0; j < 8; ++j) {
-        uint8_t sc, m;
-        UnpackKCodes(codes, j, &sc, &m);
-        const uint64_t b = s * Q4K::kSuperBlocks + j;
-        panel[Q4K::ScaleOffset(b) + r] = sc;
-        panel[Q4K::ScaleOffset(b) + kQuantPanelRows + r] = m;
-        // Sub-block j's 32 values: the low (j even) or high (j odd) nibbles of qs[32·(j/2) ..];
-        // the panel's byte c·64 + 4r + i holds values 4c + i (low nibble) and 16 + 4c + i (high).
-        uint8_t* blk = panel + g.scale_bytes + b * g.block_panel_bytes;
-        const uint8_t* q = qs + 32 * (j / 2);
-        const int shift = j % 2 == 0 ? 0 : 4;
-        for (size_t c = 0; c < 4; ++c) {
-          for (size_t i = 0; i < 4; ++i) {
-            const unsigned lo = (q[4 * c + i] >> shift) & 0xFu;
-            const unsigned hi = (q[16 + 4 * c + i] >> shift) & 0xFu;
-            blk[c * 64 + 4 * r + i] = static_cast<uint8_t>(lo | (hi << 4));
-          }
-        }
-      }
-    }
-  }
-  // Padding rows: zero d, dmin and codes, and values 0 (nibbles 0, the memset).
+  // Sub-block j's 32 values: the low (j even) or high (j odd) nibbles of qs[32·(j/2) ..]; the
+  // panel's byte c·64 + 4r + i holds values 4c + i (low nibble) and 16 + 4c + i (high).
+  PackKMinFromGguf<Q4K>(rows, k, gguf, 144, dst,
+                        [](const uint8_t* in, int j, uint8_t* blk, size_t r) {
+                          const uint8_t* q = in + 16 + 32 * (j / 2);
+                          const int shift = j % 2 == 0 ? 0 : 4;
+                          for (size_t c = 0; c < 4; ++c) {
+                            for (size_t i = 0; i < 4; ++i) {
+                              const unsigned lo = (q[4 * c + i] >> shift) & 0xFu;
+                              const unsigned hi = (q[16 + 4 * c + i] >> shift) & 0xFu;
+                              blk[c * 64 + 4 * r + i] = static_cast<uint8_t>(lo | (hi << 4));
+                            }
+                          }
+                        });
 }
 
 void PackQ5KFromGguf(uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* dst) {
-  const QuantGeometry g = GeometryOf<Q5K>(rows, k);
-  std::memset(dst, 0, g.bytes());  // values of padding rows: int8 0 is n = 16, times zero scales
-  constexpr uint64_t kGgufBlockBytes = 176;
-  const uint64_t supers = k / 256;
-  for (uint64_t row = 0; row < rows; ++row) {
-    uint8_t* panel = dst + row / kQuantPanelRows * g.panel_bytes;
-    const size_t r = row % kQuantPanelRows;
-    for (uint64_t s = 0; s < supers; ++s) {
-      const uint8_t* in = gguf + (row * supers + s) * kGgufBlockBytes;
-      uint8_t* super = panel + s * Q5K::kSuperBytes;
-      std::memcpy(super + 2 * r, in, 2);                            // d
-      std::memcpy(super + 2 * kQuantPanelRows + 2 * r, in + 2, 2);  // dmin
-      const uint8_t* codes = in + 4;
-      const uint8_t* qh = in + 16;  // bit j of qh[l]: the fifth bit of sub-block j's value l
-      const uint8_t* qs = in + 48;
-      for (int j = 0; j < 8; ++j) {
-        uint8_t sc, m;
-        UnpackKCodes(codes, j, &sc, &m);
-        const uint64_t b = s * Q5K::kSuperBlocks + j;
-        panel[Q5K::ScaleOffset(b) + r] = sc;
-        panel[Q5K::ScaleOffset(b) + kQuantPanelRows + r] = m;
-        // Sub-block j's 32 values: the low (j even) or high (j odd) nibbles of qs[32·(j/2) ..],
-        // plus 16 where bit j of qh[l] is set.
-        uint8_t* blk = panel + g.scale_bytes + b * g.block_panel_bytes;
-        const uint8_t* q = qs + 32 * (j / 2);
-        for (size_t l = 0; l < 32; ++l) {
-          const int n = ((j % 2 == 0 ? q[l] : q[l] >> 4) & 0xF) | (((qh[l] >> j) & 1) << 4);
-          Q5K::SetValue(blk, r, l, n);
-        }
-      }
-    }
-  }
+  // Sub-block j's 32 values: Q4_K's nibbles (qs at byte 48), plus 16 where bit j of qh[l] (32
+  // bytes at byte 16) is set.
+  PackKMinFromGguf<Q5K>(rows, k, gguf, 176, dst,
+                        [](const uint8_t* in, int j, uint8_t* blk, size_t r) {
+                          const uint8_t* qh = in + 16;
+                          const uint8_t* q = in + 48 + 32 * (j / 2);
+                          for (size_t l = 0; l < 32; ++l) {
+                            const int n = ((j % 2 == 0 ? q[l] : q[l] >> 4) & 0xF) |
+                                          (((qh[l] >> j) & 1) << 4);
+                            Q5K::SetValue(blk, r, l, n);
+                          }
+                        });
 }
 
 void PackQ6KFromGguf(uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* dst) {

@@ -15,17 +15,7 @@ namespace fflite {
 FFLITE_QGEMM_AVX2 void QGemmAvxVnni(size_t c, size_t k, size_t rows, const uint8_t* w,
                                     QuantType type, const float* bias, const QActBlock* xq,
                                     float* y, size_t y_stride) {
-  if (type == QuantType::kQ6K) {
-    QGemm<Q6K>(c, k, rows, w, bias, xq, y, y_stride);
-  } else if (type == QuantType::kQ5K) {
-    QGemm<Q5K>(c, k, rows, w, bias, xq, y, y_stride);
-  } else if (type == QuantType::kQ4K) {
-    QGemm<Q4K>(c, k, rows, w, bias, xq, y, y_stride);
-  } else if (type == QuantType::kQ4) {
-    QGemm<Q4>(c, k, rows, w, bias, xq, y, y_stride);
-  } else {
-    QGemm<Q8>(c, k, rows, w, bias, xq, y, y_stride);
-  }
+  WithQuantTraits(type, [&](auto q) { QGemm<decltype(q)>(c, k, rows, w, bias, xq, y, y_stride); });
 }
 
 }  // namespace fflite
