@@ -165,65 +165,47 @@ void Codes(const uint8_t* block, int j, int* sc, int* m) {
   }
 }
 
-// Every value of the stored matrix is d·sc·n - dmin·m of its GGUF super-block, in f32, with the
-// nibbles in GGUF's order (each 64 values of a super-block: 32 low nibbles, then 32 high ones).
-TEST(Q4KTest, PackedValuesAreGgufsValues) {
-  std::mt19937 gen(3);
+// Every value of a stored q4_k / q5_k matrix is d·sc·n - dmin·m of its GGUF super-block, in f32,
+// with the nibbles in GGUF's order (each 64 values of a super-block: 32 low nibbles, then 32 high
+// ones; Q5_K: after 32 bytes of fifth bits, value l of sub-block j's in bit j of byte l), and the
+// padding rows of the last panel are zero.
+void CheckKMinValues(DType dtype, uint32_t seed) {
+  const bool q5 = dtype == DType::Q5_K;
+  const size_t block_bytes = q5 ? kGgufQ5Block : kGgufBlock, qs_at = q5 ? 48 : 16;
+  std::mt19937 gen(seed);
   for (const auto& [rows, k] : {std::pair<uint64_t, uint64_t>{1, 256}, {17, 512}, {40, 768}}) {
-    const std::vector<uint8_t> gguf = RandomGgufQ4K(rows, k, gen, 1.0f, rows == 17);
-    const std::vector<uint8_t> packed = Pack(DType::Q4_K, rows, k, gguf);
-    const std::vector<float> w = Dequantized(DType::Q4_K, rows, k, packed);
+    const std::vector<uint8_t> gguf = RandomGguf(dtype, rows, k, gen, 1.0f, rows == 17);
+    const std::vector<uint8_t> packed = Pack(dtype, rows, k, gguf);
+    const std::vector<float> w = Dequantized(dtype, rows, k, packed);
     for (uint64_t r = 0; r < rows; ++r) {
       for (uint64_t j = 0; j < k; ++j) {
-        const uint8_t* block = gguf.data() + (r * (k / 256) + j / 256) * kGgufBlock;
+        const uint8_t* block = gguf.data() + (r * (k / 256) + j / 256) * block_bytes;
         const int sub = static_cast<int>(j % 256 / 32);
         int sc, m;
         Codes(block, sub, &sc, &m);
-        const uint8_t byte = block[16 + 32 * (sub / 2) + j % 32];
-        const int n = sub % 2 == 0 ? byte & 15 : byte >> 4;
-        uint16_t d, dmin;
-        std::memcpy(&d, block, 2);
-        std::memcpy(&dmin, block + 2, 2);
-        const float want = F16ToF32(d) * static_cast<float>(sc) * static_cast<float>(n) -
-                           F16ToF32(dmin) * static_cast<float>(m);
-        ASSERT_EQ(w[r * k + j], want) << "row " << r << " col " << j;
-      }
-    }
-    // Padding rows of the last panel: zero.
-    const QuantGeometry g = QuantMatrixGeometry(DType::Q4_K, rows, k);
-    std::vector<float> all(g.panels * kQuantPanelRows * k);
-    DequantizeRows(DType::Q4_K, Layout::PANEL16_K4, g.panels * kQuantPanelRows, k, packed.data(),
-                   0, g.panels * kQuantPanelRows, all.data());
-    for (uint64_t i = rows * k; i < all.size(); ++i) ASSERT_EQ(all[i], 0.0f) << i;
-  }
-}
-
-// Every value of a stored q5_k matrix is d·sc·n - dmin·m of its GGUF super-block, in f32: Q4_K's
-// reading with the fifth bit of value l of sub-block j in bit j of qh[l].
-TEST(Q5KTest, PackedValuesAreGgufsValues) {
-  std::mt19937 gen(6);
-  for (const auto& [rows, k] : {std::pair<uint64_t, uint64_t>{1, 256}, {17, 512}, {40, 768}}) {
-    const std::vector<uint8_t> gguf = RandomGgufQ5K(rows, k, gen, 1.0f, rows == 17);
-    const std::vector<uint8_t> packed = Pack(DType::Q5_K, rows, k, gguf);
-    const std::vector<float> w = Dequantized(DType::Q5_K, rows, k, packed);
-    for (uint64_t r = 0; r < rows; ++r) {
-      for (uint64_t j = 0; j < k; ++j) {
-        const uint8_t* block = gguf.data() + (r * (k / 256) + j / 256) * kGgufQ5Block;
-        const int sub = static_cast<int>(j % 256 / 32);
-        int sc, m;
-        Codes(block, sub, &sc, &m);
-        const uint8_t byte = block[48 + 32 * (sub / 2) + j % 32];
-        const int fifth = (block[16 + j % 32] >> sub) & 1;
+        const uint8_t byte = block[qs_at + 32 * (sub / 2) + j % 32];
+        const int fifth = q5 ? (block[16 + j % 32] >> sub) & 1 : 0;
         const int n = (sub % 2 == 0 ? byte & 15 : byte >> 4) + 16 * fifth;
         uint16_t d, dmin;
         std::memcpy(&d, block, 2);
         std::memcpy(&dmin, block + 2, 2);
         const float want = F16ToF32(d) * static_cast<float>(sc) * static_cast<float>(n) -
                            F16ToF32(dmin) * static_cast<float>(m);
-        ASSERT_EQ(w[r * k + j], want) << "row " << r << " col " << j;
+        ASSERT_EQ(w[r * k + j], want) << DTypeName(dtype) << " row " << r << " col " << j;
       }
     }
+    const QuantGeometry g = QuantMatrixGeometry(dtype, rows, k);
+    std::vector<float> all(g.panels * kQuantPanelRows * k);
+    DequantizeRows(dtype, Layout::PANEL16_K4, g.panels * kQuantPanelRows, k, packed.data(), 0,
+                   g.panels * kQuantPanelRows, all.data());
+    for (uint64_t i = rows * k; i < all.size(); ++i) ASSERT_EQ(all[i], 0.0f) << i;
   }
+}
+
+TEST(Q4KTest, PackedValuesAreGgufsValues) { CheckKMinValues(DType::Q4_K, 3); }
+
+TEST(Q5KTest, PackedValuesAreGgufsValues) {
+  CheckKMinValues(DType::Q5_K, 6);
   EXPECT_DOUBLE_EQ(DTypeBitsPerWeight(DType::Q5_K), 8.625);
   EXPECT_STREQ(DTypeName(DType::Q5_K), "q5_k");
 }

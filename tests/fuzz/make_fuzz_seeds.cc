@@ -404,10 +404,21 @@ int main(int argc, char** argv) {
     }
     if (!WriteFile(loader + "/model" + std::to_string(n++) + ".fflite", *bytes)) return 1;
   }
-  // q4_k (format 1.4: GGUF's Q4_K re-laid, its d/dmin and 6-bit codes under mutation): a gated
-  // layer with q4_k up and gate [16, 256] and an f32 down, and the same file with a code of 64
-  // (it loads; the runs that read that matrix fail).
-  for (int poisoned = 0; poisoned < 2; ++poisoned) {
+  // The k-quants (format 1.4: GGUF's Q4_K, Q6_K and Q5_K re-laid; their d, dmin, scales and
+  // values under mutation): a gated layer with up and gate of that dtype [16, 256] and an f32 down;
+  // and the q4_k file with a 6-bit code of 64 (it loads; the runs that read that matrix fail).
+  struct KSeed {
+    DType dtype;
+    size_t block;          // GGUF block bytes
+    size_t d_at, dmin_at;  // where its f16 d (and dmin, or d again) lie in a block
+    uint16_t d, dmin;      // values about ±0.1
+    bool poisoned;
+  };
+  const KSeed kseeds[] = {{DType::Q4_K, 144, 0, 2, 0x2000, 0x2400, false},
+                          {DType::Q4_K, 144, 0, 2, 0x2000, 0x2400, true},
+                          {DType::Q6_K, 210, 208, 208, 0x1800, 0x1800, false},
+                          {DType::Q5_K, 176, 0, 2, 0x1c00, 0x2400, false}};
+  for (const KSeed& ks : kseeds) {
     testing::Rng rng(7);
     testing::FfnParams fp;
     fp.d_model = 256;
@@ -416,66 +427,19 @@ int main(int argc, char** argv) {
     l.ffn = testing::RandomFfn(fp, rng);
     l.residual = true;
     for (TensorSource* t : {&l.ffn.up, &l.ffn.gate}) {
-      std::vector<uint8_t> gguf(16 * 144);
+      std::vector<uint8_t> gguf(16 * ks.block);
       for (uint8_t& b : gguf) b = static_cast<uint8_t>(rng.Uniform(0.0f, 255.99f));
-      for (size_t i = 0; i < gguf.size(); i += 144) {
-        const uint16_t d = 0x2000, dmin = 0x2400;  // 2^-7 and 2^-6: values about ±0.1
-        std::memcpy(&gguf[i], &d, 2);
-        std::memcpy(&gguf[i + 2], &dmin, 2);
-      }
-      auto packed = std::make_shared<std::vector<uint8_t>>(
-          QuantMatrixGeometry(DType::Q4_K, 16, 256).bytes());
-      PackQ4KFromGguf(16, 256, gguf.data(), packed->data());
-      if (poisoned == 1 && t == &l.ffn.gate) (*packed)[Q4K::ScaleOffset(5) + 3] = 64;
-      t->dtype = DType::Q4_K;
-      t->shape = {16, 256};
-      t->fill = [packed](uint8_t* dst, uint64_t bytes) -> absl::Status {
-        if (bytes != packed->size()) return absl::InternalError("q4_k seed: byte count");
-        std::memcpy(dst, packed->data(), bytes);
-        return absl::OkStatus();
-      };
-    }
-    ModelSpec spec;
-    spec.d_model = 256;
-    spec.layers.push_back(std::move(l));
-    WriteOptions options;
-    options.d_ff_alignment = 1;
-    options.data_alignment = 64;
-    auto bytes = WriteModelBuffer(spec, options);
-    if (!bytes.ok()) {
-      std::fprintf(stderr, "%s\n", bytes.status().ToString().c_str());
-      return 1;
-    }
-    if (!WriteFile(loader + "/model" + std::to_string(n++) + ".fflite", *bytes)) return 1;
-  }
-  // q6_k and q5_k: the same layer with up and gate of that dtype (q6_k: d per 256, int8 scales per
-  // 16, int8 values; q5_k: q4_k's scales and mins, int8 values).
-  for (const DType dtype : {DType::Q6_K, DType::Q5_K}) {
-    const bool q6 = dtype == DType::Q6_K;
-    const size_t block = q6 ? 210 : 176;
-    testing::Rng rng(q6 ? 8 : 9);
-    testing::FfnParams fp;
-    fp.d_model = 256;
-    fp.d_ff = 16;
-    LayerSpec l;
-    l.ffn = testing::RandomFfn(fp, rng);
-    for (TensorSource* t : {&l.ffn.up, &l.ffn.gate}) {
-      std::vector<uint8_t> gguf(16 * block);
-      for (uint8_t& b : gguf) b = static_cast<uint8_t>(rng.Uniform(0.0f, 255.99f));
-      for (size_t i = 0; i < gguf.size(); i += block) {
-        if (q6) {
-          const uint16_t d = 0x1800;  // 2^-9: values about ±0.1
-          std::memcpy(&gguf[i + 208], &d, 2);
-        } else {
-          const uint16_t d = 0x1c00, dmin = 0x2400;  // 2^-8, 2^-6
-          std::memcpy(&gguf[i], &d, 2);
-          std::memcpy(&gguf[i + 2], &dmin, 2);
-        }
+      for (size_t i = 0; i < gguf.size(); i += ks.block) {
+        std::memcpy(&gguf[i + ks.d_at], &ks.d, 2);
+        std::memcpy(&gguf[i + ks.dmin_at], &ks.dmin, 2);
       }
       auto packed =
-          std::make_shared<std::vector<uint8_t>>(QuantMatrixGeometry(dtype, 16, 256).bytes());
-      (q6 ? PackQ6KFromGguf : PackQ5KFromGguf)(16, 256, gguf.data(), packed->data());
-      t->dtype = dtype;
+          std::make_shared<std::vector<uint8_t>>(QuantMatrixGeometry(ks.dtype, 16, 256).bytes());
+      (ks.dtype == DType::Q4_K   ? PackQ4KFromGguf
+       : ks.dtype == DType::Q6_K ? PackQ6KFromGguf
+                                 : PackQ5KFromGguf)(16, 256, gguf.data(), packed->data());
+      if (ks.poisoned && t == &l.ffn.gate) (*packed)[Q4K::ScaleOffset(5) + 3] = 64;
+      t->dtype = ks.dtype;
       t->shape = {16, 256};
       t->fill = [packed](uint8_t* dst, uint64_t bytes) -> absl::Status {
         if (bytes != packed->size()) return absl::InternalError("k-quant seed: byte count");
