@@ -3,7 +3,11 @@
 #include "converter/convert.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <limits>
+#include <map>
+#include <numeric>
 #include <set>
 
 #include "absl/status/status.h"
@@ -17,6 +21,7 @@
 #include "converter/checkpoint.h"
 #include "converter/gguf.h"
 #include "converter/gguf_convert.h"
+#include "converter/safetensors.h"
 #include "format/quant_layout.h"
 #include "format/writer.h"
 
@@ -115,8 +120,10 @@ absl::Status CheckExpertDTypes(const LayerSpec& l) {
 }
 
 // The stored dtype of the matrix at `path` ("layers[3].moe.experts[5].down"): that of the first
-// --keep rule matching its layer and role, else `quantized`.
-DType MatrixDType(const std::string& path, const std::vector<KeepRule>& keep, DType quantized) {
+// --keep rule matching its layer and role, else `quantized` (Q6_K for the down matrices the _M
+// recipe picks when `k_mixed`, of `layers` layers).
+DType MatrixDType(const std::string& path, const std::vector<KeepRule>& keep, DType quantized,
+                  bool k_mixed, size_t layers) {
   size_t layer = 0;
   const size_t open = path.find('['), close = path.find(']');
   if (open != std::string::npos && close != std::string::npos &&
@@ -131,7 +138,70 @@ DType MatrixDType(const std::string& path, const std::vector<KeepRule>& keep, DT
     }
     return r.dtype;
   }
+  if (k_mixed && role == "down" && layer < layers && KMixedMoreBits(layer, layers)) {
+    return DType::Q6_K;
+  }
   return quantized;
+}
+
+// The importance matrix for the output `spec` (ConvertOptions::imatrix): per matrix path, the
+// importance of its logical columns. Tensors (f32, 1-D, finite, >= 0): "layers[i].input"
+// [d_model] for the up and gate matrices of layer i (dense or every expert), and
+// "<ffn>.hidden" [d_ff] for the down matrix of <ffn> ("layers[i].ffn",
+// "layers[i].moe.experts[e]"). A tensor that names no FFN of the output, or has another length,
+// is an error naming it; a matrix without one is quantised unweighted.
+absl::StatusOr<std::map<std::string, std::vector<float>>> LoadImportance(
+    const std::string& file, const ModelSpec& spec) {
+  std::map<std::string, uint64_t> expected;  // name -> length
+  for (size_t i = 0; i < spec.layers.size(); ++i) {
+    const LayerSpec& l = spec.layers[i];
+    const std::string layer = absl::StrFormat("layers[%d]", i);
+    expected[layer + ".input"] = spec.d_model;
+    if (l.kind == LayerKind::kDense) {
+      expected[layer + ".ffn.hidden"] = l.ffn.d_ff;
+    } else {
+      for (size_t e = 0; e < l.moe.experts.size(); ++e) {
+        expected[absl::StrFormat("%s.moe.experts[%d].hidden", layer, e)] = l.moe.experts[e].d_ff;
+      }
+    }
+  }
+  FFLITE_ASSIGN_OR_RETURN(std::shared_ptr<const SafetensorsFile> st, SafetensorsFile::Open(file));
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& [name, t] : st->tensors()) {
+    auto it = expected.find(name);
+    if (it == expected.end()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--imatrix %s: tensor \"%s\" names no FFN input or hidden layer of the output (%d "
+          "layers; convert with the --layers the importance was computed for)", file, name,
+          spec.layers.size()));
+    }
+    if (t.dtype != "F32" || t.shape.size() != 1 || t.shape[0] != it->second) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--imatrix %s: tensor \"%s\" must be F32 of shape [%d]; it is %s of %d dimension(s)%s",
+          file, name, it->second, t.dtype, t.shape.size(),
+          t.shape.size() == 1 ? absl::StrFormat(" [%d]", t.shape[0]) : std::string()));
+    }
+    std::vector<float> v(t.shape[0]);
+    std::memcpy(v.data(), st->Data(t), v.size() * sizeof(float));
+    for (size_t j = 0; j < v.size(); ++j) {
+      if (!std::isfinite(v[j]) || v[j] < 0) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "--imatrix %s: tensor \"%s\" element %d is %g: importances are finite and >= 0",
+            file, name, j, v[j]));
+      }
+    }
+    out[name] = std::move(v);
+  }
+  return out;
+}
+
+// The importance tensor's name for the matrix at `path`: its layer's input for up and gate, its
+// FFN's hidden layer for down.
+std::string ImportanceName(const std::string& path) {
+  const size_t dot = path.rfind('.');
+  const std::string role = path.substr(dot + 1);
+  if (role == "down") return path.substr(0, dot) + ".hidden";
+  return path.substr(0, path.find('.')) + ".input";
 }
 
 }  // namespace
@@ -173,8 +243,17 @@ absl::StatusOr<DType> ParseDType(const std::string& name) {
   if (name == "bf16") return DType::BF16;
   if (name == "i8") return DType::I8;
   if (name == "i4") return DType::I4;
-  return absl::InvalidArgumentError(
-      absl::StrFormat("dtype \"%s\" is not one of f32, f16, bf16, i8, i4", name));
+  if (name == "q4_k") return DType::Q4_K;
+  if (name == "q5_k") return DType::Q5_K;
+  if (name == "q6_k") return DType::Q6_K;
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "dtype \"%s\" is not one of f32, f16, bf16, i8, i4, q4_k, q5_k, q6_k", name));
+}
+
+bool KMixedMoreBits(size_t layer, size_t layers) {
+  const size_t eighth = layers / 8;
+  return layer < eighth || layer >= 7 * layers / 8 ||
+         (layer >= eighth && (layer - eighth) % 3 == 2);
 }
 
 absl::StatusOr<std::vector<KeepRule>> ParseKeepRules(const std::string& spec, size_t layer_count) {
@@ -191,8 +270,8 @@ absl::StatusOr<std::vector<KeepRule>> ParseKeepRules(const std::string& spec, si
     auto dtype = ParseDType(rule.substr(0, colon));
     if (!dtype.ok() || *dtype == DType::I4) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "--keep rule \"%s\": dtype \"%s\" is not one of f32, f16, bf16, i8", rule,
-          rule.substr(0, colon)));
+          "--keep rule \"%s\": dtype \"%s\" is not one of f32, f16, bf16, i8, q4_k, q5_k, q6_k",
+          rule, rule.substr(0, colon)));
     }
     r.dtype = *dtype;
     const std::string rest = rule.substr(colon + 1);
@@ -220,6 +299,26 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const std::string& dir, const st
   if (options.d_ff_alignment == 0 || options.d_ff_alignment > 65536) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "d_ff alignment %d must be in [1, 65536]", options.d_ff_alignment));
+  }
+  const bool k_quant = options.quantize.has_value() && IsKQuant(*options.quantize);
+  const bool k_quant_kept = options.quantize.has_value() && options.keep.find("_k:") != std::string::npos;
+  if (options.k_mixed && (!options.quantize.has_value() || (*options.quantize != DType::Q4_K &&
+                                                            *options.quantize != DType::Q5_K))) {
+    return absl::InvalidArgumentError("the _M recipe applies to q4_k and q5_k (--dtype q4_k_m, "
+                                      "q5_k_m)");
+  }
+  if (!options.imatrix.empty() && !k_quant) {
+    return absl::InvalidArgumentError(
+        "--imatrix applies only with a k-quant --dtype (q4_k, q5_k, q6_k, q4_k_m, q5_k_m)");
+  }
+  // A k-quant down matrix needs d_ff padded to whole super-blocks of 256.
+  const uint64_t d_ff_alignment = k_quant || k_quant_kept
+                                      ? std::lcm(uint64_t{options.d_ff_alignment}, uint64_t{256})
+                                      : options.d_ff_alignment;
+  if (d_ff_alignment > 65536) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "d_ff alignment %d: a k-quant needs a multiple of 256, and the smallest (%d) is above "
+        "65536; use a power of two", options.d_ff_alignment, d_ff_alignment));
   }
   FFLITE_RETURN_IF_ERROR(CheckExpertAlignment(options.expert_alignment));
   // A GGUF file, or a Hugging Face checkpoint folder. The checkpoint (or the GGUF file) stays
@@ -289,13 +388,14 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const std::string& dir, const st
       {"converter.dtype", options.dtype.has_value() ? DTypeName(*options.dtype) : "source"},
       {"converter.quantize",
        options.quantize.has_value()
-           ? absl::StrFormat("%s (scale search %s, block rotation %s)%s",
-                             DTypeName(*options.quantize),
+           ? absl::StrFormat("%s%s (scale search %s, block rotation %s)%s%s",
+                             DTypeName(*options.quantize), options.k_mixed ? "_m" : "",
                              options.quantize_options.search ? "on" : "off",
                              options.quantize_options.rotate ? "on" : "off",
-                             options.keep.empty() ? "" : ", keep " + options.keep)
+                             options.keep.empty() ? "" : ", keep " + options.keep,
+                             options.imatrix.empty() ? "" : ", importance matrix")
            : "none"},
-      {"converter.d_ff_alignment", absl::StrCat(options.d_ff_alignment)},
+      {"converter.d_ff_alignment", absl::StrCat(d_ff_alignment)},
       {"converter.layers", options.layers.empty() ? "all" : options.layers},
       {"converter.expert_alignment", options.expert_alignment <= kTensorAlignment
                                          ? std::string("none")
@@ -307,22 +407,37 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const std::string& dir, const st
   for (auto& kv : plan.metadata) spec.metadata.push_back(kv);
 
   WriteOptions write;
-  write.d_ff_alignment = options.d_ff_alignment;
+  write.d_ff_alignment = static_cast<uint32_t>(d_ff_alignment);
   write.dtype = options.dtype;
   std::vector<KeepRule> keep;
+  std::map<std::string, std::vector<float>> importance;
   if (options.quantize.has_value()) {
     if (!write.dtype.has_value()) write.dtype = DType::F32;
     FFLITE_ASSIGN_OR_RETURN(keep, ParseKeepRules(options.keep, spec.layers.size()));
     const DType quantized = *options.quantize;
-    write.matrix_dtype = [&keep, quantized](const std::string& path, DType) {
-      return MatrixDType(path, keep, quantized);
+    const bool k_mixed = options.k_mixed;
+    const size_t layers = spec.layers.size();
+    write.matrix_dtype = [&keep, quantized, k_mixed, layers](const std::string& path, DType) {
+      return MatrixDType(path, keep, quantized, k_mixed, layers);
     };
+    if (!options.imatrix.empty()) {
+      FFLITE_ASSIGN_OR_RETURN(importance, LoadImportance(options.imatrix, spec));
+      write.importance = [&importance](const std::string& path, uint64_t k) {
+        std::vector<float> v;
+        auto it = importance.find(ImportanceName(path));
+        if (it != importance.end() && it->second.size() <= k) {
+          v = it->second;
+          v.resize(k, 0.0f);  // the padding columns: zero weights, any error
+        }
+        return v;
+      };
+    }
     write.quantize = options.quantize_options;
     write.quantized = [&result](const std::string& path, DType dtype, const QuantStats& stats) {
       result.quantized.push_back({path, dtype, stats});
     };
   } else if (!options.keep.empty()) {
-    return absl::InvalidArgumentError("--keep applies only with --dtype i8 or i4");
+    return absl::InvalidArgumentError("--keep applies only with a quantised --dtype");
   }
   write.expert_alignment = options.expert_alignment;
   write.page_align_experts = options.page_align_experts;

@@ -43,10 +43,20 @@ struct QuantRecord {
 
 struct ConvertOptions {
   std::optional<DType> dtype;     // output dtype of every tensor; unset: each tensor's own
-  // I8 or I4: quantise the FFN weight matrices (up, gate, down of dense layers, routed and shared
-  // experts) to this, calibration-free; routers, norms, biases and the shared-expert gate are then
-  // stored as `dtype` or, unset, f32. Unset: nothing is quantised.
+  // I8, I4, Q4_K, Q5_K or Q6_K: quantise the FFN weight matrices (up, gate, down of dense layers,
+  // routed and shared experts) to this; routers, norms, biases and the shared-expert gate are
+  // then stored as `dtype` or, unset, f32. Unset: nothing is quantised. A k-quant rounds
+  // d_ff_alignment up to a multiple of 256 (its super-blocks); a matrix whose d_model is not a
+  // multiple of 256 falls back to I4 (Q4_K) or I8 (Q5_K, Q6_K): KQuantFallback.
   std::optional<DType> quantize;
+  // The mixed k-quant recipes (--dtype q4_k_m, q5_k_m): with `quantize` Q4_K or Q5_K, the down
+  // matrices of the first and last eighth of the layers and of every third layer between them
+  // are Q6_K, as the llama.cpp recipes of those names choose.
+  bool k_mixed = false;
+  // An importance matrix (a safetensors file of f32 vectors, written by fflite-imatrix from a
+  // calibration run): with a k-quant, each matrix's squared error is weighted per column by the
+  // mean square of the inputs it met. Empty: none.
+  std::string imatrix;
   // Rules that keep some matrices at higher precision, "f16:down@0,31;bf16:up" (ParseKeepRules);
   // the first rule that matches a matrix wins. Layers are indices in the output file.
   std::string keep;
@@ -80,7 +90,7 @@ struct ConvertResult {
   std::vector<QuantRecord> quantized;  // every quantised matrix, in file order
 };
 
-// Parses --keep rules: ';'-separated DTYPE:ROLE[@LAYERS], DTYPE f32|f16|bf16|i8, ROLE
+// Parses --keep rules: ';'-separated DTYPE:ROLE[@LAYERS], DTYPE f32|f16|bf16|i8|q4_k|q5_k|q6_k, ROLE
 // up|gate|down|*, LAYERS as for --layers below `layer_count`. InvalidArgument names the bad rule.
 absl::StatusOr<std::vector<KeepRule>> ParseKeepRules(const std::string& spec, size_t layer_count);
 
@@ -88,8 +98,13 @@ absl::StatusOr<std::vector<KeepRule>> ParseKeepRules(const std::string& spec, si
 // `count`; returns sorted, deduplicated indices. InvalidArgument names the bad part and the limit.
 absl::StatusOr<std::vector<size_t>> ParseLayerSelection(const std::string& spec, size_t count);
 
-// Parses an output dtype name: "f32", "f16", "bf16", "i8", "i4" (InvalidArgument otherwise).
+// Parses an output dtype name: "f32", "f16", "bf16", "i8", "i4", "q4_k", "q5_k", "q6_k"
+// (InvalidArgument otherwise).
 absl::StatusOr<DType> ParseDType(const std::string& name);
+
+// Whether the _M recipe gives layer `layer` of `layers` a Q6_K down matrix: the first and last
+// eighth of the layers, and every third layer between them.
+bool KMixedMoreBits(size_t layer, size_t layers);
 
 // Converts the checkpoint in `dir` (a Hugging Face folder, or a GGUF file: converter/
 // gguf_convert.h) to the model file `output`. Nothing is written at `output`

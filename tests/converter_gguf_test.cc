@@ -18,6 +18,8 @@
 #include "converter/gguf_types.h"
 #include "converter_test_util.h"
 #include "format/quant_layout.h"
+#include "format/quantize.h"
+#include "format/quantize_kquant.h"
 #include "testing/gguf_writer.h"
 
 namespace fflite {
@@ -841,6 +843,38 @@ GgufWriter SmallLlama(uint32_t q_type = kGgmlF32) {
   g.Matrix("blk.0.ffn_up.weight", {kD, 32}, q_type, rng.Vec(32 * kD, 1.0f));
   g.Matrix("blk.0.ffn_down.weight", {32, kD}, q_type, rng.Vec(32 * kD, 1.0f));
   return g;
+}
+
+// fflite's own k-quant quantiser writes GGUF's blocks: the specification's dequantisation of
+// them (gguf_types, checked against hand-made blocks above) equals, bit for bit, what the
+// stored matrix QuantizeMatrix packs from them dequantises to.
+TEST(GgufOwnQuantiser, BlocksDequantiseBySpecificationToTheStoredMatrix) {
+  const uint64_t rows = 5, k = 512;
+  Rng rng(77);
+  const std::vector<float> w = rng.Vec(rows * k, 0.3f);
+  struct Case {
+    DType dtype;
+    converter::GgmlType type;
+    uint64_t block_bytes;
+    void (*row)(const float*, const float*, uint64_t, uint8_t*);
+  };
+  for (const Case& c : {Case{DType::Q4_K, converter::GgmlType::Q4_K, kQ4KBlockBytes, &QuantizeQ4KRow},
+                        Case{DType::Q5_K, converter::GgmlType::Q5_K, kQ5KBlockBytes, &QuantizeQ5KRow},
+                        Case{DType::Q6_K, converter::GgmlType::Q6_K, kQ6KBlockBytes, &QuantizeQ6KRow}}) {
+    SCOPED_TRACE(DTypeName(c.dtype));
+    std::vector<uint8_t> blocks(rows * k / 256 * c.block_bytes);
+    for (uint64_t r = 0; r < rows; ++r) {
+      c.row(&w[r * k], nullptr, k, blocks.data() + r * k / 256 * c.block_bytes);
+    }
+    std::vector<float> spec(rows * k);
+    ASSERT_OK(DequantizeGguf(c.type, blocks.data(), rows * k, spec.data()));
+    std::vector<uint8_t> stored(TensorBytes(c.dtype, {rows, k}, Layout::PANEL16_K4));
+    ASSERT_OK(QuantizeMatrix(c.dtype, rows, k, w.data(), QuantizeOptions{true, false}, "w",
+                             stored.data(), nullptr));
+    std::vector<float> back(rows * k);
+    DequantizeRows(c.dtype, Layout::PANEL16_K4, rows, k, stored.data(), 0, rows, back.data());
+    for (uint64_t i = 0; i < back.size(); ++i) ASSERT_EQ(back[i], spec[i]) << i;
+  }
 }
 
 TEST_F(GgufTest, MappingErrorsNameTheProblem) {

@@ -711,5 +711,186 @@ TEST(QuantizeTest, SearchIsWithinAHairOfExhaustive) {
   EXPECT_LE(search, 1.005 * exhaustive);
 }
 
+// ---------------------------------------------------------------------------------------------
+// The k-quants (Q4_K, Q5_K, Q6_K): fflite's own quantiser against a plain round-to-nearest one
+// written here from GGUF's definitions of the types.
+
+// Round-to-nearest Q4_K / Q5_K (nmax 15 / 31) of one row, dequantised: per sub-block of 32
+// value = d·sc·q − dmin·m with the sub-block's scale (max − min(0, ·)) / nmax and min −min(0, ·),
+// d and dmin their largest / 63 in f16, the 6-bit codes and then q rounded.
+std::vector<float> PlainKMinRow(const float* x, uint64_t k, int nmax) {
+  std::vector<float> out(k);
+  for (uint64_t s = 0; s < k; s += 256) {
+    float scale[8], min[8], max_scale = 0, max_min = 0;
+    for (int j = 0; j < 8; ++j) {
+      float lo = 0, hi = x[s + 32 * j];
+      for (int i = 0; i < 32; ++i) {
+        lo = std::min(lo, x[s + 32 * j + i]);
+        hi = std::max(hi, x[s + 32 * j + i]);
+      }
+      scale[j] = (hi - lo) / static_cast<float>(nmax);
+      min[j] = -lo;
+      max_scale = std::max(max_scale, scale[j]);
+      max_min = std::max(max_min, min[j]);
+    }
+    const float d = F16ToF32(F32ToF16(max_scale / 63)), dmin = F16ToF32(F32ToF16(max_min / 63));
+    for (int j = 0; j < 8; ++j) {
+      const float sc = d > 0 ? std::min(std::round(scale[j] / d), 63.0f) : 0;
+      const float m = dmin > 0 ? std::min(std::round(min[j] / dmin), 63.0f) : 0;
+      for (int i = 0; i < 32; ++i) {
+        const float v = x[s + 32 * j + i];
+        const float q = d * sc > 0 ? std::clamp(std::round((v + dmin * m) / (d * sc)), 0.0f,
+                                                static_cast<float>(nmax))
+                                   : 0.0f;
+        out[s + 32 * j + i] = d * sc * q - dmin * m;
+      }
+    }
+  }
+  return out;
+}
+
+// Round-to-nearest Q6_K of one row, dequantised: per sub-block of 16 the element of largest
+// magnitude maps to −32, d the largest |scale| / 127 in f16, int8 codes, q rounded to [−32, 31].
+std::vector<float> PlainQ6KRow(const float* x, uint64_t k) {
+  std::vector<float> out(k);
+  for (uint64_t s = 0; s < k; s += 256) {
+    float scale[16], max_abs = 0;
+    for (int j = 0; j < 16; ++j) {
+      float m = 0;
+      for (int i = 0; i < 16; ++i) {
+        if (std::fabs(x[s + 16 * j + i]) > std::fabs(m)) m = x[s + 16 * j + i];
+      }
+      scale[j] = m / -32.0f;
+      max_abs = std::max(max_abs, std::fabs(scale[j]));
+    }
+    const float d = F16ToF32(F32ToF16(max_abs / 127));
+    for (int j = 0; j < 16; ++j) {
+      const float sc = d > 0 ? std::clamp(std::round(scale[j] / d), -128.0f, 127.0f) : 0;
+      for (int i = 0; i < 16; ++i) {
+        const float q = d * sc != 0 ? std::clamp(std::round(x[s + 16 * j + i] / (d * sc)),
+                                                 -32.0f, 31.0f)
+                                    : 0.0f;
+        out[s + 16 * j + i] = d * sc * q;
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<float> PlainKQuant(DType dtype, const std::vector<float>& w, uint64_t rows,
+                               uint64_t k) {
+  std::vector<float> out;
+  for (uint64_t r = 0; r < rows; ++r) {
+    const std::vector<float> row = dtype == DType::Q6_K ? PlainQ6KRow(&w[r * k], k)
+                                   : PlainKMinRow(&w[r * k], k, dtype == DType::Q4_K ? 15 : 31);
+    out.insert(out.end(), row.begin(), row.end());
+  }
+  return out;
+}
+
+// Gaussian weights with heavy-tailed ones mixed in (Student-t, ν = 3), an odd number of rows.
+std::vector<float> KQuantWeights(uint64_t rows, uint64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.01f, 0.02f);
+  std::vector<float> w(rows * k);
+  for (uint64_t i = 0; i < w.size(); ++i) {
+    w[i] = i % 7 == 0 ? 0.02f * StudentT(rng, 3.0) : normal(rng);
+  }
+  return w;
+}
+
+TEST(KQuantiseTest, EveryTypeBeatsRoundToNearestAndStoresValidScales) {
+  const uint64_t rows = 37, k = 512;
+  const std::vector<float> w = KQuantWeights(rows, k, 11);
+  for (DType dtype : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    QuantStats stats;
+    ASSERT_OK_AND_ASSIGN(auto q, Quantise(dtype, rows, k, w, kSearch, &stats));
+    const QuantGeometry g = QuantMatrixGeometry(dtype, rows, k);
+    uint64_t bad_row = 0, bad_block = 0;
+    const char *what = nullptr, *problem = nullptr;
+    EXPECT_TRUE(QuantScalesValid(dtype, g, q.data(), &bad_row, &bad_block, &what, &problem));
+    const auto wq = Dequantise(dtype, Layout::PANEL16_K4, rows, k, q);
+    const double ours = Sse(w, wq), plain = Sse(w, PlainKQuant(dtype, w, rows, k));
+    // The search includes neither plain's scales nor its codes, so "never worse" is not a
+    // theorem here; over a matrix it wins clearly (measured: 14-21% less error).
+    EXPECT_LT(ours, 0.95 * plain);
+    EXPECT_NEAR(stats.nmse, ours / SumSq(w), 1e-6 * stats.nmse);
+    // The stored padding rows (37 -> 48) are zero weights.
+    std::vector<float> pad(16 * k);
+    DequantizeRows(dtype, Layout::PANEL16_K4, 48, k, q.data(), 32, 16, pad.data());
+    for (uint64_t i = 5 * k; i < pad.size(); ++i) ASSERT_EQ(pad[i], 0.0f) << i;
+  }
+}
+
+TEST(KQuantiseTest, ZeroRowsAreExactTwoLevelRowsNearlySo) {
+  const uint64_t rows = 3, k = 256;
+  std::vector<float> w(rows * k, 0.0f);
+  for (uint64_t j = 0; j < k; ++j) w[k + j] = -0.25f;
+  for (uint64_t j = 0; j < k; ++j) w[2 * k + j] = j % 2 == 0 ? 0.5f : 0.0f;
+  for (DType dtype : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    ASSERT_OK_AND_ASSIGN(auto q, Quantise(dtype, rows, k, w, kSearch));
+    const auto wq = Dequantise(dtype, Layout::PANEL16_K4, rows, k, q);
+    // Zero stays zero; a row of one or two levels is off only by the f16 rounding of d and dmin
+    // (relative 2^-11, times the code's up to 63 steps of it: under 1e-3 of the value).
+    for (uint64_t j = 0; j < k; ++j) ASSERT_EQ(wq[j], 0.0f) << j;
+    for (uint64_t i = k; i < w.size(); ++i) ASSERT_NEAR(wq[i], w[i], 1e-3 * 0.5) << i;
+  }
+}
+
+// The importance weights each column's squared error: with heavy-tailed importance (a few
+// columns meet inputs 30x the others, as LLM activations do) the weighted error falls.
+TEST(KQuantiseTest, ImportanceLowersTheWeightedError) {
+  const uint64_t rows = 32, k = 1024;
+  const std::vector<float> w = KQuantWeights(rows, k, 12);
+  std::mt19937 rng(13);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> importance(k);
+  for (uint64_t j = 0; j < k; ++j) {
+    const float scale = std::exp(0.8f * normal(rng)) * (j % 97 == 0 ? 30.0f : 1.0f);
+    importance[j] = scale * scale;
+  }
+  auto weighted = [&](const std::vector<float>& wq) {
+    double e = 0;
+    for (uint64_t i = 0; i < w.size(); ++i) {
+      const double d = static_cast<double>(w[i]) - wq[i];
+      e += importance[i % k] * d * d;
+    }
+    return e;
+  };
+  for (DType dtype : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    QuantizeOptions with = kSearch;
+    with.importance = importance.data();
+    ASSERT_OK_AND_ASSIGN(auto plain, Quantise(dtype, rows, k, w, kSearch));
+    ASSERT_OK_AND_ASSIGN(auto weighted_q, Quantise(dtype, rows, k, w, with));
+    const double e_plain = weighted(Dequantise(dtype, Layout::PANEL16_K4, rows, k, plain));
+    const double e_with = weighted(Dequantise(dtype, Layout::PANEL16_K4, rows, k, weighted_q));
+    // Measured: 4-7x less; the bound asks for a clear gain.
+    EXPECT_LT(e_with, 0.7 * e_plain);
+  }
+}
+
+TEST(KQuantiseTest, BadShapesRotationAndImportanceAreRefusedByName) {
+  const std::vector<float> w(4 * 480, 0.5f);
+  EXPECT_THAT(Quantise(DType::Q4_K, 4, 480, w, kSearch).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("w: dtype q4_k needs in_features a multiple of 256")));
+  const std::vector<float> w2(2 * 256, 0.5f);
+  EXPECT_THAT(QuantizeMatrix(DType::Q6_K, 2, 256, w2.data(), {true, true}, "w", nullptr, nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no rotation")));
+  std::vector<float> importance(256, 1.0f);
+  importance[77] = -1.0f;
+  QuantizeOptions o = kSearch;
+  o.importance = importance.data();
+  EXPECT_THAT(Quantise(DType::Q5_K, 2, 256, w2, o).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("w: importance of column 77 is -1")));
+  importance[77] = std::nanf("");
+  EXPECT_THAT(Quantise(DType::Q5_K, 2, 256, w2, o).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("importance of column 77")));
+}
+
 }  // namespace
 }  // namespace fflite

@@ -20,9 +20,17 @@ ABSL_FLAG(std::string, dtype, "",
           "Output dtype: f32, f16 or bf16 for every tensor (default: the checkpoint's own dtype, "
           "tensor by tensor); i8 or i4 to quantise the FFN weight matrices (up, gate, down) in "
           "blocks of 32 with an f16 scale each, everything else (routers, norms, biases, the "
-          "shared-expert gate) in f32.");
+          "shared-expert gate) in f32; q4_k, q5_k or q6_k for GGUF's k-quants (super-blocks of "
+          "256: d_ff is padded to a multiple of 256, a matrix whose d_model is not one falls back "
+          "to i4 for q4_k, i8 otherwise); q4_k_m or q5_k_m for those with the down matrices of "
+          "the first and last eighth of the layers and every third layer between in q6_k (the "
+          "mixes llama.cpp calls Q4_K_M and Q5_K_M).");
+ABSL_FLAG(std::string, imatrix, "",
+          "With a k-quant --dtype: an importance matrix (safetensors, written by fflite-imatrix "
+          "from a calibration run of a model converted with the same --layers) that weights each "
+          "column's quantisation error by the mean square of the inputs it met.");
 ABSL_FLAG(std::string, keep, "",
-          "With --dtype i8|i4: keep some matrices at higher precision, ';'-separated rules "
+          "With a quantised --dtype: keep some matrices at higher precision, ';'-separated rules "
           "DTYPE:ROLE[@LAYERS], e.g. \"f16:down@0,31;i8:gate\" (ROLE up, gate, down or *; "
           "LAYERS as for --layers, indices in the output file; the first matching rule wins).");
 ABSL_FLAG(bool, quant_search, true,
@@ -34,7 +42,7 @@ ABSL_FLAG(bool, rotate, true,
           "an outlier weight over its block: on heavy-tailed weights it cut the output error of "
           "i4 by 76% and of i8 by 89%, on Gaussian ones it changes nothing (--norotate).");
 ABSL_FLAG(std::string, quant_report, "",
-          "With --dtype i8|i4: also write the per-matrix error table (TSV) to this file.");
+          "With a quantised --dtype: also write the per-matrix error table (TSV) to this file.");
 ABSL_FLAG(uint32_t, d_ff_alignment, 64, "Pad d_ff with zeros to a multiple of this (>= 1).");
 ABSL_FLAG(std::string, layers, "", "Convert only these FFN sublayers, by index in model order, "
                                    "e.g. 0-3,7 (default: all).");
@@ -58,8 +66,9 @@ int main(int argc, char** argv) {
   fflite::HelpListsFlagsOf(__FILE__);
   absl::SetProgramUsageMessage(
       "converts a Hugging Face checkpoint or a GGUF file to an fflite model file.\n"
-      "usage: fflite-convert CHECKPOINT_DIR|MODEL.gguf OUTPUT.fflite [--dtype f32|f16|bf16|i8|i4] "
-      "[--keep f16:down@0,31] [--rotate] [--quant_report FILE] [--d_ff_alignment N] "
+      "usage: fflite-convert CHECKPOINT_DIR|MODEL.gguf OUTPUT.fflite [--dtype "
+      "f32|f16|bf16|i8|i4|q4_k|q5_k|q6_k|q4_k_m|q5_k_m] [--imatrix FILE] [--keep f16:down@0,31] "
+      "[--rotate] [--quant_report FILE] [--d_ff_alignment N] "
       "[--layers 0-3,7] [--expert_alignment BYTES] [--page_align_experts] [--no_norm] "
       "[--novalue_rows]");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
@@ -71,19 +80,25 @@ int main(int argc, char** argv) {
     return 2;
   }
   fflite::converter::ConvertOptions options;
-  if (!absl::GetFlag(FLAGS_dtype).empty()) {
-    auto dtype = fflite::converter::ParseDType(absl::GetFlag(FLAGS_dtype));
+  std::string dtype_name = absl::GetFlag(FLAGS_dtype);
+  if (dtype_name == "q4_k_m" || dtype_name == "q5_k_m") {
+    options.k_mixed = true;
+    dtype_name.resize(dtype_name.size() - 2);
+  }
+  if (!dtype_name.empty()) {
+    auto dtype = fflite::converter::ParseDType(dtype_name);
     if (!dtype.ok()) {
       std::fprintf(stderr, "fflite-convert: --%s\n", std::string(dtype.status().message()).c_str());
       return 2;
     }
-    if (*dtype == fflite::DType::I8 || *dtype == fflite::DType::I4) {
+    if (fflite::FindDType(*dtype)->quantized) {
       options.quantize = *dtype;
     } else {
       options.dtype = *dtype;
     }
   }
   options.keep = absl::GetFlag(FLAGS_keep);
+  options.imatrix = absl::GetFlag(FLAGS_imatrix);
   options.quantize_options.search = absl::GetFlag(FLAGS_quant_search);
   options.quantize_options.rotate = absl::GetFlag(FLAGS_rotate);
   options.d_ff_alignment = absl::GetFlag(FLAGS_d_ff_alignment);

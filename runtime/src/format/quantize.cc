@@ -5,11 +5,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "base/half.h"
 #include "format/quant_layout.h"
+#include "format/quantize_kquant.h"
+#include "format/round_nearest.h"
 
 namespace fflite {
 
@@ -18,15 +21,6 @@ namespace {
 constexpr int kBlock = static_cast<int>(kQuantBlock);
 constexpr uint64_t kMaxDim = uint64_t{1} << 20;  // the loader's limit on rows and k
 constexpr float kF16Max = 65504.0f;
-
-// Round to nearest, ties to even, for |v| < 2^22: adding 1.5·2^23 leaves no fraction bits, so
-// the FPU's rounding does the work. Unlike std::nearbyint this vectorises on baseline x86-64
-// (SSE2 has no roundps); it relies on strict IEEE evaluation (no -ffast-math, which this
-// project does not use).
-inline float RoundNearest(float v) {
-  constexpr float kMagic = 12582912.0f;
-  return (v + kMagic) - kMagic;
-}
 
 struct Levels {
   float lo, hi;
@@ -144,6 +138,86 @@ uint16_t QuantizeBlock(const float* x, bool search, int8_t* q) {
   return best16;
 }
 
+// E[(w−μ)^4] / σ^4 of w[count] whose sum is `sum`; 0 for an empty or constant matrix.
+double Kurtosis(const float* w, uint64_t count, double sum) {
+  if (count == 0) return 0.0;
+  const double n = static_cast<double>(count);
+  const double mean = sum / n;
+  double m2 = 0, m4 = 0;
+  for (uint64_t i = 0; i < count; ++i) {
+    const double d = w[i] - mean, d2 = d * d;
+    m2 += d2;
+    m4 += d2 * d2;
+  }
+  m2 /= n;
+  m4 /= n;
+  // σ = 0 up to the rounding of the mean (a constant matrix): kurtosis 0, not noise.
+  return m2 > 1e-24 * mean * mean && m2 > 0 ? m4 / (m2 * m2) : 0.0;
+}
+
+// Q4_K, Q5_K, Q6_K: each panel of 16 rows quantised to GGUF's blocks, then re-laid by the same
+// code that keeps a GGUF file's tensors; the error from the stored panel, dequantised. The
+// search costs ~100x a plain rounding, so the panels run on every core.
+void QuantizeKQuantMatrix(QuantType type, uint64_t rows, uint64_t k, const float* w,
+                          const float* importance, uint8_t* dst, QuantStats* stats) {
+  const uint64_t block_bytes = type == QuantType::kQ4K   ? kQ4KBlockBytes
+                               : type == QuantType::kQ5K ? kQ5KBlockBytes
+                                                         : kQ6KBlockBytes;
+  void (*const quantize_row)(const float*, const float*, uint64_t, uint8_t*) =
+      type == QuantType::kQ4K   ? &QuantizeQ4KRow
+      : type == QuantType::kQ5K ? &QuantizeQ5KRow
+                                : &QuantizeQ6KRow;
+  void (*const pack)(uint64_t, uint64_t, const uint8_t*, uint8_t*) =
+      type == QuantType::kQ4K   ? &PackQ4KFromGguf
+      : type == QuantType::kQ5K ? &PackQ5KFromGguf
+                                : &PackQ6KFromGguf;
+  const DType dtype = type == QuantType::kQ4K   ? DType::Q4_K
+                      : type == QuantType::kQ5K ? DType::Q5_K
+                                                : DType::Q6_K;
+  const QuantGeometry g = QuantMatrixGeometry(dtype, rows, k);
+  // Panels are independent: they are dealt to threads (the result does not depend on how
+  // many), each panel's error sums kept apart and added in panel order.
+  std::vector<double> panel_err(g.panels, 0.0), panel_ref(g.panels, 0.0), panel_max(g.panels, 0.0);
+  auto work = [&](uint64_t first, uint64_t step) {
+    std::vector<uint8_t> blocks(kQuantPanelRows * (k / 256) * block_bytes);
+    std::vector<float> back(stats != nullptr ? kQuantPanelRows * k : 0);
+    for (uint64_t p = first; p < g.panels; p += step) {
+      const uint64_t r0 = p * kQuantPanelRows;
+      const uint64_t n = std::min<uint64_t>(kQuantPanelRows, rows - r0);
+      for (uint64_t r = 0; r < n; ++r) {
+        quantize_row(w + (r0 + r) * k, importance, k, blocks.data() + r * (k / 256) * block_bytes);
+      }
+      uint8_t* panel = dst + p * g.panel_bytes;
+      pack(n, k, blocks.data(), panel);
+      if (stats == nullptr) continue;
+      DequantizeRows(dtype, Layout::PANEL16_K4, n, k, panel, 0, n, back.data());
+      for (uint64_t i = 0; i < n * k; ++i) {
+        const double x = w[r0 * k + i], d = x - back[i];
+        panel_err[p] += d * d;
+        panel_ref[p] += x * x;
+        panel_max[p] = std::max(panel_max[p], std::fabs(d));
+      }
+    }
+  };
+  const uint64_t threads =
+      std::min<uint64_t>({std::max(1u, std::thread::hardware_concurrency()), 16, g.panels});
+  std::vector<std::thread> pool;
+  for (uint64_t t = 1; t < threads; ++t) pool.emplace_back(work, t, threads);
+  work(0, std::max<uint64_t>(threads, 1));
+  for (std::thread& t : pool) t.join();
+  double err_sum = 0, ref_sum = 0, max_err = 0;
+  for (uint64_t p = 0; p < g.panels; ++p) {
+    err_sum += panel_err[p];
+    ref_sum += panel_ref[p];
+    max_err = std::max(max_err, panel_max[p]);
+  }
+  if (stats != nullptr) {
+    *stats = QuantStats();
+    stats->nmse = ref_sum > 0 ? err_sum / ref_sum : 0.0;
+    stats->max_abs_error = max_err;
+  }
+}
+
 }  // namespace
 
 absl::Status QuantizeMatrix(DType dtype, uint64_t rows, uint64_t k, const float* w,
@@ -154,16 +228,25 @@ absl::Status QuantizeMatrix(DType dtype, uint64_t rows, uint64_t k, const float*
         absl::StrFormat("%s: dtype %s is not a quantised dtype (i8, i4); cannot quantise", what,
                         DTypeName(dtype)));
   }
-  if (QuantTypeOf(dtype) == QuantType::kQ4K || QuantTypeOf(dtype) == QuantType::kQ5K ||
-      QuantTypeOf(dtype) == QuantType::kQ6K) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: dtype %s is kept from GGUF files' tensors of that type; fflite does not quantise to "
-        "it (use i4 or i8)",
-        what, DTypeName(dtype)));
-  }
   if (rows > kMaxDim || k > kMaxDim) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: shape [%d, %d] exceeds the limit of %d rows and columns", what, rows, k, kMaxDim));
+  }
+  const QuantType type = QuantTypeOf(dtype);
+  const bool k_quant = type == QuantType::kQ4K || type == QuantType::kQ5K || type == QuantType::kQ6K;
+  if (k_quant && (k % 256 != 0 || options.rotate)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: dtype %s needs in_features a multiple of 256 and no rotation; got %d columns%s", what,
+        DTypeName(dtype), k, options.rotate ? ", rotated" : ""));
+  }
+  if (options.importance != nullptr) {
+    for (uint64_t j = 0; j < k; ++j) {
+      if (!(options.importance[j] >= 0) || !std::isfinite(options.importance[j])) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: importance of column %d is %g: must be finite and >= 0", what, j,
+            options.importance[j]));
+      }
+    }
   }
   // Validate everything before writing anything; the mean is for the kurtosis.
   double sum = 0;
@@ -177,6 +260,12 @@ absl::Status QuantizeMatrix(DType dtype, uint64_t rows, uint64_t k, const float*
       }
       sum += row[j];
     }
+  }
+
+  if (k_quant) {
+    QuantizeKQuantMatrix(type, rows, k, w, options.importance, dst, stats);
+    if (stats != nullptr) stats->kurtosis = Kurtosis(w, rows * k, sum);
+    return absl::OkStatus();
   }
 
   // The block quantiser of the type's traits.
@@ -228,20 +317,7 @@ absl::Status QuantizeMatrix(DType dtype, uint64_t rows, uint64_t k, const float*
     *stats = QuantStats();
     stats->nmse = ref_sum > 0 ? err_sum / ref_sum : 0.0;
     stats->max_abs_error = max_err;
-    const double count = static_cast<double>(rows) * static_cast<double>(k);
-    if (count > 0) {
-      const double mean = sum / count;
-      double m2 = 0, m4 = 0;
-      for (uint64_t i = 0; i < rows * k; ++i) {
-        const double d = w[i] - mean, d2 = d * d;
-        m2 += d2;
-        m4 += d2 * d2;
-      }
-      m2 /= count;
-      m4 /= count;
-      // σ = 0 up to the rounding of the mean (a constant matrix): kurtosis 0, not noise.
-      stats->kurtosis = m2 > 1e-24 * mean * mean && m2 > 0 ? m4 / (m2 * m2) : 0.0;
-    }
+    stats->kurtosis = Kurtosis(w, rows * k, sum);
   }
   return absl::OkStatus();
 }

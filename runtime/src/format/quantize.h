@@ -1,5 +1,5 @@
-// The offline, calibration-free quantiser of weight matrices (f32 -> I8 / I4 in the stored panel
-// layout of quant_layout.h), used by the converter; per block of 32 it searches the f16 scale.
+// The offline quantiser of weight matrices (f32 -> I8 / I4 / Q4_K / Q5_K / Q6_K in the stored panel
+// layout of quant_layout.h), used by the converter; per block it searches the scale.
 #ifndef FFLITE_RUNTIME_SRC_FORMAT_QUANTIZE_H_
 #define FFLITE_RUNTIME_SRC_FORMAT_QUANTIZE_H_
 
@@ -20,6 +20,10 @@ struct QuantizeOptions {
   // Rotate each block of 32 of every row by Rotate32 first (layout PANEL16_K4_HADAMARD32): an
   // outlier weight is spread over its block instead of setting the block's scale.
   bool rotate = false;
+  // Q4_K, Q5_K, Q6_K only: k non-negative weights of each column's squared error (the mean square
+  // of the inputs that column meets, from a calibration run: an importance matrix), or nullptr
+  // (all equal). Not owned; read during the call only.
+  const float* importance = nullptr;
 };
 
 // Of the dequantised matrix (rotated back if rotated) against the source, over the rows·k
@@ -30,7 +34,8 @@ struct QuantStats {
   double kurtosis = 0;       // of the source weights: E[(w−μ)^4] / σ^4 (3 for a Gaussian); 0 if σ = 0
 };
 
-// Quantises w [rows, k] (f32, row-major, not owned, only read) to `dtype` (I8 or I4) in the stored
+// Quantises w [rows, k] (f32, row-major, not owned, only read) to `dtype` (I8, I4, or the k-quants
+// Q4_K, Q5_K, Q6_K: k a multiple of 256, never rotated; see quantize_kquant.h) in the stored
 // layout, writing exactly TensorBytes(dtype, {rows, k}, layout) bytes to dst (caller-owned;
 // layout = options.rotate ? PANEL16_K4_HADAMARD32 : PANEL16_K4; padding rows, blocks and bytes
 // are written too: zero values and zero scales, except that a rotated block's padding columns
@@ -40,7 +45,8 @@ struct QuantStats {
 // the search, 0.4 s without, on one x86-64 core.
 // Errors (InvalidArgument, nothing written to dst): the first NaN or Inf in w, naming `what`,
 // the row and the column ("layers.0.mlp.down_proj.weight: element [3, 17] is NaN; cannot
-// quantise"); a dtype that is not quantised; rows or k above 2^20 (the loader's limit).
+// quantise"); a dtype that is not quantised; rows or k above 2^20 (the loader's limit); a k-quant
+// with k not a multiple of 256, or rotated; a negative or non-finite importance.
 absl::Status QuantizeMatrix(DType dtype, uint64_t rows, uint64_t k, const float* w,
                             const QuantizeOptions& options, const std::string& what, uint8_t* dst,
                             QuantStats* stats /* may be nullptr */);

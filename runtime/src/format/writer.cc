@@ -154,13 +154,14 @@ absl::StatusOr<Planner::TensorOffset> Planner::Tensor(const TensorSource& src,
   } else {
     dtype = options_.dtype.value_or(src.dtype);
     if (matrix && options_.matrix_dtype) dtype = options_.matrix_dtype(path, dtype);
+    dtype = KQuantFallback(dtype, stored);
   }
   const DTypeInfo* info = FindDType(dtype);
   if (info == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": invalid stored dtype"));
   }
   const Layout layout = !info->quantized ? (value_rows ? Layout::VALUE_ROWS : Layout::ROW_MAJOR)
-                        : options_.quantize.rotate && !prequantized
+                        : options_.quantize.rotate && !prequantized && !IsKQuant(dtype)
                             ? Layout::PANEL16_K4_HADAMARD32
                             : Layout::PANEL16_K4;
   const uint64_t size = TensorBytes(dtype, stored, layout);
@@ -421,6 +422,11 @@ absl::Status Emit(const ModelSpec& spec, const WriteOptions& options, Sink* sink
     if (quantize) {
       QuantizeOptions qo = options.quantize;
       qo.rotate = t.layout == Layout::PANEL16_K4_HADAMARD32;
+      std::vector<float> importance;
+      if (options.importance && IsKQuant(t.dtype)) {
+        importance = options.importance(t.path, t.stored_shape[1]);
+      }
+      qo.importance = importance.empty() ? nullptr : importance.data();
       stored.assign(t.size, 0);
       QuantStats stats;
       FFLITE_RETURN_IF_ERROR(QuantizeMatrix(t.dtype, t.stored_shape[0], t.stored_shape[1],
@@ -470,6 +476,15 @@ void RemoveStaleTemporaries(const std::string& path) {
 }
 
 }  // namespace
+
+bool IsKQuant(DType dtype) {
+  return dtype == DType::Q4_K || dtype == DType::Q5_K || dtype == DType::Q6_K;
+}
+
+DType KQuantFallback(DType dtype, const std::vector<uint64_t>& stored) {
+  if (!IsKQuant(dtype) || (stored.size() == 2 && stored[1] % 256 == 0)) return dtype;
+  return dtype == DType::Q4_K ? DType::I4 : DType::I8;
+}
 
 absl::Status CheckExpertAlignment(uint64_t a) {
   if (a == 0 || (a >= kTensorAlignment && a <= kMaxExpertAlignment && (a & (a - 1)) == 0)) {
