@@ -133,8 +133,8 @@ make_dist() {
   local dist=$build_dir/dist libdir=$sysroot/usr/lib/$triple f lib
   rm -rf "$dist" && mkdir -p "$dist/bin" "$dist/lib" "$dist/include/fflite" || return 1
   local queue=()
-  for f in runtime/tools/fflite-bench runtime/tools/fflite-neurons examples/fflite-example \
-      converter/fflite-inspect; do
+  for f in runtime/tools/fflite-bench runtime/tools/fflite-neurons runtime/tools/fflite-imatrix \
+      examples/fflite-example converter/fflite-inspect; do
     [ -f "$build_dir/$f" ] && cp "$build_dir/$f" "$dist/bin/" && queue+=("$dist/bin/$(basename "$f")")
   done
   cp -P "$build_dir"/runtime/libfflite.so* "$dist/lib/" && queue+=("$dist/lib/libfflite.so")
