@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -141,17 +142,18 @@ absl::Status RelayQ(const View& v, DType dtype, uint8_t* dst) {
   return absl::OkStatus();
 }
 
-// Q4_K / Q5_K / Q6_K rows kept as they are: every super-block's d (and Q4_K's and Q5_K's dmin)
-// must be finite (the loader's check).
+// Q3_K / Q4_K / Q5_K / Q6_K rows kept as they are (Q3_K's as Q6_K's): every super-block's d (and
+// Q4_K's and Q5_K's dmin) must be finite (the loader's check).
 absl::Status CheckKSupers(const View& v) {
   const GgmlType type = v.t->type->type;
   const bool q4k = type == GgmlType::Q4_K || type == GgmlType::Q5_K;  // d and dmin first
+  const uint64_t d_at = q4k ? 0 : type == GgmlType::Q3_K ? 108 : 208;
   const uint64_t supers = v.cols / 256, block = v.t->type->block_bytes;
   for (uint64_t r = 0; r < v.rows; ++r) {
     for (uint64_t s = 0; s < supers; ++s) {
       const uint8_t* in = v.Begin() + r * v.RowBytes() + s * block;
       uint16_t d, dmin = 0;
-      std::memcpy(&d, in + (q4k ? 0 : 208), 2);
+      std::memcpy(&d, in + d_at, 2);
       if (q4k) std::memcpy(&dmin, in + 2, 2);
       if ((d & 0x7c00u) == 0x7c00u || (dmin & 0x7c00u) == 0x7c00u) {
         return absl::InvalidArgumentError(absl::StrFormat(
@@ -175,7 +177,7 @@ TensorSource Source(const View& v, std::vector<uint64_t> shape, bool matrix, boo
   DType quant = DType::INVALID;
   if (native && matrix && type == GgmlType::Q4_0) quant = DType::I4;
   if (native && matrix && type == GgmlType::Q4_K) quant = DType::Q4_K;
-  if (native && matrix && type == GgmlType::Q6_K) quant = DType::Q6_K;
+  if (native && matrix && (type == GgmlType::Q6_K || type == GgmlType::Q3_K)) quant = DType::Q6_K;
   if (native && matrix && type == GgmlType::Q5_K) quant = DType::Q5_K;
   if (native && matrix && int8_ok) quant = DType::I8;
   const DType as_is = FloatDType(type);
@@ -189,6 +191,17 @@ TensorSource Source(const View& v, std::vector<uint64_t> shape, bool matrix, boo
       if (quant == DType::Q4_K) {
         FFLITE_RETURN_IF_ERROR(CheckKSupers(v));
         PackQ4KFromGguf(v.rows, v.cols, v.Begin(), dst);
+      } else if (quant == DType::Q6_K && v.t->type->type == GgmlType::Q3_K) {
+        // Each Q3_K block as the Q6_K block of the same values, then re-laid as Q6_K's are.
+        FFLITE_RETURN_IF_ERROR(CheckKSupers(v));
+        const uint64_t supers = v.cols / 256;
+        std::vector<uint8_t> q6(v.rows * supers * 210);
+        for (uint64_t r = 0; r < v.rows; ++r) {
+          for (uint64_t b = 0; b < supers; ++b) {
+            Q3KBlockAsQ6K(v.Begin() + r * v.RowBytes() + b * 110, &q6[(r * supers + b) * 210]);
+          }
+        }
+        PackQ6KFromGguf(v.rows, v.cols, q6.data(), dst);
       } else if (quant == DType::Q6_K) {
         FFLITE_RETURN_IF_ERROR(CheckKSupers(v));
         PackQ6KFromGguf(v.rows, v.cols, v.Begin(), dst);
@@ -588,6 +601,8 @@ std::string DescribeGguf(GgufPtr file) {
         h = "q4_k, bits kept";
       } else if (ty == GgmlType::Q6_K) {
         h = "q6_k, bits kept";
+      } else if (ty == GgmlType::Q3_K) {
+        h = "q6_k, values kept (each 3-bit value stored as q6_k's int8)";
       } else if (ty == GgmlType::Q5_K) {
         h = "q5_k, bits kept";
       } else if (ty == GgmlType::MXFP4) {

@@ -12,6 +12,8 @@
 // may sit at any alignment and the code does not depend on the host's byte order.
 #include "converter/gguf_types.h"
 
+#include <cstring>
+
 #include "absl/strings/str_format.h"
 #include "base/half.h"
 
@@ -201,30 +203,36 @@ void Q2_KBlock(const uint8_t* b, float* y) {
 // Q3_K: 16 sub-blocks of 16 with 6-bit scales (offset by 32) packed into 12 bytes: the low 4 bits
 // of scale j are the low (j < 8) or high (j >= 8) nibble of byte j % 8, its top 2 bits are bits
 // 2 * (j / 4) of byte 8 + j % 4. Quants: 2 low bits in the planes of qs (as Q2_K); a clear bit in
-// hmask subtracts 4 (bit plane 4 * half + plane of hmask byte l / l + 16).
-void Q3_KBlock(const uint8_t* b, float* y) {
+// hmask subtracts 4 (bit plane 4 * half + plane of hmask byte l / l + 16). Writes the 16 signed
+// scales (sub-block j: elements 16j .. 16j + 15) and the 256 values in [-4, 3], in element order.
+void Q3KCodes(const uint8_t* b, int scales[16], int8_t v[256]) {
   const uint8_t* hm = b;
   const uint8_t* q = b + 32;
   const uint8_t* packed = b + 96;
-  const float d = Half(b + 108);
-  int scales[16];
   for (int j = 0; j < 16; ++j) {
     const int low = j < 8 ? (packed[j] & 0xF) : (packed[j - 8] >> 4);
     const int high = (packed[8 + j % 4] >> (2 * (j / 4))) & 3;
     scales[j] = (low | (high << 4)) - 32;
   }
-  int is = 0;
   uint8_t m = 1;
   for (int half = 0; half < 2; ++half, q += 32) {
     for (int shift = 0; shift < 8; shift += 2, m = static_cast<uint8_t>(m << 1)) {
-      for (int part = 0; part < 2; ++part) {
-        const float dl = d * static_cast<float>(scales[is++]);
-        for (int l = 16 * part; l < 16 * part + 16; ++l) {
-          const int v = ((q[l] >> shift) & 3) - ((hm[l] & m) ? 0 : 4);
-          *y++ = dl * static_cast<float>(v);
-        }
+      for (int l = 0; l < 32; ++l) {
+        *v++ = static_cast<int8_t>(((q[l] >> shift) & 3) - ((hm[l] & m) ? 0 : 4));
       }
     }
+  }
+}
+
+// (d * scale) * value per sub-block of 16, in ggml's order.
+void Q3_KBlock(const uint8_t* b, float* y) {
+  int scales[16];
+  int8_t v[256];
+  Q3KCodes(b, scales, v);
+  const float d = Half(b + 108);
+  for (int j = 0; j < 16; ++j) {
+    const float dl = d * static_cast<float>(scales[j]);
+    for (int l = 0; l < 16; ++l) *y++ = dl * static_cast<float>(v[16 * j + l]);
   }
 }
 
@@ -463,6 +471,26 @@ absl::Status DequantizeGguf(GgmlType type, const uint8_t* src, uint64_t n, float
     decode(src + i * info->block_bytes, dst + i * info->block_elems);
   }
   return absl::OkStatus();
+}
+
+void Q3KBlockAsQ6K(const uint8_t* q3, uint8_t* q6) {
+  int scales[16];
+  int8_t v[256];
+  Q3KCodes(q3, scales, v);
+  uint8_t* ql = q6;
+  uint8_t* qh = q6 + 128;
+  for (int half = 0; half < 2; ++half) {
+    const int8_t* vh = v + 128 * half;
+    for (int l = 0; l < 32; ++l) {
+      const int u0 = vh[l] + 32, u1 = vh[l + 32] + 32, u2 = vh[l + 64] + 32, u3 = vh[l + 96] + 32;
+      ql[64 * half + l] = static_cast<uint8_t>((u0 & 0xF) | ((u2 & 0xF) << 4));
+      ql[64 * half + l + 32] = static_cast<uint8_t>((u1 & 0xF) | ((u3 & 0xF) << 4));
+      qh[32 * half + l] =
+          static_cast<uint8_t>((u0 >> 4) | ((u1 >> 4) << 2) | ((u2 >> 4) << 4) | ((u3 >> 4) << 6));
+    }
+  }
+  for (int j = 0; j < 16; ++j) q6[192 + j] = static_cast<uint8_t>(static_cast<int8_t>(scales[j]));
+  std::memcpy(q6 + 208, q3 + 108, 2);  // d
 }
 
 }  // namespace converter

@@ -775,7 +775,8 @@ TEST_F(GgufTest, KQuantsKeptOrDequantisedExactly) {
                    got.data());
     EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0) << DTypeName(t->dtype);
   }
-  // Q3_K (no kernels of fflite's): f32, each value the specification's.
+  // Q3_K: kept as q6_k (its values and scales fit q6_k's), each value the specification's; the
+  // CPU backend's q6_k kernels on it against the reference.
   {
     constexpr uint32_t kQ3K = 11;  // hmask[32], qs[64], scales[12], d
     GgufWriter g3;
@@ -800,12 +801,32 @@ TEST_F(GgufTest, KQuantsKeptOrDequantisedExactly) {
     const FfnView& f3 = m3->layers()[0].ffn;
     const TensorView* ts[3] = {&f3.gate, &f3.up, &f3.down};
     for (int i = 0; i < 3; ++i) {
-      ASSERT_EQ(ts[i]->dtype, DType::F32);
+      ASSERT_EQ(ts[i]->dtype, DType::Q6_K);
       std::vector<float> want(ts[i]->numel());
       ASSERT_OK(converter::DequantizeGguf(converter::GgmlType::Q3_K, q3[i].data(), want.size(),
                                           want.data()));
-      ASSERT_EQ(ts[i]->size, want.size() * 4);
-      EXPECT_EQ(std::memcmp(ts[i]->data, want.data(), ts[i]->size), 0) << i;
+      std::vector<float> got(ts[i]->numel());
+      DequantizeRows(ts[i]->dtype, ts[i]->layout, ts[i]->shape[0], ts[i]->shape[1], ts[i]->data,
+                     0, ts[i]->shape[0], got.data());
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0) << i;
+    }
+    // One token (float activations: the f32 tolerance) and 9 (int8 activations where the CPU's
+    // kernels take them: quantised per block of 32, ~1% of each product; NMSE bound 1e-3).
+    Rng xr(8);
+    for (size_t tokens : {size_t{1}, size_t{9}}) {
+      const std::vector<float> x = xr.Vec(256 * tokens, 1.0f);
+      ASSERT_OK_AND_ASSIGN(std::vector<float> want, RunLayer(*m3, "reference", 0, x, tokens));
+      ASSERT_OK_AND_ASSIGN(std::vector<float> got, RunLayer(*m3, "xnnpack", 0, x, tokens));
+      double err = 0, ss = 0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        err += (got[i] - want[i]) * (got[i] - want[i]);
+        ss += static_cast<double>(want[i]) * want[i];
+      }
+      EXPECT_LT(err / ss, 1e-3) << tokens << " tokens";
+      const double rms = std::sqrt(ss / static_cast<double>(want.size()));
+      for (size_t i = 0; tokens == 1 && i < want.size(); ++i) {
+        EXPECT_NEAR(got[i], want[i], testing::kF32RelTol * (std::fabs(want[i]) + rms)) << i;
+      }
     }
   }
   // The layer on the CPU backend against the reference on the same file (q4_k, q5_k and q6_k
@@ -858,9 +879,10 @@ TEST(GgufOwnQuantiser, BlocksDequantiseBySpecificationToTheStoredMatrix) {
     uint64_t block_bytes;
     void (*row)(const float*, const float*, uint64_t, uint8_t*);
   };
-  for (const Case& c : {Case{DType::Q4_K, converter::GgmlType::Q4_K, kQ4KBlockBytes, &QuantizeQ4KRow},
-                        Case{DType::Q5_K, converter::GgmlType::Q5_K, kQ5KBlockBytes, &QuantizeQ5KRow},
-                        Case{DType::Q6_K, converter::GgmlType::Q6_K, kQ6KBlockBytes, &QuantizeQ6KRow}}) {
+  using converter::GgmlType;
+  for (const Case& c : {Case{DType::Q4_K, GgmlType::Q4_K, kQ4KBlockBytes, &QuantizeQ4KRow},
+                        Case{DType::Q5_K, GgmlType::Q5_K, kQ5KBlockBytes, &QuantizeQ5KRow},
+                        Case{DType::Q6_K, GgmlType::Q6_K, kQ6KBlockBytes, &QuantizeQ6KRow}}) {
     SCOPED_TRACE(DTypeName(c.dtype));
     std::vector<uint8_t> blocks(rows * k / 256 * c.block_bytes);
     for (uint64_t r = 0; r < rows; ++r) {
