@@ -98,7 +98,8 @@ float E8m0Half(uint8_t e) {
 // Q4_K / Q5_K: the 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes. Bytes 0-3
 // hold the scales of sub-blocks 0-3 and bytes 4-7 their mins (low 6 bits); sub-blocks 4-7 take
 // their low 4 bits from the nibbles of bytes 8-11 and their top 2 bits from the spare top bits
-// of bytes 0-7.
+// of bytes 0-7. (Written apart from the runtime's UnpackKCodes on purpose: this file is the
+// specification's reading that the runtime's re-laying is tested against.)
 void KScaleMin(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
   if (j < 4) {
     *sc = q[j] & 63;
