@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/half.h"
+#include "format/quantize_kquant.h"
 
 namespace fflite {
 namespace converter {
@@ -476,22 +477,11 @@ absl::Status DequantizeGguf(GgmlType type, const uint8_t* src, uint64_t n, float
 
 void Q3KBlockAsQ6K(const uint8_t* q3, uint8_t* q6) {
   int scales[16];
-  int8_t v[256];
+  int8_t v[256], sc[16];
   Q3KCodes(q3, scales, v);
-  uint8_t* ql = q6;
-  uint8_t* qh = q6 + 128;
-  for (int half = 0; half < 2; ++half) {
-    const int8_t* vh = v + 128 * half;
-    for (int l = 0; l < 32; ++l) {
-      const int u0 = vh[l] + 32, u1 = vh[l + 32] + 32, u2 = vh[l + 64] + 32, u3 = vh[l + 96] + 32;
-      ql[64 * half + l] = static_cast<uint8_t>((u0 & 0xF) | ((u2 & 0xF) << 4));
-      ql[64 * half + l + 32] = static_cast<uint8_t>((u1 & 0xF) | ((u3 & 0xF) << 4));
-      qh[32 * half + l] =
-          static_cast<uint8_t>((u0 >> 4) | ((u1 >> 4) << 2) | ((u2 >> 4) << 4) | ((u3 >> 4) << 6));
-    }
-  }
-  for (int j = 0; j < 16; ++j) q6[192 + j] = static_cast<uint8_t>(static_cast<int8_t>(scales[j]));
-  std::memcpy(q6 + 208, q3 + 108, 2);  // d
+  for (int j = 0; j < 16; ++j) sc[j] = static_cast<int8_t>(scales[j]);
+  const uint16_t d = static_cast<uint16_t>(q3[108] | (q3[109] << 8));
+  PackQ6KBlock(v, sc, d, q6);
 }
 
 }  // namespace converter

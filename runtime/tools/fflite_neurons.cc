@@ -26,6 +26,7 @@
 #include "absl/strings/str_replace.h"
 #include "base/status_macros.h"
 #include "base/tool_flags.h"
+#include "c_api_handles.h"
 #include "fflite/fflite.h"
 #include "format/model.h"
 #include "format/value_norms.h"
@@ -47,23 +48,10 @@ namespace {
 // inputs run in chunks of this many tokens.
 constexpr size_t kMaxChunkTokens = 512;
 
-// Deletes C API handles.
-struct ModelFree {
-  void operator()(fflite_model* m) const { fflite_model_free(m); }
-};
-struct SessionFree {
-  void operator()(fflite_session* s) const { fflite_session_free(s); }
-};
-struct FileClose {
-  void operator()(std::FILE* f) const { std::fclose(f); }
-};
-
-// A C API failure as a Status carrying the call's last-error message.
-absl::Status CError(const std::string& what, fflite_status st) {
-  return absl::InvalidArgumentError(absl::StrFormat("%s: %s (%s)", what,
-                                                    fflite_last_error_message(),
-                                                    fflite_status_name(st)));
-}
+using tools::CError;
+using tools::FileClose;
+using tools::ModelFree;
+using tools::SessionFree;
 
 struct BackendName {
   const char* name;

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "c_api_handles.h"
 #include "fflite/fflite.h"
 #include "format/dtype.h"
 #include "format/model.h"
@@ -27,21 +28,10 @@ namespace {
 
 constexpr size_t kMaxChunkTokens = 256;
 
-struct ModelFree {
-  void operator()(fflite_model* m) const { fflite_model_free(m); }
-};
-struct SessionFree {
-  void operator()(fflite_session* s) const { fflite_session_free(s); }
-};
-struct FileClose {
-  void operator()(std::FILE* f) const { std::fclose(f); }
-};
-
-absl::Status CError(const std::string& what, fflite_status st) {
-  return absl::InvalidArgumentError(absl::StrFormat("%s: %s (%s)", what,
-                                                    fflite_last_error_message(),
-                                                    fflite_status_name(st)));
-}
+using tools::CError;
+using tools::FileClose;
+using tools::ModelFree;
+using tools::SessionFree;
 
 // Sums of squares and their counts per named vector, in name order.
 struct Accumulator {

@@ -322,22 +322,26 @@ void QuantizeQ6KRow(const float* x, const float* importance, uint64_t k, uint8_t
         }
       }
     }
-    // ql[128], qh[64], scales[16], d: per half of 128, element l of its four groups of 32.
-    uint8_t* ql = out;
-    uint8_t* qh = out + 128;
-    for (int n = 0; n < 2; ++n) {
-      const int8_t* qn = q + 128 * n;
-      for (int l = 0; l < 32; ++l) {
-        const int u0 = qn[l] + 32, u1 = qn[l + 32] + 32, u2 = qn[l + 64] + 32, u3 = qn[l + 96] + 32;
-        ql[64 * n + l] = static_cast<uint8_t>((u0 & 0xF) | ((u2 & 0xF) << 4));
-        ql[64 * n + l + 32] = static_cast<uint8_t>((u1 & 0xF) | ((u3 & 0xF) << 4));
-        qh[32 * n + l] = static_cast<uint8_t>((u0 >> 4) | ((u1 >> 4) << 2) | ((u2 >> 4) << 4) |
-                                              ((u3 >> 4) << 6));
-      }
-    }
-    std::memcpy(out + 192, sc, 16);
-    PutHalf(d16, out + 208);
+    PackQ6KBlock(q, sc, d16, out);
   }
+}
+
+void PackQ6KBlock(const int8_t v[256], const int8_t scales[16], uint16_t d, uint8_t* out) {
+  // ql[128], qh[64], scales[16], d: per half of 128, element l of its four groups of 32.
+  uint8_t* ql = out;
+  uint8_t* qh = out + 128;
+  for (int n = 0; n < 2; ++n) {
+    const int8_t* vn = v + 128 * n;
+    for (int l = 0; l < 32; ++l) {
+      const int u0 = vn[l] + 32, u1 = vn[l + 32] + 32, u2 = vn[l + 64] + 32, u3 = vn[l + 96] + 32;
+      ql[64 * n + l] = static_cast<uint8_t>((u0 & 0xF) | ((u2 & 0xF) << 4));
+      ql[64 * n + l + 32] = static_cast<uint8_t>((u1 & 0xF) | ((u3 & 0xF) << 4));
+      qh[32 * n + l] =
+          static_cast<uint8_t>((u0 >> 4) | ((u1 >> 4) << 2) | ((u2 >> 4) << 4) | ((u3 >> 4) << 6));
+    }
+  }
+  std::memcpy(out + 192, scales, 16);
+  PutHalf(d, out + 208);
 }
 
 }  // namespace fflite

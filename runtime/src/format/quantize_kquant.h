@@ -24,6 +24,10 @@ void QuantizeQ4KRow(const float* x, const float* importance, uint64_t k, uint8_t
 void QuantizeQ5KRow(const float* x, const float* importance, uint64_t k, uint8_t* out);
 void QuantizeQ6KRow(const float* x, const float* importance, uint64_t k, uint8_t* out);
 
+// Writes GGUF's 210-byte Q6_K block from its parts: the values v[256] in [-32, 31] in element
+// order, the 16 int8 scales (scale j: elements 16j .. 16j + 15) and d's f16 bits.
+void PackQ6KBlock(const int8_t v[256], const int8_t scales[16], uint16_t d, uint8_t* out);
+
 }  // namespace fflite
 
 #endif  // FFLITE_RUNTIME_SRC_FORMAT_QUANTIZE_KQUANT_H_
