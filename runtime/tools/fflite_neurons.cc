@@ -203,18 +203,11 @@ absl::Status Run(const std::string& model_path) {
   }
 
   // The model, through the C API for the session, and through the internal loader for the
-  // weights (the value norms). That maps the file twice; the kernel shares the pages, so the cost
-  // is a second validation, and the C API keeps its own model private.
-  fflite_model* raw_model = nullptr;
-  fflite_status st = fflite_model_load_file(model_path.c_str(), &raw_model);
-  const std::unique_ptr<fflite_model, ModelFree> model(raw_model);
-  // The loader's message names the file.
-  if (st != FFLITE_STATUS_OK) return CError("model", st);
-  absl::StatusOr<std::unique_ptr<Model>> internal = Model::LoadFile(model_path);
-  if (!internal.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("model: %s", internal.status().message()));
-  }
+  // weights (the value norms).
+  FFLITE_ASSIGN_OR_RETURN(tools::ToolModel loaded, tools::LoadToolModel(model_path));
+  const std::unique_ptr<fflite_model, ModelFree>& model = loaded.api;
+  const std::unique_ptr<Model>* internal = &loaded.internal;
+  fflite_status st = FFLITE_STATUS_OK;
   int32_t num_layers = 0;
   st = fflite_model_num_layers(model.get(), &num_layers);
   if (st != FFLITE_STATUS_OK) return CError("fflite_model_num_layers", st);

@@ -89,15 +89,11 @@ absl::StatusOr<std::map<std::string, std::vector<float>>> ComputeImportance(
   if (threads < 1) {
     return absl::InvalidArgumentError(absl::StrFormat("--threads %d: must be >= 1", threads));
   }
-  fflite_model* raw_model = nullptr;
-  fflite_status st = fflite_model_load_file(model_path.c_str(), &raw_model);
-  const std::unique_ptr<fflite_model, ModelFree> model(raw_model);
-  if (st != FFLITE_STATUS_OK) return CError("model", st);
   // The norms' weights through the internal loader (the C API does not expose weights).
-  absl::StatusOr<std::unique_ptr<Model>> internal = Model::LoadFile(model_path);
-  if (!internal.ok()) {
-    return absl::InvalidArgumentError(absl::StrFormat("model: %s", internal.status().message()));
-  }
+  FFLITE_ASSIGN_OR_RETURN(tools::ToolModel loaded, tools::LoadToolModel(model_path));
+  const std::unique_ptr<fflite_model, ModelFree>& model = loaded.api;
+  const std::unique_ptr<Model>* internal = &loaded.internal;
+  fflite_status st = FFLITE_STATUS_OK;
   const size_t d = (*internal)->d_model();
   std::map<std::string, Accumulator> acc;
   size_t layers_seen = 0, tokens_seen = 0;
