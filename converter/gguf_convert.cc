@@ -142,12 +142,12 @@ absl::Status RelayQ(const View& v, DType dtype, uint8_t* dst) {
   return absl::OkStatus();
 }
 
-// Q3_K / Q4_K / Q5_K / Q6_K rows kept as they are (Q3_K's as Q6_K's): every super-block's d (and
-// Q4_K's and Q5_K's dmin) must be finite (the loader's check).
+// Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS rows kept as they are (Q3_K's and IQ4_XS's as Q6_K's): every
+// super-block's d (and Q4_K's and Q5_K's dmin) must be finite (the loader's check).
 absl::Status CheckKSupers(const View& v) {
   const GgmlType type = v.t->type->type;
   const bool q4k = type == GgmlType::Q4_K || type == GgmlType::Q5_K;  // d and dmin first
-  const uint64_t d_at = q4k ? 0 : type == GgmlType::Q3_K ? 108 : 208;
+  const uint64_t d_at = q4k || type == GgmlType::IQ4_XS ? 0 : type == GgmlType::Q3_K ? 108 : 208;
   const uint64_t supers = v.cols / 256, block = v.t->type->block_bytes;
   for (uint64_t r = 0; r < v.rows; ++r) {
     for (uint64_t s = 0; s < supers; ++s) {
@@ -177,7 +177,10 @@ TensorSource Source(const View& v, std::vector<uint64_t> shape, bool matrix, boo
   DType quant = DType::INVALID;
   if (native && matrix && type == GgmlType::Q4_0) quant = DType::I4;
   if (native && matrix && type == GgmlType::Q4_K) quant = DType::Q4_K;
-  if (native && matrix && (type == GgmlType::Q6_K || type == GgmlType::Q3_K)) quant = DType::Q6_K;
+  if (native && matrix &&
+      (type == GgmlType::Q6_K || type == GgmlType::Q3_K || type == GgmlType::IQ4_XS)) {
+    quant = DType::Q6_K;
+  }
   if (native && matrix && type == GgmlType::Q5_K) quant = DType::Q5_K;
   if (native && matrix && int8_ok) quant = DType::I8;
   const DType as_is = FloatDType(type);
@@ -191,17 +194,19 @@ TensorSource Source(const View& v, std::vector<uint64_t> shape, bool matrix, boo
       if (quant == DType::Q4_K) {
         FFLITE_RETURN_IF_ERROR(CheckKSupers(v));
         PackQ4KFromGguf(v.rows, v.cols, v.Begin(), dst);
-      } else if (quant == DType::Q6_K && v.t->type->type == GgmlType::Q3_K) {
-        // Each Q3_K block as the Q6_K block of the same values, then re-laid as Q6_K's are.
+      } else if (quant == DType::Q6_K && v.t->type->type != GgmlType::Q6_K) {
+        // Q3_K, IQ4_XS: each block's d, scales and values, re-laid as Q6_K's are.
         FFLITE_RETURN_IF_ERROR(CheckKSupers(v));
-        const uint64_t supers = v.cols / 256;
-        std::vector<uint8_t> q6(v.rows * supers * 210);
-        for (uint64_t r = 0; r < v.rows; ++r) {
-          for (uint64_t b = 0; b < supers; ++b) {
-            Q3KBlockAsQ6K(v.Begin() + r * v.RowBytes() + b * 110, &q6[(r * supers + b) * 210]);
-          }
-        }
-        PackQ6KFromGguf(v.rows, v.cols, q6.data(), dst);
+        const GgmlType src_type = v.t->type->type;
+        const uint64_t block_bytes = v.t->type->block_bytes;
+        PackQ6KFromBlocks(
+            v.rows, v.cols,
+            [&v, src_type, block_bytes](uint64_t r, uint64_t b, uint16_t* d, int8_t* scales,
+                                        int8_t* values) {
+              GgufBlockAsQ6K(src_type, v.Begin() + r * v.RowBytes() + b * block_bytes, d, scales,
+                             values);
+            },
+            dst);
       } else if (quant == DType::Q6_K) {
         FFLITE_RETURN_IF_ERROR(CheckKSupers(v));
         PackQ6KFromGguf(v.rows, v.cols, v.Begin(), dst);
@@ -601,8 +606,8 @@ std::string DescribeGguf(GgufPtr file) {
         h = "q4_k, bits kept";
       } else if (ty == GgmlType::Q6_K) {
         h = "q6_k, bits kept";
-      } else if (ty == GgmlType::Q3_K) {
-        h = "q6_k, values kept (each 3-bit value stored as q6_k's int8)";
+      } else if (ty == GgmlType::Q3_K || ty == GgmlType::IQ4_XS) {
+        h = "q6_k, values kept (each value stored as q6_k's int8)";
       } else if (ty == GgmlType::Q5_K) {
         h = "q5_k, bits kept";
       } else if (ty == GgmlType::MXFP4) {

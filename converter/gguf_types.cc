@@ -16,7 +16,6 @@
 
 #include "absl/strings/str_format.h"
 #include "base/half.h"
-#include "format/quantize_kquant.h"
 
 namespace fflite {
 namespace converter {
@@ -307,19 +306,29 @@ void Q6_KBlock(const uint8_t* b, float* y) {
 
 // IQ4_XS: 8 sub-blocks of 32 with 6-bit scales (offset by 32): low 4 bits from the nibbles of
 // scales_l, top 2 bits from the 16-bit scales_h; levels as IQ4_NL.
-void Iq4xsBlock(const uint8_t* b, float* y) {
-  const float d = Half(b);
+// Writes the 8 signed scales ls − 32 (scale j: elements 32j .. 32j + 31) and the 256 levels.
+void Iq4xsCodes(const uint8_t* b, int ls[8], int8_t v[256]) {
   const uint16_t scales_h = LoadU16(b + 2);
   const uint8_t* scales_l = b + 4;
   const uint8_t* qs = b + 8;
-  for (int ib = 0; ib < 8; ++ib, y += 32, qs += 16) {
-    const int ls =
-        ((scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((scales_h >> (2 * ib)) & 3) << 4);
-    const float dl = d * static_cast<float>(ls - 32);
+  for (int ib = 0; ib < 8; ++ib, v += 32, qs += 16) {
+    ls[ib] = (((scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((scales_h >> (2 * ib)) & 3) << 4)) -
+             32;
     for (int j = 0; j < 16; ++j) {
-      y[j] = dl * static_cast<float>(kIq4nlLevels[qs[j] & 0xF]);
-      y[j + 16] = dl * static_cast<float>(kIq4nlLevels[qs[j] >> 4]);
+      v[j] = kIq4nlLevels[qs[j] & 0xF];
+      v[j + 16] = kIq4nlLevels[qs[j] >> 4];
     }
+  }
+}
+
+void Iq4xsBlock(const uint8_t* b, float* y) {
+  int ls[8];
+  int8_t v[256];
+  Iq4xsCodes(b, ls, v);
+  const float d = Half(b);
+  for (int ib = 0; ib < 8; ++ib) {
+    const float dl = d * static_cast<float>(ls[ib]);
+    for (int j = 0; j < 32; ++j) *y++ = dl * static_cast<float>(v[32 * ib + j]);
   }
 }
 
@@ -475,13 +484,23 @@ absl::Status DequantizeGguf(GgmlType type, const uint8_t* src, uint64_t n, float
   return absl::OkStatus();
 }
 
-void Q3KBlockAsQ6K(const uint8_t* q3, uint8_t* q6) {
-  int scales[16];
-  int8_t v[256], sc[16];
-  Q3KCodes(q3, scales, v);
-  for (int j = 0; j < 16; ++j) sc[j] = static_cast<int8_t>(scales[j]);
-  const uint16_t d = static_cast<uint16_t>(q3[108] | (q3[109] << 8));
-  PackQ6KBlock(v, sc, d, q6);
+bool GgufBlockAsQ6K(GgmlType type, const uint8_t* block, uint16_t* d, int8_t* scales,
+                    int8_t* values) {
+  if (type == GgmlType::Q3_K) {
+    int sc[16];
+    Q3KCodes(block, sc, values);
+    for (int j = 0; j < 16; ++j) scales[j] = static_cast<int8_t>(sc[j]);
+    *d = LoadU16(block + 108);
+    return true;
+  }
+  if (type == GgmlType::IQ4_XS) {
+    int ls[8];
+    Iq4xsCodes(block, ls, values);
+    for (int j = 0; j < 16; ++j) scales[j] = static_cast<int8_t>(ls[j / 2]);
+    *d = LoadU16(block);
+    return true;
+  }
+  return false;
 }
 
 }  // namespace converter

@@ -81,11 +81,14 @@ bool GgufBlockAsInt8(GgmlType type, const uint8_t* block, uint16_t* scale_f16, i
 // takes (true for Q8_0, Q5_0 and IQ4_NL, whose scales are f16 already; false for other types).
 bool GgufScalesFitInt8(GgmlType type, const uint8_t* src, uint64_t n);
 
-// Writes the 210-byte Q6_K block holding exactly the values of the 110-byte Q3_K block `q3`:
-// Q3_K's value (d · (sc − 32)) · v, v in [−4, 3], is Q6_K's (d · sc') · (q − 32) with the same f16
-// d, sc' = sc − 32 per sub-block of 16 and q = v + 32 (the same f32 products in the same order),
-// so that Q3_K matrices run on fflite's q6_k kernels bit for bit.
-void Q3KBlockAsQ6K(const uint8_t* q3, uint8_t* q6);
+// The types other than Q6_K whose values fflite's q6_k holds exactly, (d · scale) · value with an
+// f16 d per 256, an int8 scale per 16 and int8 values: Q3_K ((d · (sc − 32)) · v, v in [−4, 3])
+// and IQ4_XS ((d · (ls − 32)) · level, a scale per 32 given to both its halves, levels in
+// [−127, 113]). Writes d's f16 bits, the 16 scales and the 256 values of the block, such that
+// the specification's value e is exactly (d · scales[e / 16]) · values[e] (the same f32 products
+// in the same order), and returns true; false for another type.
+bool GgufBlockAsQ6K(GgmlType type, const uint8_t* block, uint16_t* d, int8_t* scales,
+                    int8_t* values);
 
 }  // namespace converter
 }  // namespace fflite

@@ -775,10 +775,16 @@ TEST_F(GgufTest, KQuantsKeptOrDequantisedExactly) {
                    got.data());
     EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0) << DTypeName(t->dtype);
   }
-  // Q3_K: kept as q6_k (its values and scales fit q6_k's), each value the specification's; the
-  // CPU backend's q6_k kernels on it against the reference.
-  {
-    constexpr uint32_t kQ3K = 11;  // hmask[32], qs[64], scales[12], d
+  // Q3_K and IQ4_XS: kept as q6_k (their scales and values fit q6_k's), each value the
+  // specification's; the CPU backend's q6_k kernels on them against the reference.
+  struct Q6Like {
+    uint32_t type;
+    converter::GgmlType ggml;
+    size_t block, d_at;
+  };
+  for (const Q6Like& c : {Q6Like{11, converter::GgmlType::Q3_K, 110, 108},  // hmask, qs, scales, d
+                          Q6Like{23, converter::GgmlType::IQ4_XS, 136, 0}}) {  // d, scales, qs
+    SCOPED_TRACE(c.type);
     GgufWriter g3;
     g3.Str("general.architecture", "llama");
     g3.U32("llama.embedding_length", 256);
@@ -786,25 +792,25 @@ TEST_F(GgufTest, KQuantsKeptOrDequantisedExactly) {
     g3.U32("llama.feed_forward_length", kFf);
     std::vector<uint8_t> q3[3];
     for (auto& b : q3) {
-      b.resize(kFf * 256 / 256 * 110);
+      b.resize(kFf * 256 / 256 * c.block);
       for (uint8_t& v : b) v = static_cast<uint8_t>(rng.Uniform(0.0f, 255.99f));
-      for (size_t i = 0; i < b.size(); i += 110) {
-        const uint16_t h = F32ToF16(rng.Uniform(-1.0f, 1.0f));
-        std::memcpy(&b[i + 108], &h, 2);
+      for (size_t i = 0; i < b.size(); i += c.block) {
+        const uint16_t h = F32ToF16(rng.Uniform(-1.0f, 1.0f) / 64);
+        std::memcpy(&b[i + c.d_at], &h, 2);
       }
     }
     g3.Matrix("blk.0.ffn_norm.weight", {256}, kGgmlF32, rng.Vec(256, 1.0f));
-    g3.Tensor("blk.0.ffn_gate.weight", {256, kFf}, kQ3K, q3[0]);
-    g3.Tensor("blk.0.ffn_up.weight", {256, kFf}, kQ3K, q3[1]);
-    g3.Tensor("blk.0.ffn_down.weight", {kFf, 256}, kQ3K, q3[2]);
-    ASSERT_OK_AND_ASSIGN(auto m3, ConvertGguf(WriteGguf(g3, "q3k.gguf"), {}, "q3k.fflite"));
+    g3.Tensor("blk.0.ffn_gate.weight", {256, kFf}, c.type, q3[0]);
+    g3.Tensor("blk.0.ffn_up.weight", {256, kFf}, c.type, q3[1]);
+    g3.Tensor("blk.0.ffn_down.weight", {kFf, 256}, c.type, q3[2]);
+    const std::string name = "q6like" + std::to_string(c.type);
+    ASSERT_OK_AND_ASSIGN(auto m3, ConvertGguf(WriteGguf(g3, name + ".gguf"), {}, name + ".fflite"));
     const FfnView& f3 = m3->layers()[0].ffn;
     const TensorView* ts[3] = {&f3.gate, &f3.up, &f3.down};
     for (int i = 0; i < 3; ++i) {
       ASSERT_EQ(ts[i]->dtype, DType::Q6_K);
       std::vector<float> want(ts[i]->numel());
-      ASSERT_OK(converter::DequantizeGguf(converter::GgmlType::Q3_K, q3[i].data(), want.size(),
-                                          want.data()));
+      ASSERT_OK(converter::DequantizeGguf(c.ggml, q3[i].data(), want.size(), want.data()));
       std::vector<float> got(ts[i]->numel());
       DequantizeRows(ts[i]->dtype, ts[i]->layout, ts[i]->shape[0], ts[i]->shape[1], ts[i]->data,
                      0, ts[i]->shape[0], got.data());

@@ -260,7 +260,9 @@ struct Case {
   size_t rows, k, c;
 };
 
-void CheckEveryKernel(DType dtype) {
+// full_range (Q6_K only): every value redrawn in [-127, 127] (what IQ4_XS's levels kept as q6_k
+// need), instead of Q6_K's own [-32, 31].
+void CheckEveryKernel(DType dtype, bool full_range = false) {
   std::mt19937 gen(11);
   constexpr float kSentinel = 12345.0f;
   const QuantType type = QuantTypeOf(dtype);
@@ -268,7 +270,20 @@ void CheckEveryKernel(DType dtype) {
                          Case{16, 256, 2}}) {
     const size_t rows = cs.rows, k = cs.k, c = cs.c;
     const std::vector<uint8_t> gguf = RandomGguf(dtype, rows, k, gen, 0.5f);
-    const std::vector<uint8_t> packed = Pack(dtype, rows, k, gguf);
+    std::vector<uint8_t> packed = Pack(dtype, rows, k, gguf);
+    if (full_range) {
+      const QuantGeometry g = QuantMatrixGeometry(dtype, rows, k);
+      std::uniform_int_distribution<int> level(-127, 127);
+      for (size_t o = 0; o < rows; ++o) {
+        for (size_t j = 0; j < k; ++j) {
+          uint8_t* blk = packed.data() + o / 16 * g.panel_bytes + g.scale_bytes +
+                         j / 32 * g.block_panel_bytes;
+          // The extremes often, so that any saturation shows.
+          const int v = j % 5 == 0 ? (j % 2 == 0 ? 127 : -127) : level(gen);
+          Q6K::SetValue(blk, o % 16, j % 32, v);
+        }
+      }
+    }
     const std::vector<float> w = Dequantized(dtype, rows, k, packed);
     GuardedBuffer w_buf(packed.size());
     std::memcpy(w_buf.As<uint8_t>(), packed.data(), packed.size());
@@ -363,6 +378,7 @@ void CheckEveryKernel(DType dtype) {
 TEST(Q4KTest, EveryKernelMatchesTheDequantisedProduct) { CheckEveryKernel(DType::Q4_K); }
 TEST(Q5KTest, EveryKernelMatchesTheDequantisedProduct) { CheckEveryKernel(DType::Q5_K); }
 TEST(Q6KTest, EveryKernelMatchesTheDequantisedProduct) { CheckEveryKernel(DType::Q6_K); }
+TEST(Q6KTest, EveryKernelTakesValuesOfTheWholeInt8Range) { CheckEveryKernel(DType::Q6_K, true); }
 
 // A product split among threads at panel boundaries gives the whole product's bits.
 void CheckRowSplits(DType dtype) {

@@ -152,39 +152,54 @@ void PackQ5KFromGguf(uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* ds
                         });
 }
 
-void PackQ6KFromGguf(uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* dst) {
+void PackQ6KFromBlocks(uint64_t rows, uint64_t k, const Q6KBlockFn& block, uint8_t* dst) {
   const QuantGeometry g = GeometryOf<Q6K>(rows, k);
   std::memset(dst, 0, g.bytes());
-  constexpr uint64_t kGgufBlockBytes = 210;
   const uint64_t supers = k / 256;
+  int8_t scales[16], values[256];
   for (uint64_t row = 0; row < rows; ++row) {
     uint8_t* panel = dst + row / kQuantPanelRows * g.panel_bytes;
     const size_t r = row % kQuantPanelRows;
     for (uint64_t s = 0; s < supers; ++s) {
-      const uint8_t* in = gguf + (row * supers + s) * kGgufBlockBytes;
-      const uint8_t* ql = in;        // low 4 bits of the 6-bit codes
-      const uint8_t* qh = in + 128;  // their top 2 bits
-      const uint8_t* sc = in + 192;  // int8 scale per 16 values
-      std::memcpy(panel + Q6K::SuperOffset(s * Q6K::kSuperBlocks) + 2 * r, in + 208, 2);  // d
+      uint16_t d = 0;
+      block(row, s, &d, scales, values);
+      uint8_t* super = panel + Q6K::SuperOffset(s * Q6K::kSuperBlocks);
+      super[2 * r] = static_cast<uint8_t>(d & 0xFF);
+      super[2 * r + 1] = static_cast<uint8_t>(d >> 8);
       for (int j = 0; j < 8; ++j) {
         const uint64_t b = s * Q6K::kSuperBlocks + j;
-        panel[Q6K::ScaleOffset(b) + r] = sc[2 * j];
-        panel[Q6K::ScaleOffset(b) + kQuantPanelRows + r] = sc[2 * j + 1];
-      }
-      // GGUF's order: value e = 128h + 32p + l (h < 2, p < 4, l < 32) takes the low (p < 2) or
-      // high (p >= 2) nibble of ql[64h + l] (p even) or ql[64h + l + 32] (p odd), and bits 2p and
-      // 2p + 1 of qh[32h + l] as its top two.
-      for (uint64_t e = 0; e < 256; ++e) {
-        const uint64_t h = e / 128, p = e % 128 / 32, l = e % 32;
-        const uint8_t lo_byte = ql[64 * h + l + (p % 2 == 1 ? 32 : 0)];
-        const int lo = p < 2 ? lo_byte & 0xF : lo_byte >> 4;
-        const int hi = (qh[32 * h + l] >> (2 * p)) & 3;
-        const uint64_t b = s * Q6K::kSuperBlocks + e / 32;
+        panel[Q6K::ScaleOffset(b) + r] = static_cast<uint8_t>(scales[2 * j]);
+        panel[Q6K::ScaleOffset(b) + kQuantPanelRows + r] = static_cast<uint8_t>(scales[2 * j + 1]);
         uint8_t* blk = panel + g.scale_bytes + b * g.block_panel_bytes;
-        Q6K::SetValue(blk, r, e % 32, (lo | (hi << 4)) - 32);
+        for (size_t l = 0; l < 32; ++l) Q6K::SetValue(blk, r, l, values[32 * j + l]);
       }
     }
   }
+}
+
+void PackQ6KFromGguf(uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* dst) {
+  constexpr uint64_t kGgufBlockBytes = 210;
+  const uint64_t supers = k / 256;
+  PackQ6KFromBlocks(
+      rows, k,
+      [&](uint64_t row, uint64_t s, uint16_t* d, int8_t* scales, int8_t* values) {
+        const uint8_t* in = gguf + (row * supers + s) * kGgufBlockBytes;
+        const uint8_t* ql = in;        // low 4 bits of the 6-bit codes
+        const uint8_t* qh = in + 128;  // their top 2 bits
+        *d = static_cast<uint16_t>(in[208] | (in[209] << 8));
+        for (int j = 0; j < 16; ++j) scales[j] = static_cast<int8_t>(in[192 + j]);
+        // GGUF's order: value e = 128h + 32p + l (h < 2, p < 4, l < 32) takes the low (p < 2) or
+        // high (p >= 2) nibble of ql[64h + l] (p even) or ql[64h + l + 32] (p odd), and bits 2p
+        // and 2p + 1 of qh[32h + l] as its top two.
+        for (uint64_t e = 0; e < 256; ++e) {
+          const uint64_t h = e / 128, p = e % 128 / 32, l = e % 32;
+          const uint8_t lo_byte = ql[64 * h + l + (p % 2 == 1 ? 32 : 0)];
+          const int lo = p < 2 ? lo_byte & 0xF : lo_byte >> 4;
+          const int hi = (qh[32 * h + l] >> (2 * p)) & 3;
+          values[e] = static_cast<int8_t>((lo | (hi << 4)) - 32);
+        }
+      },
+      dst);
 }
 
 int8_t QuantValueAt(DType dtype, const QuantGeometry& g, const uint8_t* data, uint64_t r,

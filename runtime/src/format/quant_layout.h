@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "format/dtype.h"
 #include "kernels/quant_types.h"
@@ -52,6 +53,12 @@ void PackQ5KFromGguf(uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* ds
 // Q6_K: the same from GGUF's Q6_K rows (each row k / 256 blocks of 210 bytes: 128 bytes of low
 // nibbles, 64 of high bit pairs, 16 int8 scales, f16 d).
 void PackQ6KFromGguf(uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* dst);
+// Q6_K from super-blocks of any source: block(row, super, &d, scales, values) gives super-block
+// `super` of row `row`: d's f16 bits, 16 int8 scales (one per 16 values) and the 256 values, int8
+// in [-127, 127] (q6_k's kernels take the whole range), each weight (d·scale)·value.
+using Q6KBlockFn = std::function<void(uint64_t row, uint64_t super, uint16_t* d, int8_t* scales,
+                                      int8_t* values)>;
+void PackQ6KFromBlocks(uint64_t rows, uint64_t k, const Q6KBlockFn& block, uint8_t* dst);
 
 }  // namespace fflite
 

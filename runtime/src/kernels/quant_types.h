@@ -155,6 +155,9 @@ struct Q4K {
 //   last 16 int8 [16 rows]
 // (rounded up to 64 bytes after the last super-block). k is a multiple of 256. 8.5625 bits per
 // weight (GGUF's 6.5625: each 6-bit value kept as a byte, which the int8 kernels read as Q8's).
+// The kernels take any value in [-127, 127]: the converter also keeps GGUF's Q3_K (values in
+// [-4, 3], scales in [-32, 31]) and IQ4_XS (levels in [-127, 113], scales in [-32, 31]: d·sc at
+// most 17 significant bits, times a level at most 24, still exact) as Q6K.
 struct Q6K {
   static constexpr QuantType kType = QuantType::kQ6K;
   static constexpr size_t kBits = 8;
