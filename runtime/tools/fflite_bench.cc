@@ -103,6 +103,12 @@ ABSL_FLAG(std::string, engine, "auto",
 ABSL_FLAG(std::string, gemm_isa, "",
           "xnnpack with the gemm engine: a kernel by name (scalar, avx2, avx512, neon; for bf16 "
           "weights scalar-bf16, avx512bf16, amx-bf16; empty: the best for this CPU)");
+ABSL_FLAG(std::string, quant_isa, "",
+          "xnnpack with quantised weights: the kernels by name, GEMV[,GEMM] (float-activation "
+          "kernel: scalar, avx2, avx512, neon; int8-activation kernel: scalar, avx2, avxvnni, "
+          "avx512vnni, neon, neondot, i8mm; one name: that name for both where the CPU has it; "
+          "empty: the best for this CPU), e.g. avx2 to measure the AVX2 kernels on an AVX-512 "
+          "machine");
 ABSL_FLAG(bool, bf16_arithmetic, true,
           "xnnpack with the gemm engine: multiply bf16 weights in bf16 where the CPU does that "
           "faster than f32 (false: f32 arithmetic, over 16-bit panels where --half_panels)");
@@ -197,6 +203,24 @@ absl::StatusOr<CpuBackendOptions> BenchCpuOptions() {
       return absl::InvalidArgumentError("--gemm_isa: this CPU has no gemm kernel " + isa);
     }
   }
+  const std::string quant_isa = absl::GetFlag(FLAGS_quant_isa);
+  if (!quant_isa.empty()) {
+    const size_t comma = quant_isa.find(',');
+    const std::string gemv = quant_isa.substr(0, comma);
+    const std::string gemm = comma == std::string::npos ? gemv : quant_isa.substr(comma + 1);
+    for (const QGemvKernel* k : AvailableQGemvKernels()) {
+      if (gemv == k->isa) options.qgemv = k;
+    }
+    for (const QGemmKernel* k : AvailableQGemmKernels()) {
+      if (gemm == k->isa) options.qgemm = k;
+    }
+    const bool both = comma != std::string::npos;
+    if ((both && (options.qgemv == nullptr || options.qgemm == nullptr)) ||
+        (!both && options.qgemv == nullptr && options.qgemm == nullptr)) {
+      return absl::InvalidArgumentError("--quant_isa: this CPU has no quantised kernel " +
+                                        quant_isa);
+    }
+  }
   const std::string policy = absl::GetFlag(FLAGS_expert_policy);
   if (policy == "lru") {
     options.expert_policy = ResidencyPolicy::kLru;
@@ -240,7 +264,7 @@ absl::StatusOr<CpuBackendOptions> BenchCpuOptions() {
 constexpr const char* kVsFlags[] = {
     "engine",      "gemm_isa",         "bf16_arithmetic", "half_panels",       "gemm_ahead",
     "slice_kib",   "token_chunk",      "expert_slice_kib", "direct_tokens",    "quant_gemm_tokens",
-    "value_rows_dense_fraction", "experts_alone"};
+    "value_rows_dense_fraction", "experts_alone", "quant_isa"};
 
 using FlagValues = std::vector<std::pair<std::string, std::string>>;
 

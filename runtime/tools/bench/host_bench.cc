@@ -135,11 +135,17 @@ int RunHostBench(const HostBench& b) {
   // The gemm microkernel in L1 beside it (before and after the runs, each with its FMA peak).
   report.gemm_l1_before = MeasureGemmL1Rate();
   // Quantised models: the int8 dot-product peak too (the many-token kernels' limit).
-  report.dot = work.quantized ? MeasureInt8DotPeak() : DotPeak();
+  // The quantised kernels of the run (the options' or the best) and the peak of the int8 one's
+  // instruction set.
+  const QGemvKernel& qgemv = b.options.qgemv != nullptr ? *b.options.qgemv : BestQGemvKernel();
+  const QGemmKernel& qgemm = b.options.qgemm != nullptr ? *b.options.qgemm : BestQGemmKernel();
+  report.qgemv_isa = qgemv.isa;
+  report.qgemm_isa = qgemm.isa;
+  report.dot = work.quantized ? MeasureInt8DotPeak(1, qgemm.isa) : DotPeak();
   auto measure_roof = [&](int64_t t) {
     const int n = static_cast<int>(t);
     return Roof{MeasureReadBandwidth(bw_bytes, 5, n), MeasureFmaPeak(n).gflops,
-                work.quantized ? MeasureInt8DotPeak(n).gops : 0.0};
+                work.quantized ? MeasureInt8DotPeak(n, qgemm.isa).gops : 0.0};
   };
   for (int64_t t : b.threads) {
     report.roofs.emplace_back(
@@ -151,7 +157,7 @@ int RunHostBench(const HostBench& b) {
   auto gemm_tokens_of = [&](QuantType type) {
     return b.quant_gemm_tokens >= 0
                ? static_cast<size_t>(b.quant_gemm_tokens)
-               : DefaultQuantGemmMinTokens(type, BestQGemvKernel(), BestQGemmKernel());
+               : DefaultQuantGemmMinTokens(type, qgemv, qgemm);
   };
   report.gemm_tokens_i8 = gemm_tokens_of(QuantType::kQ8);
   report.gemm_tokens_i4 = gemm_tokens_of(QuantType::kQ4);
@@ -357,7 +363,7 @@ int RunHostBench(const HostBench& b) {
 
   // The roofline again, each figure the larger of its two measurements; then every row's ratios.
   report.one_after = Roof{MeasureReadBandwidth(bw_bytes, 5), MeasureFmaPeak().gflops,
-                          work.quantized ? MeasureInt8DotPeak().gops : 0.0};
+                          work.quantized ? MeasureInt8DotPeak(1, qgemm.isa).gops : 0.0};
   report.gemm_l1_after = MeasureGemmL1Rate();
   report.bw = std::max(report.bw, report.one_after.bw);
   report.peak.gflops = std::max(report.peak.gflops, report.one_after.fma);

@@ -100,7 +100,7 @@ void PrintJson(const Report& r) {
   std::printf(" \"int8_dot_peak_gops\": %.2f, \"int8_dot_isa\": \"%s\", \"qgemv\": \"%s\", "
               "\"qgemm\": \"%s\", \"quant_gemm_min_tokens\": %zu, "
               "\"quant_gemm_min_tokens_i8\": %zu, \"quant_gemm_min_tokens_i4\": %zu,\n",
-              r.dot.gops, r.dot.isa.c_str(), BestQGemvKernel().isa, BestQGemmKernel().isa,
+              r.dot.gops, r.dot.isa.c_str(), r.qgemv_isa.c_str(), r.qgemm_isa.c_str(),
               r.gemm_tokens, r.gemm_tokens_i8, r.gemm_tokens_i4);
   std::printf(" \"file_read_s\": %.4f, \"load_s\": %.4f, \"create_s\": %.4f, "
               "\"first_call_s\": %.4f,\n",
@@ -201,7 +201,7 @@ void PrintTable(const Report& r) {
     std::printf(
         "quantised weights: int8 dot-product peak %.1f GOP/s (%s); kernels qgemv %s (float "
         "activations), qgemm %s (int8 activations: i8 from %s, i4 from %s tokens)\n",
-        r.dot.gops, r.dot.isa.c_str(), BestQGemvKernel().isa, BestQGemmKernel().isa,
+        r.dot.gops, r.dot.isa.c_str(), r.qgemv_isa.c_str(), r.qgemm_isa.c_str(),
         r.gemm_tokens_i8 != 0 ? absl::StrCat(r.gemm_tokens_i8).c_str() : "no",
         r.gemm_tokens_i4 != 0 ? absl::StrCat(r.gemm_tokens_i4).c_str() : "no");
   }

@@ -66,6 +66,7 @@ struct Report {
   double llc = 0, llc_reported = 0;
   // Quantised weights: the fewest tokens taking the int8 path (all, i8, i4; 0: never).
   size_t gemm_tokens = 0, gemm_tokens_i8 = 0, gemm_tokens_i4 = 0;
+  std::string qgemv_isa, qgemm_isa;  // the quantised kernels the runs used
   double read_s = 0, load_s = 0, create_s = 0, first_call_s = 0;
   size_t max_tokens = 0;
   double rss_before = 0, rss_one = 0, rss_all = 0, rss_end = 0;

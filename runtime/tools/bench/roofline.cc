@@ -431,35 +431,39 @@ double DotLoopScalar() {
 
 }  // namespace
 
-DotPeak MeasureInt8DotPeak(int threads) {
+DotPeak MeasureInt8DotPeak(int threads, const std::string& isa) {
   DotPeak peak;
   double (*loop)() = DotLoopScalar;
   peak.isa = "scalar";
   const CpuFeatures& cpu = GetCpuFeatures();
+  // The loops this CPU runs, best first.
+  std::vector<std::pair<const char*, double (*)()>> loops;
 #if defined(__x86_64__) || defined(__i386__)
   if (cpu.HasAll({CpuFeature::kAvx512vnni, CpuFeature::kAvx512bw})) {
-    loop = DotLoopAvx512Vnni;
-    peak.isa = "avx512vnni";
-  } else if (cpu.HasAll({CpuFeature::kAvxVnni, CpuFeature::kAvx2})) {
-    loop = DotLoopAvxVnni;
-    peak.isa = "avxvnni";
-  } else if (cpu.Has(CpuFeature::kAvx2)) {
-    loop = DotLoopAvx2;
-    peak.isa = "avx2";
+    loops.emplace_back("avx512vnni", DotLoopAvx512Vnni);
   }
+  if (cpu.HasAll({CpuFeature::kAvxVnni, CpuFeature::kAvx2})) {
+    loops.emplace_back("avxvnni", DotLoopAvxVnni);
+  }
+  if (cpu.Has(CpuFeature::kAvx2)) loops.emplace_back("avx2", DotLoopAvx2);
 #endif
 #if defined(__aarch64__)
-  if (cpu.Has(CpuFeature::kDotProd)) {
-    loop = DotLoopNeonDot;
-    peak.isa = "neondot";
-  } else {
-    loop = DotLoopNeon;
-    peak.isa = "neon";
-  }
+  if (cpu.Has(CpuFeature::kDotProd)) loops.emplace_back("neondot", DotLoopNeonDot);
+  loops.emplace_back("neon", DotLoopNeon);
 #elif defined(__ARM_NEON)
-  loop = DotLoopNeon;
-  peak.isa = "neon";
+  loops.emplace_back("neon", DotLoopNeon);
 #endif
+  loops.emplace_back("scalar", DotLoopScalar);
+  for (auto it = loops.rbegin(); it != loops.rend(); ++it) {
+    if (isa.empty() || isa == it->first) {
+      peak.isa = it->first;
+      loop = it->second;
+    }
+  }
+  if (!isa.empty() && peak.isa != isa) {  // not a loop of this CPU's: the best
+    peak.isa = loops.front().first;
+    loop = loops.front().second;
+  }
   (void)cpu;
   peak.gops = BestTogether(threads, loop);
   return peak;

@@ -26,7 +26,9 @@ struct DotPeak {
   double gops = 0.0;  // best of a few runs, all threads together; a multiply and an add per pair
   std::string isa;    // "avx512vnni", "avxvnni", "avx2", "neondot", "neon", "scalar"
 };
-DotPeak MeasureInt8DotPeak(int threads = 1);
+// `isa`: that instruction's loop ("avx2" on an AVX-512 VNNI machine, for the AVX2 kernels' own
+// peak) where the CPU has it; empty or unknown: the best.
+DotPeak MeasureInt8DotPeak(int threads = 1, const std::string& isa = "");
 
 // The f32 gemm microkernel this CPU runs (BestGemmKernel) on one tile and one panel of 128 units
 // that stay in L1, one thread: the most a prefill's products can reach here. Its ratio to the FMA
