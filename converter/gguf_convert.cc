@@ -27,8 +27,8 @@ std::string ShapeString(const std::vector<uint64_t>& shape) {
 }
 
 // What each architecture's FFN is. `post_norm`: the FFN output goes through a second RMSNorm
-// before the residual (gemma2/3's post_feedforward_layernorm), which one fflite layer cannot
-// express with its norm: such models convert with --no_norm only.
+// before the residual (gemma2/3's post_feedforward_layernorm, blk.N.post_ffw_norm): the layer is
+// a sandwich (NormPlacement::SANDWICH with an output norm).
 struct GgufArch {
   const char* name;
   Activation activation;
@@ -559,11 +559,17 @@ absl::StatusOr<LayerSpec> BuildLayer(Ctx& c, uint32_t i) {
                             m.Epsilon(c.Key("attention.layer_norm_rms_epsilon"), 1e-5));
     NormSpec n;
     n.kind = NormKind::RMS_NORM;
-    n.placement = NormPlacement::PRE;
+    n.placement = c.arch->post_norm ? NormPlacement::SANDWICH : NormPlacement::PRE;
     n.eps = static_cast<float>(eps);
     n.unit_offset = false;
     FFLITE_ASSIGN_OR_RETURN(n.weight, c.Vector(absl::StrCat(blk, ".", c.arch->norm, ".weight"), d,
                                                "[d_model]"));
+    if (c.arch->post_norm) {  // gemma2/3: y = x + rms_norm(ffn(rms_norm(x)·w1))·w2
+      NormSpec out = n;
+      FFLITE_ASSIGN_OR_RETURN(out.weight,
+                              c.Vector(blk + ".post_ffw_norm.weight", d, "[d_model]"));
+      l.output_norm = std::move(out);
+    }
     l.norm = std::move(n);
     l.residual = true;
   }
@@ -647,12 +653,6 @@ absl::StatusOr<ArchPlan> PlanGguf(GgufPtr file, const GgufPlanOptions& options,
     return absl::UnimplementedError(absl::StrFormat(
         "'%s': general.architecture \"%s\" is not supported; supported GGUF architectures: %s",
         file->path(), name, GgufArchitectures()));
-  }
-  if (arch->post_norm && options.include_norm) {
-    return absl::UnimplementedError(absl::StrFormat(
-        "'%s': %s applies a second RMSNorm to the FFN's output before the residual "
-        "(ffn_post_norm), which an fflite layer cannot hold with its input norm; convert with "
-        "--no_norm (bare FFN layers, the engine applies both norms)", file->path(), name));
   }
   if (arch->activation == Activation::SWIGLU_OAI && m.Has(absl::StrCat(name, ".swiglu_limit"))) {
     FFLITE_ASSIGN_OR_RETURN(const double limit, m.Float(absl::StrCat(name, ".swiglu_limit"), 7.0));

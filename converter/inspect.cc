@@ -69,7 +69,9 @@ std::string NormLabel(const NormView& n) {
   if (!n.present) return "none";
   return absl::StrFormat("%s%s %s", n.kind == NormKind::LAYER_NORM ? "layer_norm" : "rms_norm",
                          n.unit_offset ? "(1+w)" : "",
-                         n.placement == NormPlacement::PRE ? "pre" : "post");
+                         n.placement == NormPlacement::PRE        ? "pre"
+                         : n.placement == NormPlacement::SANDWICH ? "pre and after the ffn"
+                                                                  : "post");
 }
 
 }  // namespace

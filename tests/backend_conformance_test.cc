@@ -48,7 +48,15 @@ constexpr Activation kActivations[] = {Activation::RELU, Activation::GELU_ERF,
 
 // --- Dense: activation x gated x bias x norm/residual, small odd shapes. ---
 
-enum class NormCase { kNone, kPreRmsResidual, kPostLayerNormResidual, kPreLayerNorm, kPostRms };
+enum class NormCase {
+  kNone,
+  kPreRmsResidual,
+  kPostLayerNormResidual,
+  kPreLayerNorm,
+  kPostRms,
+  kSandwichRmsResidual,  // Gemma 2/3: x + OutNorm(FFN(Norm(x)))
+  kSandwichLayerNorm,
+};
 
 struct NormSetup {
   bool present;
@@ -64,6 +72,10 @@ NormSetup NormSetupFor(NormCase c) {
       return {true, NormKind::LAYER_NORM, NormPlacement::POST, true};
     case NormCase::kPreLayerNorm: return {true, NormKind::LAYER_NORM, NormPlacement::PRE, false};
     case NormCase::kPostRms: return {true, NormKind::RMS_NORM, NormPlacement::POST, false};
+    case NormCase::kSandwichRmsResidual:
+      return {true, NormKind::RMS_NORM, NormPlacement::SANDWICH, true};
+    case NormCase::kSandwichLayerNorm:
+      return {true, NormKind::LAYER_NORM, NormPlacement::SANDWICH, false};
     default: return {false, NormKind::RMS_NORM, NormPlacement::PRE, false};
   }
 }
@@ -78,7 +90,7 @@ TEST_P(DenseSweepTest, MatchesReference) {
   const NormSetup norm = NormSetupFor(norm_case);
   // Rotate dtypes, tokens and threads through the sweep so that every combination meets each.
   const size_t index =
-      static_cast<size_t>(activation) * 20 + gated * 10 + bias * 5 + static_cast<size_t>(norm_case);
+      static_cast<size_t>(activation) * 28 + gated * 14 + bias * 7 + static_cast<size_t>(norm_case);
   const DType dtypes[] = {DType::F32, DType::F16, DType::BF16};
   const size_t tokens[] = {1, 2, 7, 13};
   FfnTester t;
@@ -90,7 +102,8 @@ TEST_P(DenseSweepTest, MatchesReference) {
 }
 
 std::string SweepName(const ::testing::TestParamInfo<SweepParam>& info) {
-  static const char* const kNorms[] = {"none", "prerms_res", "postln_res", "preln", "postrms"};
+  static const char* const kNorms[] = {"none",    "prerms_res",      "postln_res", "preln",
+                                       "postrms", "sandwichrms_res", "sandwichln"};
   return absl::StrFormat("%s_%s_%s_%s_%s", std::get<0>(info.param),
                          ActivationName(std::get<1>(info.param)),
                          std::get<2>(info.param) ? "gated" : "plain",
@@ -104,7 +117,8 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Bool(), ::testing::Bool(),
                        ::testing::Values(NormCase::kNone, NormCase::kPreRmsResidual,
                                          NormCase::kPostLayerNormResidual, NormCase::kPreLayerNorm,
-                                         NormCase::kPostRms)),
+                                         NormCase::kPostRms, NormCase::kSandwichRmsResidual,
+                                         NormCase::kSandwichLayerNorm)),
     SweepName);
 
 // --- Dense shapes: odd and prime sizes, padded and not, 1 to 300 tokens, 1 and 3 threads. ---
@@ -154,6 +168,41 @@ INSTANTIATE_TEST_SUITE_P(All, DenseShapeTest,
                                             ::testing::Values(1, 3)),
                          ShapeName);
 
+// --- Sandwich layers (Gemma 2/3) on many tokens and threads: the CPU backend's token-split
+// whole pass and its MoE finish. ---
+
+class SandwichTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SandwichTest, ManyTokensMatchReference) {
+  const std::string backend = GetParam();
+  SKIP_UNLESS_AVAILABLE(backend);
+  for (size_t threads : {size_t{1}, size_t{3}}) {
+    FfnTester()
+        .d_model(61)
+        .d_ff(173)
+        .tokens(300)
+        .threads(threads)
+        .activation(Activation::GELU_TANH)
+        .gated(true)
+        .norm(NormKind::RMS_NORM, NormPlacement::SANDWICH)
+        .residual(true)
+        .Test(backend);
+    MoeTester()
+        .d_model(23)
+        .d_ff(41)
+        .tokens(300)
+        .threads(threads)
+        .moe(ParamsFor(Variant::kQwen2Moe))
+        .activation(Activation::SILU)
+        .gated(true)
+        .norm(NormKind::LAYER_NORM, NormPlacement::SANDWICH)
+        .residual(true)
+        .Test(backend);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, SandwichTest, ::testing::ValuesIn(BackendsUnderTest()), BackendName);
+
 // --- MoE: every routing variant x tokens; threads, budget, norm and dtype rotate. ---
 
 using MoeSweepParam = std::tuple<std::string, Variant, size_t>;
@@ -181,8 +230,9 @@ TEST_P(MoeSweepTest, MatchesReference) {
   t.activation(plain ? Activation::GELU_ERF : Activation::SILU).gated(!plain).bias(plain);
   t.threads(index % 2 == 0 ? 1 : 3);
   if (TakesBudget(backend)) t.expert_budget(budgets[index % 4]);
-  if (index % 3 == 0) t.norm(NormKind::RMS_NORM, NormPlacement::PRE).residual(true);
-  if (index % 3 == 1) t.norm(NormKind::LAYER_NORM, NormPlacement::POST).residual(true);
+  if (index % 4 == 0) t.norm(NormKind::RMS_NORM, NormPlacement::PRE).residual(true);
+  if (index % 4 == 1) t.norm(NormKind::LAYER_NORM, NormPlacement::POST).residual(true);
+  if (index % 4 == 3) t.norm(NormKind::RMS_NORM, NormPlacement::SANDWICH).residual(true);
   if (index % 5 == 2) t.dtype(DType::BF16);
   t.Test(backend);
 }

@@ -173,11 +173,51 @@ TEST_F(GgufTest, GemmaNormStoredWithItsOffset) {
   });
 }
 
-TEST_F(GgufTest, Gemma2NeedsNoNorm) {
-  GgufWriter g;
-  LlamaKeys(g, "gemma2", 1, 64);
-  EXPECT_THAT(ConvertGguf(WriteGguf(g)).status(),
-              StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("--no_norm")));
+// gemma2/gemma3: y = x + post(mlp(pre(x))), both RMSNorms by (1 + w): HF stores w, llama.cpp's
+// converter 1 + w (ffn_norm and post_ffw_norm). Both conversions against the hand formula of
+// Gemma2DecoderLayer's FFN half, and the bare FFNs bit for bit.
+TEST_F(GgufTest, Gemma2And3NormBeforeAndAfterTheFfn) {
+  for (const auto& [gguf_arch, hf_type] : {std::pair<std::string, std::string>{"gemma2", "gemma2"},
+                                           {"gemma3", "gemma3_text"}}) {
+    SCOPED_TRACE(gguf_arch);
+    Twin t;
+    constexpr uint32_t kFf = 64;
+    LlamaKeys(t.gguf, gguf_arch, 1, kFf);
+    const std::vector<float> pre = t.rng.Vec(kD, 0.3f), post = t.rng.Vec(kD, 0.3f);
+    std::vector<float> pre1(pre), post1(post);
+    for (float& v : pre1) v += 1.0f;
+    for (float& v : post1) v += 1.0f;
+    t.hf.Add("model.layers.0.pre_feedforward_layernorm.weight", {kD}, pre);
+    t.hf.Add("model.layers.0.post_feedforward_layernorm.weight", {kD}, post);
+    t.gguf.Matrix("blk.0.ffn_norm.weight", {kD}, kGgmlF32, pre1);
+    t.gguf.Matrix("blk.0.post_ffw_norm.weight", {kD}, kGgmlF32, post1);
+    t.Add("model.layers.0.mlp.gate_proj.weight", "blk.0.ffn_gate.weight", kFf, kD);
+    t.Add("model.layers.0.mlp.up_proj.weight", "blk.0.ffn_up.weight", kFf, kD);
+    t.Add("model.layers.0.mlp.down_proj.weight", "blk.0.ffn_down.weight", kD, kFf);
+    const json config = {{"model_type", hf_type}, {"hidden_size", kD}, {"intermediate_size", kFf},
+                         {"num_hidden_layers", 1}, {"rms_norm_eps", 1e-5f},
+                         {"hidden_activation", "gelu_pytorch_tanh"}};
+    converter::ConvertOptions bare;
+    bare.include_norm = false;
+    ExpectSameAsSafetensors(t, config, 1, bare);
+    auto want = [&](const Vec& x) {
+      const Vec h = HfRmsNorm(x, pre1, 1e-5);
+      return Add(x, HfRmsNorm(HfGatedMlp(t.hf, "model.layers.0.mlp", "gelu_pytorch_tanh", h),
+                              post1, 1e-5));
+    };
+    ASSERT_OK_AND_ASSIGN(auto gg, ConvertGguf(WriteGguf(t.gguf), {}, gguf_arch + ".fflite"));
+    const LayerView& l = gg->layers()[0];
+    EXPECT_EQ(l.norm.placement, NormPlacement::SANDWICH);
+    EXPECT_TRUE(l.output_norm.present);
+    EXPECT_FALSE(l.output_norm.unit_offset);  // stored with its 1 added
+    ExpectLayer(*gg, 0, want);
+    ASSERT_OK(t.hf.Write(ckpt_, config.dump(1)));
+    const std::string out = out_dir_ + "/" + hf_type + "_hf.fflite";
+    ASSERT_OK(converter::ConvertCheckpoint(ckpt_, out, {}).status());
+    ASSERT_OK_AND_ASSIGN(auto hf, Model::LoadFile(out));
+    EXPECT_TRUE(hf->layers()[0].output_norm.unit_offset);
+    ExpectLayer(*hf, 0, want);
+  }
 }
 
 TEST_F(GgufTest, Phi3FusedGateUp) {

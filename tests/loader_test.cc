@@ -246,11 +246,52 @@ TEST_F(LoaderTest, BadNormEnums) {
   ASSERT_TRUE(Layer(0)->mutable_norm()->mutate_kind(schema::NormKind::INVALID));
   EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].norm.kind: value 0")));
   SetUp();
-  ASSERT_TRUE(Layer(0)->mutable_norm()->mutate_placement(static_cast<schema::NormPlacement>(3)));
-  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].norm.placement: value 3")));
+  ASSERT_TRUE(Layer(0)->mutable_norm()->mutate_placement(static_cast<schema::NormPlacement>(4)));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].norm.placement: value 4 is not a "
+                                                    "known placement")));
+  SetUp();
+  ASSERT_TRUE(Layer(0)->mutable_norm()->mutate_placement(schema::NormPlacement::SANDWICH));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].output_norm: missing (the norm's "
+                                                    "placement is sandwich)")));
   SetUp();
   ASSERT_TRUE(Layer(0)->mutable_norm()->mutate_eps(-1.0f));
   EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].norm.eps")));
+}
+
+// A sandwich layer (format 1.5) needs its norm and its output norm, both SANDWICH.
+TEST(LoaderSandwichTest, BothNormsOrNeither) {
+  testing::Rng rng(43);
+  ModelSpec spec;
+  spec.d_model = 8;
+  testing::FfnParams fp;
+  fp.d_model = 8;
+  fp.d_ff = 12;
+  LayerSpec l;
+  l.name = "sandwich";
+  l.ffn = testing::RandomFfn(fp, rng);
+  l.norm = testing::RandomNorm(NormKind::RMS_NORM, NormPlacement::SANDWICH, 8, rng);
+  l.output_norm = testing::RandomNorm(NormKind::LAYER_NORM, NormPlacement::SANDWICH, 8, rng);
+  l.residual = true;
+  spec.layers.push_back(l);
+  ASSERT_OK_AND_ASSIGN(std::vector<uint8_t> bytes, WriteModelBuffer(spec, WriteOptions()));
+  auto load = [&] { return Model::LoadBuffer(bytes.data(), bytes.size()).status(); };
+  ASSERT_OK(load());
+  schema::Layer* layer =
+      schema::GetMutableSizePrefixedModel(bytes.data())->mutable_layers()->GetMutableObject(0);
+  ASSERT_TRUE(layer->mutable_output_norm()->mutate_placement(schema::NormPlacement::PRE));
+  EXPECT_THAT(load(), StatusIs(kDataLoss, HasSubstr("layers[0].output_norm.placement: value 1, "
+                                                    "must be sandwich (3)")));
+  ASSERT_TRUE(layer->mutable_output_norm()->mutate_placement(schema::NormPlacement::SANDWICH));
+  ASSERT_TRUE(layer->mutable_norm()->mutate_placement(schema::NormPlacement::PRE));
+  EXPECT_THAT(load(), StatusIs(kDataLoss, HasSubstr("layers[0].output_norm: present, but the "
+                                                    "layer's norm is not a sandwich")));
+  ASSERT_TRUE(layer->mutable_norm()->mutate_placement(schema::NormPlacement::SANDWICH));
+  layer->mutable_output_norm()->mutable_weight()->mutable_shape()->Mutate(0, 7);
+  EXPECT_THAT(load(), StatusIs(kDataLoss, HasSubstr("layers[0].output_norm.weight: shape [7]")));
+  // The writer refuses a spec with one of the two.
+  spec.layers[0].output_norm.reset();
+  EXPECT_THAT(WriteModelBuffer(spec, WriteOptions()).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("output_norm: missing")));
 }
 
 TEST_F(LoaderTest, BadScoringEnum) {

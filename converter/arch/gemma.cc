@@ -1,5 +1,8 @@
 // gemma: GeGLU MLP (tanh GELU) and an RMSNorm that scales by (1 + weight).
 // Source: transformers models/gemma/modeling_gemma.py (GemmaMLP, GemmaRMSNorm, GemmaDecoderLayer).
+// gemma2, gemma3_text: the same MLP between pre_feedforward_layernorm and
+// post_feedforward_layernorm, y = x + post(mlp(pre(x))) (Gemma2DecoderLayer, Gemma3DecoderLayer):
+// a sandwich layer (NormPlacement::SANDWICH).
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "converter/arch/arch.h"
@@ -31,7 +34,20 @@ absl::StatusOr<ArchPlan> ConvertGemma(const ArchContext& ctx) {
       FFLITE_ASSIGN_OR_RETURN(l.ffn, GatedFfn(ctx, layer + ".mlp", GatedNames(), d, d_ff,
                                               "intermediate_size", act, /*bias=*/false));
       // GemmaRMSNorm: x / sqrt(mean(x²) + eps) · (1 + weight)
-      FFLITE_RETURN_IF_ERROR(PostAttentionPreNorm(ctx, layer, d, eps, /*unit_offset=*/true, &l));
+      if (ctx.model_type == "gemma") {
+        FFLITE_RETURN_IF_ERROR(PostAttentionPreNorm(ctx, layer, d, eps, /*unit_offset=*/true, &l));
+        return l;
+      }
+      FFLITE_ASSIGN_OR_RETURN(l.norm, RmsNorm(ctx, layer + ".pre_feedforward_layernorm.weight", d,
+                                              eps, /*unit_offset=*/true));
+      FFLITE_ASSIGN_OR_RETURN(l.output_norm,
+                              RmsNorm(ctx, layer + ".post_feedforward_layernorm.weight", d, eps,
+                                      /*unit_offset=*/true));
+      if (l.norm.has_value()) {
+        l.norm->placement = NormPlacement::SANDWICH;
+        l.output_norm->placement = NormPlacement::SANDWICH;
+        l.residual = true;
+      }
       return l;
     }});
   }

@@ -18,6 +18,8 @@ constexpr ArchEntry kArchitectures[] = {
     {"qwen2", ConvertLlama},
     {"qwen3", ConvertLlama},
     {"gemma", ConvertGemma},
+    {"gemma2", ConvertGemma},
+    {"gemma3_text", ConvertGemma},
     {"phi3", ConvertPhi3},
     {"mixtral", ConvertMixtral},
     {"qwen2_moe", ConvertQwen2Moe},

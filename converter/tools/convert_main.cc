@@ -88,7 +88,8 @@ int main(int argc, char** argv) {
   if (!dtype_name.empty()) {
     auto dtype = fflite::converter::ParseDType(dtype_name);
     if (!dtype.ok()) {
-      std::fprintf(stderr, "fflite-convert: --%s\n", std::string(dtype.status().message()).c_str());
+      std::fprintf(stderr, "fflite-convert: --%s, q4_k_m, q5_k_m\n",
+                   std::string(dtype.status().message()).c_str());
       return 2;
     }
     if (fflite::FindDType(*dtype)->quantized) {

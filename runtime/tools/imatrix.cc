@@ -21,6 +21,7 @@
 #include "fflite/fflite.h"
 #include "format/dtype.h"
 #include "format/model.h"
+#include "layer/layer_runner.h"
 
 namespace fflite {
 namespace imatrix {
@@ -109,7 +110,7 @@ absl::StatusOr<std::map<std::string, std::vector<float>>> ComputeImportance(
     const bool moe = view.kind == LayerKind::kMoe;
     const size_t d_ff = moe ? view.moe.experts[0].d_ff : view.ffn.d_ff;
     const size_t top_k = moe ? view.moe.top_k : 1;
-    const bool pre_norm = view.norm.present && view.norm.placement == NormPlacement::PRE;
+    const bool pre_norm = StepsOf(view).pre_norm;
     std::vector<float> norm_w, norm_b;
     if (pre_norm) {
       norm_w.resize(d);

@@ -33,13 +33,14 @@ bool WriteFile(const std::string& path, const std::vector<uint8_t>& bytes) {
 }
 
 // Small models covering every kind of field: dense (every activation, gated or not, biases,
-// norms), MoE (softmax, sigmoid with correction bias and groups, shared experts with gate).
+// norms before, after, and both: a sandwich), MoE (softmax, sigmoid with correction bias and
+// groups, shared experts with gate).
 std::vector<ModelSpec> SeedSpecs() {
   std::vector<ModelSpec> specs;
   testing::Rng rng(99);
   const Activation acts[] = {Activation::RELU, Activation::GELU_ERF, Activation::GELU_TANH,
-                             Activation::SILU, Activation::SIGMOID};
-  for (int i = 0; i < 5; ++i) {
+                             Activation::SILU, Activation::SIGMOID, Activation::SWIGLU_OAI};
+  for (int i = 0; i < 6; ++i) {
     ModelSpec spec;
     spec.d_model = 4;
     testing::FfnParams fp;
@@ -50,8 +51,11 @@ std::vector<ModelSpec> SeedSpecs() {
     fp.bias = i % 3 == 0;
     LayerSpec l;
     l.ffn = testing::RandomFfn(fp, rng);
-    l.norm = testing::RandomNorm(i % 2 ? NormKind::LAYER_NORM : NormKind::RMS_NORM,
-                                 i % 3 ? NormPlacement::PRE : NormPlacement::POST, 4, rng);
+    const NormPlacement placement =
+        i == 5 ? NormPlacement::SANDWICH : i % 3 ? NormPlacement::PRE : NormPlacement::POST;
+    l.norm = testing::RandomNorm(i % 2 ? NormKind::LAYER_NORM : NormKind::RMS_NORM, placement, 4,
+                                 rng);
+    if (i == 5) l.output_norm = testing::RandomNorm(NormKind::RMS_NORM, placement, 4, rng);
     l.residual = i != 1;
     spec.layers.push_back(std::move(l));
     specs.push_back(std::move(spec));

@@ -57,6 +57,10 @@ void LayerTesterBase<Derived>::TestLayer(LayerSpec layer, Rng& rng,
                                          const std::string& backend) const {
   if (norm_kind_.has_value()) {
     layer.norm = RandomNorm(*norm_kind_, norm_placement_, ffn_.d_model, rng);
+    // A sandwich: a second norm of the same kind on the body's output.
+    if (norm_placement_ == NormPlacement::SANDWICH) {
+      layer.output_norm = RandomNorm(*norm_kind_, norm_placement_, ffn_.d_model, rng);
+    }
   }
   layer.residual = residual_;
   ModelSpec spec;

@@ -352,9 +352,11 @@ absl::Status ModelParser::ParseNorm(const schema::Norm* n, const std::string& pa
     return Bad(absl::StrFormat("%s.kind: value %d is not a known norm (layer_norm=1, rms_norm=2)",
                                path, static_cast<int>(out->kind)));
   }
-  if (out->placement != NormPlacement::PRE && out->placement != NormPlacement::POST) {
-    return Bad(absl::StrFormat("%s.placement: value %d is not a known placement (pre=1, post=2)",
-                               path, static_cast<int>(out->placement)));
+  if (out->placement != NormPlacement::PRE && out->placement != NormPlacement::POST &&
+      out->placement != NormPlacement::SANDWICH) {
+    return Bad(absl::StrFormat(
+        "%s.placement: value %d is not a known placement (pre=1, post=2, sandwich=3)", path,
+        static_cast<int>(out->placement)));
   }
   if (!std::isfinite(out->eps) || out->eps < 0.0f) {
     return Bad(absl::StrFormat("%s.eps: %g must be finite and not negative", path, out->eps));
@@ -451,6 +453,19 @@ absl::Status ModelParser::Parse() {
                                    static_cast<int>(l->body_type())));
     }
     FFLITE_RETURN_IF_ERROR(ParseNorm(l->norm(), path + ".norm", &out.norm));
+    FFLITE_RETURN_IF_ERROR(ParseNorm(l->output_norm(), path + ".output_norm", &out.output_norm));
+    // A sandwich: the norm before the body and the output norm after it, both SANDWICH.
+    const bool sandwich = out.norm.present && out.norm.placement == NormPlacement::SANDWICH;
+    if (sandwich != out.output_norm.present) {
+      return Bad(absl::StrFormat(
+          sandwich ? "%s.output_norm: missing (the norm's placement is sandwich)"
+                   : "%s.output_norm: present, but the layer's norm is not a sandwich (placement 3)",
+          path));
+    }
+    if (sandwich && out.output_norm.placement != NormPlacement::SANDWICH) {
+      return Bad(absl::StrFormat("%s.output_norm.placement: value %d, must be sandwich (3)", path,
+                                 static_cast<int>(out.output_norm.placement)));
+    }
   }
   FFLITE_RETURN_IF_ERROR(CheckOverlaps());
   const size_t quantised = model_->quant_paths_.size();

@@ -268,12 +268,16 @@ absl::Status Planner::Build() {
       body_type = schema::Body::Ffn;
       body = ffn.Union();
     }
-    flatbuffers::Offset<schema::Norm> norm;
+    flatbuffers::Offset<schema::Norm> norm, output_norm;
     if (l.norm.has_value()) {
       FFLITE_ASSIGN_OR_RETURN(norm, Norm(*l.norm, path + ".norm"));
     }
+    if (l.output_norm.has_value()) {
+      FFLITE_ASSIGN_OR_RETURN(output_norm, Norm(*l.output_norm, path + ".output_norm"));
+    }
     auto name = fbb_.CreateString(l.name);
-    layers.push_back(schema::CreateLayer(fbb_, name, body_type, body, norm, l.residual));
+    layers.push_back(
+        schema::CreateLayer(fbb_, name, body_type, body, norm, l.residual, output_norm));
   }
   std::vector<flatbuffers::Offset<schema::KeyValue>> kvs;
   for (const auto& [k, v] : spec_.metadata) {

@@ -75,6 +75,9 @@ struct LayerSpec {
   FfnSpec ffn;  // kDense
   MoeSpec moe;  // kMoe
   std::optional<NormSpec> norm;
+  // With norm's placement SANDWICH (and only then): the norm of the body's output, before the
+  // residual (Gemma 2/3's post-feedforward norm); its placement SANDWICH too.
+  std::optional<NormSpec> output_norm;
   bool residual = false;
 };
 

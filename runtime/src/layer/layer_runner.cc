@@ -10,8 +10,10 @@ namespace fflite {
 
 LayerSteps StepsOf(const LayerView& layer) {
   LayerSteps s;
-  s.pre_norm = layer.norm.present && layer.norm.placement == NormPlacement::PRE;
+  s.pre_norm = layer.norm.present && (layer.norm.placement == NormPlacement::PRE ||
+                                      layer.norm.placement == NormPlacement::SANDWICH);
   s.post_norm = layer.norm.present && layer.norm.placement == NormPlacement::POST;
+  s.output_norm = layer.output_norm.present;
   s.residual = layer.residual;
   return s;
 }
@@ -62,7 +64,8 @@ absl::Status LayerRunner::Run(const Model& model, size_t layer, LayerExecutor& e
       call.n = pass.n;
       call.last = pass.last;
       call.capture = pass.capture;
-      call.residual = pass.steps.residual ? pass.x : nullptr;
+      // With an output norm the residual comes after it, in Finish.
+      call.residual = pass.steps.residual && !pass.steps.output_norm ? pass.x : nullptr;
       FFLITE_ASSIGN_OR_RETURN(residual_added, moe_.Run(call, *scales_, *experts));
     }
     FFLITE_RETURN_IF_ERROR(exec.Finish(pass, residual_added));

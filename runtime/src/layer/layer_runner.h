@@ -20,9 +20,10 @@
 namespace fflite {
 
 struct LayerSteps {
-  bool pre_norm = false;   // Norm(x) feeds the body
-  bool post_norm = false;  // Norm([x +] Body(..)) is the output
-  bool residual = false;   // x is added to the body's output (before a post-norm)
+  bool pre_norm = false;     // Norm(x) feeds the body
+  bool post_norm = false;    // Norm([x +] Body(..)) is the output
+  bool output_norm = false;  // OutNorm(Body(..)), then [x +]: a sandwich (with pre_norm)
+  bool residual = false;     // x is added to the body's output (before a post-norm)
 };
 
 LayerSteps StepsOf(const LayerView& layer);
@@ -62,8 +63,9 @@ class LayerExecutor {
   // f = FFN(h) of a dense layer, with pass.scale's neuron edits, its hidden activations copied to
   // pass.capture where it captures them.
   virtual absl::Status Dense(const LayerPass& pass) = 0;
-  // y = Norm(r) with steps.post_norm, else r; r = f + x with steps.residual (unless the body added
-  // x already: residual_added), else f.
+  // y = Norm(r) with steps.post_norm, else r; r = f' + x with steps.residual (unless the body
+  // added x already: residual_added), else f'; f' = OutNorm(f) with steps.output_norm (the body
+  // never adds x then), else f.
   virtual absl::Status Finish(const LayerPass& pass, bool residual_added) = 0;
 };
 

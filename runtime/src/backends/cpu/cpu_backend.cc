@@ -259,6 +259,10 @@ class CpuBackend : public Backend, LayerExecutor, ExpertExecutor {
     const size_t d = model_.d_model();
     const bool post = p.norm.present() && !p.norm.pre;
     float* out = scratch_.out;
+    if (p.output_norm.present()) {
+      // In place: the norm kernels read a row whole (its mean square) before they write it.
+      for (size_t t = t0; t < t1; ++t) p.output_norm.Apply(kernels_, d, out + t * d, out + t * d);
+    }
     if (p.residual) {
       F32Add((t1 - t0) * d, out + t0 * d, x + t0 * d, (post ? out : y) + t0 * d);
     } else if (!post) {

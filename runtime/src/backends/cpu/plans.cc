@@ -15,17 +15,19 @@ namespace fflite {
 
 namespace {
 
-absl::Status PlanNorm(const LayerView& l, size_t index, size_t d, NormPlan* p) {
-  if (!l.norm.present) return absl::OkStatus();
-  const std::string name = absl::StrFormat("layers[%d].norm", index);
-  p->kind = l.norm.kind;
-  p->pre = StepsOf(l).pre_norm;
-  p->eps = l.norm.eps;
+// `norm` of layer `l` (its norm, or its output norm: `what`), pre: whether it feeds the body.
+absl::Status PlanNorm(const NormView& norm, bool pre, size_t index, const char* what, size_t d,
+                      NormPlan* p) {
+  if (!norm.present) return absl::OkStatus();
+  const std::string name = absl::StrFormat("layers[%d].%s", index, what);
+  p->kind = norm.kind;
+  p->pre = pre;
+  p->eps = norm.eps;
   if (!p->weight.Allocate(d)) return absl::ResourceExhaustedError(name + ": weight");
-  NormWeightAsApplied(l.norm, p->weight.data());
+  NormWeightAsApplied(norm, p->weight.data());
   std::vector<float> storage;
-  if (l.norm.bias.present()) {
-    const float* b = AsF32(l.norm.bias, &storage);
+  if (norm.bias.present()) {
+    const float* b = AsF32(norm.bias, &storage);
     if (!p->bias.Allocate(d)) return absl::ResourceExhaustedError(name + ": bias");
     std::memcpy(p->bias.data(), b, d * sizeof(float));
   }
@@ -93,7 +95,8 @@ absl::Status PlanLayers(const Model& model, const Kernels& kernels, const PackCh
     const LayerView& l = model.layers()[i];
     LayerPlan& p = (*plans)[i];
     p.residual = l.residual;
-    FFLITE_RETURN_IF_ERROR(PlanNorm(l, i, d, &p.norm));
+    FFLITE_RETURN_IF_ERROR(PlanNorm(l.norm, StepsOf(l).pre_norm, i, "norm", d, &p.norm));
+    FFLITE_RETURN_IF_ERROR(PlanNorm(l.output_norm, false, i, "output_norm", d, &p.output_norm));
     if (l.kind == LayerKind::kMoe) {
       p.moe = true;
       z.any_moe = true;

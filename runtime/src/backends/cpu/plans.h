@@ -69,6 +69,7 @@ struct LayerPlan {
   FileFfn file;
   MoePlan moe_plan;
   NormPlan norm;
+  NormPlan output_norm;  // a sandwich's norm of the body's output (before the residual)
   bool residual = false;
 };
 

@@ -376,9 +376,16 @@ class CudaBackend : public Backend, LayerExecutor, ExpertExecutor {
   absl::Status Finish(const LayerPass& pass, bool residual_added) override {
     const DevLayer& l = layers_[pass.layer];
     const bool post = pass.steps.post_norm;
+    const float* body = f_;
+    if (pass.steps.output_norm) {  // a sandwich (no post-norm): OutNorm(f) into tmp_ first
+      FFLITE_CUDA_CHECK("norm kernel",
+                        cuda::Norm(l.output_norm.layer_norm, f_, pass.n, d_, l.output_norm.weight,
+                                   l.output_norm.bias, l.output_norm.eps, tmp_, s_));
+      body = tmp_;
+    }
     if (!residual_added) {
       FFLITE_CUDA_CHECK("residual kernel",
-                        cuda::Residual(f_, pass.steps.residual ? pass.x : nullptr, pass.n, d_,
+                        cuda::Residual(body, pass.steps.residual ? pass.x : nullptr, pass.n, d_,
                                        post ? tmp_ : pass.y, s_));
     }
     if (post) {
@@ -398,7 +405,8 @@ class CudaBackend : public Backend, LayerExecutor, ExpertExecutor {
   // residual (FusedExperts).
   absl::StatusOr<bool> RunFused(const MoeCall& call) override {
     const DevLayer& l = layers_[call.layer];
-    if (!l.fused || call.n > kGemvMaxTokens || reinterpret_cast<uintptr_t>(src_) % 16 != 0) {
+    if (!l.fused || call.n > kGemvMaxTokens || reinterpret_cast<uintptr_t>(src_) % 16 != 0 ||
+        pass_->steps.output_norm) {  // the sum must be normed before the residual
       return false;
     }
     FFLITE_RETURN_IF_ERROR(FusedExperts(l, src_, call.n, call.residual,

@@ -119,16 +119,18 @@ std::vector<DevLayer> PlaceModel(Arena* a, const Model& model) {
     DevLayer d;
     const LayerSteps steps = StepsOf(l);
     d.residual = steps.residual;
-    if (l.norm.present) {
-      d.norm.present = true;
-      d.norm.layer_norm = l.norm.kind == NormKind::LAYER_NORM;
-      d.norm.pre = steps.pre_norm;
-      d.norm.eps = l.norm.eps;
-      const NormView& n = l.norm;
-      d.norm.weight = a->PlaceFloats(n.weight.numel(),
-                                     [&n](float* out) { NormWeightAsApplied(n, out); });
-      d.norm.bias = PlaceVector(a, l.norm.bias);
-    }
+    auto place_norm = [a](const NormView& n, bool pre, DevNorm* out) {
+      if (!n.present) return;
+      out->present = true;
+      out->layer_norm = n.kind == NormKind::LAYER_NORM;
+      out->pre = pre;
+      out->eps = n.eps;
+      out->weight = a->PlaceFloats(n.weight.numel(),
+                                   [&n](float* w) { NormWeightAsApplied(n, w); });
+      out->bias = PlaceVector(a, n.bias);
+    };
+    place_norm(l.norm, steps.pre_norm, &d.norm);
+    place_norm(l.output_norm, false, &d.output_norm);
     if (l.kind == LayerKind::kDense) {
       d.ffn = PlaceFfn(a, l.ffn);
     } else {

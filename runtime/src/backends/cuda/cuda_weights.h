@@ -45,6 +45,7 @@ struct DevLayer {
   bool moe = false;
   bool residual = false;
   DevNorm norm;
+  DevNorm output_norm;  // a sandwich's, on the body's output before the residual
   DevFfn ffn;  // dense
   // MoE
   DevMatrix router;

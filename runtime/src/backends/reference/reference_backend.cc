@@ -132,6 +132,10 @@ class ReferenceBackend : public Backend, LayerExecutor, ExpertExecutor {
 
   absl::Status Finish(const LayerPass& pass, bool /*residual_added*/) override {
     const size_t d = model_.d_model();
+    if (pass.steps.output_norm) {
+      Norm(pass.view->output_norm, f_.data(), y_.data());
+      f_ = y_;
+    }
     for (size_t i = 0; i < d; ++i) f_[i] += pass.steps.residual ? x_[i] : 0.0;
     if (pass.steps.post_norm) {
       Norm(pass.view->norm, f_.data(), y_.data());
