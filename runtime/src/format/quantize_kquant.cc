@@ -249,31 +249,40 @@ Symmetric SearchSymmetric16(const float* x, const float* w) {
 
 }  // namespace
 
-void QuantizeQ4KRow(const float* x, const float* importance, uint64_t k, uint8_t* out) {
+namespace {
+
+// Q4_K / Q5_K rows: per super-block d, dmin and the packed codes (their common 16 bytes), then
+// put(block, out) writes the values after them.
+template <typename Put>
+void QuantizeKMinRow(const float* x, const float* importance, uint64_t k, int nmax,
+                     uint64_t block_bytes, uint8_t* out, Put&& put) {
   KMinBlock b;
-  for (uint64_t s = 0; s < k / kSuper; ++s, out += kQ4KBlockBytes) {
-    QuantizeKMinBlock(x + s * kSuper, importance ? importance + s * kSuper : nullptr, 15, &b);
+  for (uint64_t s = 0; s < k / kSuper; ++s, out += block_bytes) {
+    QuantizeKMinBlock(x + s * kSuper, importance ? importance + s * kSuper : nullptr, nmax, &b);
     PutHalf(b.d, out);
     PutHalf(b.dmin, out + 2);
     PackKCodes(b, out + 4);
-    uint8_t* qs = out + 16;
+    put(b, out);
+  }
+}
+
+}  // namespace
+
+void QuantizeQ4KRow(const float* x, const float* importance, uint64_t k, uint8_t* out) {
+  QuantizeKMinRow(x, importance, k, 15, kQ4KBlockBytes, out, [](const KMinBlock& b, uint8_t* o) {
+    uint8_t* qs = o + 16;  // sub-blocks 2c and 2c + 1 in the low and high nibbles of 32 bytes
     for (int c = 0; c < 4; ++c) {
       for (int l = 0; l < 32; ++l) {
         qs[32 * c + l] = static_cast<uint8_t>(b.q[64 * c + l] | (b.q[64 * c + 32 + l] << 4));
       }
     }
-  }
+  });
 }
 
 void QuantizeQ5KRow(const float* x, const float* importance, uint64_t k, uint8_t* out) {
-  KMinBlock b;
-  for (uint64_t s = 0; s < k / kSuper; ++s, out += kQ5KBlockBytes) {
-    QuantizeKMinBlock(x + s * kSuper, importance ? importance + s * kSuper : nullptr, 31, &b);
-    PutHalf(b.d, out);
-    PutHalf(b.dmin, out + 2);
-    PackKCodes(b, out + 4);
-    uint8_t* qh = out + 16;
-    uint8_t* qs = out + 48;
+  QuantizeKMinRow(x, importance, k, 31, kQ5KBlockBytes, out, [](const KMinBlock& b, uint8_t* o) {
+    uint8_t* qh = o + 16;  // the fifth bits: bit 2c (2c + 1) for sub-block 2c (2c + 1)
+    uint8_t* qs = o + 48;
     std::memset(qh, 0, 32);
     for (int c = 0; c < 4; ++c) {
       for (int l = 0; l < 32; ++l) {
@@ -282,7 +291,7 @@ void QuantizeQ5KRow(const float* x, const float* importance, uint64_t k, uint8_t
         qh[l] = static_cast<uint8_t>(qh[l] | ((lo >> 4) << (2 * c)) | ((hi >> 4) << (2 * c + 1)));
       }
     }
-  }
+  });
 }
 
 void QuantizeQ6KRow(const float* x, const float* importance, uint64_t k, uint8_t* out) {
