@@ -301,7 +301,8 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const std::string& dir, const st
         "d_ff alignment %d must be in [1, 65536]", options.d_ff_alignment));
   }
   const bool k_quant = options.quantize.has_value() && IsKQuant(*options.quantize);
-  const bool k_quant_kept = options.quantize.has_value() && options.keep.find("_k:") != std::string::npos;
+  const bool k_quant_kept =
+      options.quantize.has_value() && options.keep.find("_k:") != std::string::npos;
   if (options.k_mixed && (!options.quantize.has_value() || (*options.quantize != DType::Q4_K &&
                                                             *options.quantize != DType::Q5_K))) {
     return absl::InvalidArgumentError("the _M recipe applies to q4_k and q5_k (--dtype q4_k_m, "

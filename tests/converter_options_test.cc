@@ -224,7 +224,8 @@ TEST(KMixedMoreBits, PicksLlamaCppsLayersOfQ4KM) {
   for (size_t l = 0; l < 32; ++l) {
     if (converter::KMixedMoreBits(l, 32)) picked.push_back(l);
   }
-  EXPECT_EQ(picked, (std::vector<size_t>{0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31}));
+  EXPECT_EQ(picked,
+            (std::vector<size_t>{0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31}));
   EXPECT_TRUE(converter::KMixedMoreBits(0, 1));  // one layer: the last eighth
 }
 
@@ -287,8 +288,12 @@ TEST_F(ConverterTest, ImportanceMatrixWeightsTheErrorAndBadOnesAreRefused) {
   // Input columns of very different strength (a few 30x), the hidden layer's alike.
   Rng rng(31);
   std::vector<float> input(256), hidden(200);
-  for (size_t j = 0; j < input.size(); ++j) input[j] = j % 37 == 0 ? 900.0f : rng.Uniform(0.5f, 1.5f);
-  for (size_t j = 0; j < hidden.size(); ++j) hidden[j] = j % 23 == 0 ? 400.0f : rng.Uniform(0.0f, 1.0f);
+  for (size_t j = 0; j < input.size(); ++j) {
+    input[j] = j % 37 == 0 ? 900.0f : rng.Uniform(0.5f, 1.5f);
+  }
+  for (size_t j = 0; j < hidden.size(); ++j) {
+    hidden[j] = j % 23 == 0 ? 400.0f : rng.Uniform(0.0f, 1.0f);
+  }
   const std::string dir = root_ + "/imatrix";
   std::filesystem::create_directories(dir);
   auto write = [&](const std::function<void(CheckpointWriter&)>& add) {
@@ -319,7 +324,9 @@ TEST_F(ConverterTest, ImportanceMatrixWeightsTheErrorAndBadOnesAreRefused) {
   ASSERT_NE(source, nullptr);
   std::vector<float> x(16 * 256);
   for (size_t t = 0; t < 16; ++t) {
-    for (size_t j = 0; j < 256; ++j) x[t * 256 + j] = std::sqrt(input[j]) * (rng.Uniform(-1.0f, 1.0f));
+    for (size_t j = 0; j < 256; ++j) {
+      x[t * 256 + j] = std::sqrt(input[j]) * rng.Uniform(-1.0f, 1.0f);
+    }
   }
   auto run = [&](const Model& m) { return RunLayer(m, "reference", 0, x, 16); };
   ASSERT_OK_AND_ASSIGN(auto want, run(*source));

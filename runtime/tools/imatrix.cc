@@ -207,8 +207,9 @@ absl::Status WriteImportance(const std::string& path,
   uint64_t offset = 0;
   for (const auto& [name, v] : tensors) {
     const uint64_t bytes = 4 * v.size();
-    header += absl::StrFormat("%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%d],\"data_offsets\":[%d,%d]}",
-                              header.size() > 1 ? "," : "", name, v.size(), offset, offset + bytes);
+    header += absl::StrFormat(
+        "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%d],\"data_offsets\":[%d,%d]}",
+        header.size() > 1 ? "," : "", name, v.size(), offset, offset + bytes);
     offset += bytes;
   }
   header += "}";
@@ -220,7 +221,9 @@ absl::Status WriteImportance(const std::string& path,
         absl::StrFormat("%s: cannot create %s: %s", path, tmp, std::strerror(errno)));
   }
   uint8_t len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(header.size()) >> (8 * i));
+  for (int i = 0; i < 8; ++i) {
+    len[i] = static_cast<uint8_t>(static_cast<uint64_t>(header.size()) >> (8 * i));
+  }
   bool ok = std::fwrite(len, 1, 8, f.get()) == 8 &&
             std::fwrite(header.data(), 1, header.size(), f.get()) == header.size();
   for (const auto& [name, v] : tensors) {

@@ -456,11 +456,12 @@ absl::Status ModelParser::Parse() {
     FFLITE_RETURN_IF_ERROR(ParseNorm(l->output_norm(), path + ".output_norm", &out.output_norm));
     // A sandwich: the norm before the body and the output norm after it, both SANDWICH.
     const bool sandwich = out.norm.present && out.norm.placement == NormPlacement::SANDWICH;
-    if (sandwich != out.output_norm.present) {
-      return Bad(absl::StrFormat(
-          sandwich ? "%s.output_norm: missing (the norm's placement is sandwich)"
-                   : "%s.output_norm: present, but the layer's norm is not a sandwich (placement 3)",
-          path));
+    if (sandwich && !out.output_norm.present) {
+      return Bad(path + ".output_norm: missing (the norm's placement is sandwich)");
+    }
+    if (!sandwich && out.output_norm.present) {
+      return Bad(path +
+                 ".output_norm: present, but the layer's norm is not a sandwich (placement 3)");
     }
     if (sandwich && out.output_norm.placement != NormPlacement::SANDWICH) {
       return Bad(absl::StrFormat("%s.output_norm.placement: value %d, must be sandwich (3)", path,

@@ -233,7 +233,8 @@ absl::Status QuantizeMatrix(DType dtype, uint64_t rows, uint64_t k, const float*
         "%s: shape [%d, %d] exceeds the limit of %d rows and columns", what, rows, k, kMaxDim));
   }
   const QuantType type = QuantTypeOf(dtype);
-  const bool k_quant = type == QuantType::kQ4K || type == QuantType::kQ5K || type == QuantType::kQ6K;
+  const bool k_quant =
+      type == QuantType::kQ4K || type == QuantType::kQ5K || type == QuantType::kQ6K;
   if (k_quant && (k % 256 != 0 || options.rotate)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: dtype %s needs in_features a multiple of 256 and no rotation; got %d columns%s", what,
