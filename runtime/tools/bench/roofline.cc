@@ -408,23 +408,25 @@ double DotLoopNeon() {
   return 2.0 * 8 * 12 * static_cast<double>(done) / elapsed / 1e9;
 }
 #endif
+// Unsigned chains: the multiply-adds wrap (defined), as a signed int32 overflowed within the
+// probe (UBSan: 774840981 * 3).
 double DotLoopScalar() {
-  int32_t a[kChains];
-  for (int i = 0; i < kChains; ++i) a[i] = i;
+  uint32_t a[kChains];
+  for (int i = 0; i < kChains; ++i) a[i] = static_cast<uint32_t>(i);
   volatile int8_t u = 3, v = -2;
-  const int32_t p = u * v;
+  const uint32_t p = static_cast<uint32_t>(u * v);
   const double t = Now();
   long done = 0;
   do {
     for (long it = 0; it < kChunk; ++it) {
-      for (int i = 0; i < kChains; ++i) a[i] = a[i] * 3 + p;
+      for (int i = 0; i < kChains; ++i) a[i] = a[i] * 3u + p;
     }
     done += kChunk;
   } while (More(done, kDotIterations / 8, t));
   const double elapsed = Now() - t;
-  int32_t s = 0;
-  for (int32_t x : a) s += x;
-  volatile int32_t sink = s;
+  uint32_t s = 0;
+  for (uint32_t x : a) s += x;
+  volatile uint32_t sink = s;
   (void)sink;
   return 2.0 * kChains * static_cast<double>(done) / elapsed / 1e9;
 }
