@@ -144,6 +144,8 @@ absl::StatusOr<std::map<std::string, std::vector<float>>> ComputeImportance(
     in.sum.assign(d, 0.0);
     std::vector<float> x(chunk * d), y(chunk * d);
     std::vector<double> normed(d);
+    // The hidden layers' sums (per routed expert; one for a dense layer), looked up once each.
+    std::vector<Accumulator*> hidden(moe ? view.moe.experts.size() : 1, nullptr);
     for (size_t first = 0; first < n_tokens; first += chunk) {
       const size_t n = std::min(chunk, n_tokens - first);
       if (std::fread(x.data(), 4 * d, n, file.get()) != n) {
@@ -169,15 +171,18 @@ absl::StatusOr<std::map<std::string, std::vector<float>>> ComputeImportance(
         in.count += 1;
         for (size_t k = 0; k < top_k; ++k) {
           const float* hk = &h[(t * top_k + k) * d_ff];
-          double scale = 1.0;
-          std::string name = prefix + ".ffn.hidden";
-          if (moe) {
-            const int32_t e = experts[t * top_k + k];
-            scale = static_cast<double>(weights[t * top_k + k]) * weights[t * top_k + k];
-            name = absl::StrFormat("%s.moe.experts[%d].hidden", prefix, e);
+          const size_t e = moe ? static_cast<size_t>(experts[t * top_k + k]) : 0;
+          const double scale =
+              moe ? static_cast<double>(weights[t * top_k + k]) * weights[t * top_k + k] : 1.0;
+          if (e >= hidden.size()) {
+            return absl::InternalError(absl::StrFormat("%s: captured expert %d", path, e));
           }
-          Accumulator& a = acc[name];
-          if (a.sum.empty()) a.sum.assign(d_ff, 0.0);
+          if (hidden[e] == nullptr) {  // the first token routed to it: its vector, by name
+            hidden[e] = &acc[moe ? absl::StrFormat("%s.moe.experts[%d].hidden", prefix, e)
+                                 : prefix + ".ffn.hidden"];
+            hidden[e]->sum.assign(d_ff, 0.0);
+          }
+          Accumulator& a = *hidden[e];
           for (size_t j = 0; j < d_ff; ++j) a.sum[j] += scale * hk[j] * hk[j];
           a.count += 1;
         }
