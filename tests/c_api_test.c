@@ -69,12 +69,26 @@ static void test_queries(const fflite_model* model) {
         info.activation == FFLITE_ACTIVATION_GELU_TANH && info.gated == 1 &&
         info.up_dtype == FFLITE_DTYPE_F32 && info.gate_dtype == FFLITE_DTYPE_F32 &&
         info.down_dtype == FFLITE_DTYPE_F32 && info.bits_per_weight == 32.0f);
+  /* What make_test_model wrote: an RMSNorm before the FFN (eps 1e-5) and the residual; the
+   * matrices' bytes at d_ff padded to 64 (f32). */
+  CHECK(info.norm == FFLITE_NORM_RMS && info.norm_placement == FFLITE_NORM_PLACEMENT_PRE &&
+        info.residual_included == 1 && info.norm_unit_offset == 0 && info.norm_eps == 1e-5f);
+  CHECK(info.up_bytes == 64 * 16 * 4 && info.gate_bytes == 64 * 16 * 4 &&
+        info.down_bytes == 16 * 64 * 4);
+  /* layer_bytes: the three matrices, the norm's weight and whatever biases the layer holds. */
+  CHECK(info.layer_bytes >= 3 * 64 * 16 * 4 + 16 * 4 &&
+        info.layer_bytes <= 3 * 64 * 16 * 4 + 16 * 4 + (2 * 64 + 16) * 4);
   CHECK(fflite_model_layer_info(model, 1, &info) == FFLITE_STATUS_OK);
   CHECK(info.kind == FFLITE_LAYER_MOE && info.num_experts == 4 && info.top_k == 2 &&
         info.num_shared_experts == 1 && info.activation == FFLITE_ACTIVATION_SILU);
+  CHECK(info.norm == FFLITE_NORM_NONE && info.norm_placement == FFLITE_NORM_PLACEMENT_NONE &&
+        info.residual_included == 0 && info.norm_eps == 0.0f);
+  /* Four routed experts and a shared one of three matrices each, a router and a shared gate. */
+  CHECK(info.layer_bytes >= 5 * 3 * info.up_bytes + 4 * 16 * 4 + 16 * 4);
   CHECK_STATUS(fflite_model_layer_info(model, 2, &info), FFLITE_STATUS_OUT_OF_RANGE,
                "layer 2 is out of range");
-  CHECK_STATUS(fflite_model_layer_info(model, -1, &info), FFLITE_STATUS_OUT_OF_RANGE, "-1");
+  CHECK_STATUS(fflite_model_layer_info(model, -1, &info), FFLITE_STATUS_OUT_OF_RANGE,
+               "layer -1 is out of range: the model has 2 layers (0 .. 1)");
   info.struct_size = 0;
   CHECK_STATUS(fflite_model_layer_info(model, 0, &info), FFLITE_STATUS_INVALID_ARGUMENT,
                "struct_size");
@@ -176,7 +190,9 @@ static void test_run(const fflite_model* model) {
   for (i = 0; i < 16 * 4; ++i) in[i] = (float)((i * 37) % 23) / 11.0f - 1.0f;
 
   CHECK_STATUS(fflite_session_run(NULL, 0, in, 1, out), FFLITE_STATUS_INVALID_ARGUMENT, "session");
-  CHECK_STATUS(fflite_session_run(session, -1, in, 1, out), FFLITE_STATUS_OUT_OF_RANGE, "layer");
+  /* One wording for a layer out of range, in every call, negative or too large. */
+  CHECK_STATUS(fflite_session_run(session, -1, in, 1, out), FFLITE_STATUS_OUT_OF_RANGE,
+               "layer -1 is out of range: the model has 2 layers (0 .. 1)");
   CHECK_STATUS(fflite_session_run(session, 2, in, 1, out), FFLITE_STATUS_OUT_OF_RANGE,
                "the model has 2 layers");
   CHECK_STATUS(fflite_session_run(session, 0, in, 0, out), FFLITE_STATUS_OUT_OF_RANGE, "n_tokens 0");
@@ -186,7 +202,9 @@ static void test_run(const fflite_model* model) {
   CHECK_STATUS(fflite_session_run(session, 0, NULL, 1, out), FFLITE_STATUS_INVALID_ARGUMENT, "input");
   CHECK_STATUS(fflite_session_run(session, 0, in, 1, NULL), FFLITE_STATUS_INVALID_ARGUMENT, "output");
   CHECK_STATUS(fflite_session_run(session, 0, in, 2, in + 16), FFLITE_STATUS_INVALID_ARGUMENT,
-               "overlap");
+               "overlap in part");
+  CHECK_STATUS(fflite_session_run(session, 0, in + 16, 2, in), FFLITE_STATUS_INVALID_ARGUMENT,
+               "overlap in part");
 
   /* Neuron edits: argument checks through the C API (the results are tested in C++). */
   {
@@ -283,6 +301,77 @@ static void test_run(const fflite_model* model) {
 
 /* Routing statistics: xnnpack (under a 1-byte expert budget: one expert at a time) and the
  * reference count the same tokens per expert; reset; a dense layer has none; bad arguments. */
+/* In place, prepare, memory and the activations option, on every CPU backend. */
+static void test_embedding(const fflite_model* model, const char* path) {
+  const fflite_backend backends[2] = {FFLITE_BACKEND_REFERENCE, FFLITE_BACKEND_XNNPACK};
+  int b;
+  for (b = 0; b < 2; ++b) {
+    fflite_session* session = NULL;
+    fflite_session_options opts;
+    fflite_memory_info mem, before;
+    float in[16 * 4], out[16 * 4], inplace[16 * 4], out0[16 * 4];
+    int i, layer;
+    FILE* f;
+    long file_size = -1;
+    fflite_session_options_init(&opts);
+    CHECK(opts.activations == FFLITE_ACTIVATIONS_AUTO);
+    opts.max_tokens = 4;
+    opts.backend = backends[b];
+    opts.activations = 2;
+    CHECK_STATUS(fflite_session_create(model, &opts, &session), FFLITE_STATUS_INVALID_ARGUMENT,
+                 "options->activations");
+    opts.activations = FFLITE_ACTIVATIONS_FLOAT;
+    CHECK(fflite_session_create(model, &opts, &session) == FFLITE_STATUS_OK);
+    if (session == NULL) continue;
+    for (i = 0; i < 16 * 4; ++i) in[i] = (float)((i * 29) % 31) / 15.0f - 1.0f;
+    /* output == input: the same bits as into a separate buffer, for every layer. */
+    for (layer = 0; layer < 2; ++layer) {
+      CHECK(fflite_session_run(session, layer, in, 4, out) == FFLITE_STATUS_OK);
+      memcpy(inplace, in, sizeof(in));
+      CHECK(fflite_session_run(session, layer, inplace, 4, inplace) == FFLITE_STATUS_OK);
+      CHECK(memcmp(out, inplace, sizeof(out)) == 0);
+      if (layer == 0) memcpy(out0, out, sizeof(out));
+    }
+
+    CHECK_STATUS(fflite_session_prepare(NULL), FFLITE_STATUS_INVALID_ARGUMENT, "session");
+    CHECK_STATUS(fflite_session_memory(NULL, &mem), FFLITE_STATUS_INVALID_ARGUMENT, "session");
+    CHECK_STATUS(fflite_session_memory(session, NULL), FFLITE_STATUS_INVALID_ARGUMENT, "out_info");
+    mem.struct_size = 0;
+    CHECK_STATUS(fflite_session_memory(session, &mem), FFLITE_STATUS_INVALID_ARGUMENT,
+                 "struct_size");
+    f = fopen(path, "rb");
+    if (f != NULL && fseek(f, 0, SEEK_END) == 0) file_size = ftell(f);
+    if (f != NULL) fclose(f);
+    fflite_session_free(session);
+
+    /* A fresh session: prepare packs the dense layer (xnnpack) before any run. */
+    CHECK(fflite_session_create(model, &opts, &session) == FFLITE_STATUS_OK);
+    if (session == NULL) continue;
+    before.struct_size = sizeof(before);
+    CHECK(fflite_session_memory(session, &before) == FFLITE_STATUS_OK);
+    CHECK(before.struct_size == sizeof(before));
+    CHECK(before.model_bytes == (uint64_t)file_size);
+    CHECK(before.device_bytes == 0 && before.expert_slot_bytes == 0);
+    CHECK(fflite_session_prepare(session) == FFLITE_STATUS_OK);
+    CHECK(fflite_session_prepare(session) == FFLITE_STATUS_OK);
+    mem.struct_size = sizeof(mem);
+    CHECK(fflite_session_memory(session, &mem) == FFLITE_STATUS_OK);
+    if (backends[b] == FFLITE_BACKEND_XNNPACK) {
+      /* Packed: at least the dense layer's three f32 matrices (64 x 16 each). */
+      CHECK(mem.prepared_bytes >= before.prepared_bytes + 3 * 64 * 16 * 4);
+      CHECK(mem.scratch_bytes >= 4 * 16 * 4);
+    } else {
+      CHECK(mem.prepared_bytes == before.prepared_bytes);
+    }
+    CHECK(fflite_session_run(session, 0, in, 4, inplace) == FFLITE_STATUS_OK);
+    CHECK(memcmp(out0, inplace, sizeof(out0)) == 0); /* prepared: the same bits */
+    before = mem;
+    CHECK(fflite_session_memory(session, &mem) == FFLITE_STATUS_OK);
+    CHECK(mem.prepared_bytes == before.prepared_bytes); /* nothing more packed on the run */
+    fflite_session_free(session);
+  }
+}
+
 static void test_expert_counts(const fflite_model* model) {
   fflite_session* s[2] = {NULL, NULL};
   fflite_session_options opts;
@@ -388,6 +477,7 @@ int main(int argc, char** argv) {
   test_queries(model);
   test_session_options(model);
   test_run(model);
+  test_embedding(model, argv[1]);
   test_expert_counts(model);
   fflite_model_free(model);
   printf("c_api_test: %d checks, %d failed\n", checks, failures);

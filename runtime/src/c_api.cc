@@ -42,6 +42,12 @@ fflite_status ToCStatus(absl::StatusCode code) {
   }
 }
 
+std::string StatusText(const absl::Status& status) {
+  if (status.ok()) return "OK";
+  return std::string(fflite_status_name(ToCStatus(status.code()))) + ": " +
+         std::string(status.message());
+}
+
 }  // namespace fflite
 
 namespace {
@@ -154,9 +160,7 @@ fflite_status fflite_model_layer_info(const fflite_model* model, int32_t layer,
   }
   const auto& layers = model->model->layers();
   if (layer < 0 || static_cast<size_t>(layer) >= layers.size()) {
-    return Report(absl::OutOfRangeError("layer " + std::to_string(layer) +
-                                        " is out of range: the model has " +
-                                        std::to_string(layers.size()) + " layers"));
+    return Report(fflite::LayerOutOfRange(layer, layers.size()));
   }
   const fflite::LayerView& l = layers[static_cast<size_t>(layer)];
   const fflite::FfnView& f = l.kind == fflite::LayerKind::kDense ? l.ffn : l.moe.experts[0];
@@ -179,6 +183,24 @@ fflite_status fflite_model_layer_info(const fflite_model* model, int32_t layer,
   info.gate_dtype = static_cast<fflite_dtype>(f.gated ? static_cast<int>(f.gate.dtype) : 0);
   info.down_dtype = static_cast<fflite_dtype>(f.down.dtype);
   info.bits_per_weight = static_cast<float>(f.BitsPerWeight());
+  if (l.norm.present) {
+    info.norm = l.norm.kind == fflite::NormKind::LAYER_NORM ? FFLITE_NORM_LAYER : FFLITE_NORM_RMS;
+    info.norm_unit_offset = l.norm.unit_offset ? 1 : 0;
+    info.norm_eps = l.norm.eps;
+    switch (l.norm.placement) {
+      case fflite::NormPlacement::PRE: info.norm_placement = FFLITE_NORM_PLACEMENT_PRE; break;
+      case fflite::NormPlacement::POST: info.norm_placement = FFLITE_NORM_PLACEMENT_POST; break;
+      case fflite::NormPlacement::SANDWICH:
+        info.norm_placement = FFLITE_NORM_PLACEMENT_SANDWICH;
+        break;
+      default: info.norm_placement = FFLITE_NORM_PLACEMENT_NONE; break;
+    }
+  }
+  info.residual_included = l.residual ? 1 : 0;
+  info.up_bytes = f.up.size;
+  info.gate_bytes = f.gated ? f.gate.size : 0;
+  info.down_bytes = f.down.size;
+  info.layer_bytes = fflite::LayerBytes(l);
   // Only the bytes the caller's struct has: a caller built against an older header is safe.
   std::memcpy(out_info, &info, info.struct_size);
   return Report(absl::OkStatus());
@@ -231,6 +253,12 @@ fflite_status fflite_session_create(const fflite_model* model,
     return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "options->expert_budget_bytes must be at least 0");
   }
   so.expert_budget_bytes = static_cast<uint64_t>(opts.expert_budget_bytes);
+  if (opts.activations != FFLITE_ACTIVATIONS_AUTO && opts.activations != FFLITE_ACTIVATIONS_FLOAT) {
+    return Fail(FFLITE_STATUS_INVALID_ARGUMENT,
+                "options->activations must be FFLITE_ACTIVATIONS_AUTO (0) or "
+                "FFLITE_ACTIVATIONS_FLOAT (1)");
+  }
+  so.float_activations = opts.activations == FFLITE_ACTIVATIONS_FLOAT;
   // Read the enum through its underlying type: a C caller may store any int there, and loading
   // an out-of-range value as the C++ enum type is undefined behaviour.
   std::underlying_type_t<fflite_backend> backend;
@@ -254,6 +282,33 @@ fflite_status fflite_session_create(const fflite_model* model,
 
 void fflite_session_free(fflite_session* session) { delete session; }
 
+fflite_status fflite_session_prepare(fflite_session* session) {
+  if (session == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "session is null");
+  return Guard([&] { return session->session->Prepare(); });
+}
+
+fflite_status fflite_session_memory(const fflite_session* session, fflite_memory_info* out_info) {
+  if (session == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "session is null");
+  if (out_info == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "out_info is null");
+  const size_t size = out_info->struct_size;
+  if (size < sizeof(size_t)) {
+    return Fail(FFLITE_STATUS_INVALID_ARGUMENT,
+                "out_info->struct_size is too small; set it to sizeof(fflite_memory_info)");
+  }
+  const fflite::BackendMemory m = session->session->Memory();
+  fflite_memory_info info;
+  std::memset(&info, 0, sizeof(info));
+  info.struct_size = sizeof(info) < size ? sizeof(info) : size;
+  info.model_bytes = session->session->model().file_size();
+  info.prepared_bytes = m.prepared_bytes;
+  info.expert_bytes = m.expert_bytes;
+  info.expert_slot_bytes = m.expert_slot_bytes;
+  info.scratch_bytes = m.scratch_bytes;
+  info.device_bytes = m.device_bytes;
+  std::memcpy(out_info, &info, info.struct_size);
+  return Report(absl::OkStatus());
+}
+
 const char* fflite_session_backend_name(const fflite_session* session) {
   return session == nullptr ? "" : session->session->backend_name();
 }
@@ -262,7 +317,7 @@ fflite_status fflite_session_run(fflite_session* session, int32_t layer, const f
                                  size_t n_tokens, float* output) {
   if (session == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "session is null");
   if (layer < 0) {
-    return Report(absl::OutOfRangeError("layer " + std::to_string(layer) + " is negative"));
+    return Report(fflite::LayerOutOfRange(layer, session->session->model().layers().size()));
   }
   return Guard([&] {
     return session->session->Run(static_cast<size_t>(layer), input, n_tokens, output);
@@ -274,7 +329,7 @@ fflite_status fflite_session_run_device(fflite_session* session, int32_t layer,
                                         void* stream) {
   if (session == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "session is null");
   if (layer < 0) {
-    return Report(absl::OutOfRangeError("layer " + std::to_string(layer) + " is negative"));
+    return Report(fflite::LayerOutOfRange(layer, session->session->model().layers().size()));
   }
   return Guard([&] {
     return session->session->RunDevice(static_cast<size_t>(layer), input, n_tokens, output,
@@ -291,7 +346,7 @@ fflite_status fflite_session_set_neuron_scales(fflite_session* session, int32_t 
                                                size_t count) {
   if (session == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "session is null");
   if (layer < 0) {
-    return Report(absl::OutOfRangeError("layer " + std::to_string(layer) + " is negative"));
+    return Report(fflite::LayerOutOfRange(layer, session->session->model().layers().size()));
   }
   return Guard([&] {
     return session->session->SetNeuronScales(static_cast<size_t>(layer), expert, scales, count);
@@ -302,7 +357,7 @@ fflite_status fflite_session_clear_neuron_scales(fflite_session* session, int32_
                                                  int32_t expert) {
   if (session == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "session is null");
   if (layer < 0) {
-    return Report(absl::OutOfRangeError("layer " + std::to_string(layer) + " is negative"));
+    return Report(fflite::LayerOutOfRange(layer, session->session->model().layers().size()));
   }
   return Guard([&] {
     return session->session->ClearNeuronScales(static_cast<size_t>(layer), expert);
@@ -314,7 +369,7 @@ fflite_status fflite_session_set_capture(fflite_session* session, int32_t layer,
                                          size_t route_capacity) {
   if (session == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "session is null");
   if (layer < 0) {
-    return Report(absl::OutOfRangeError("layer " + std::to_string(layer) + " is negative"));
+    return Report(fflite::LayerOutOfRange(layer, session->session->model().layers().size()));
   }
   if (h == nullptr && experts == nullptr && weights == nullptr) {
     return Fail(FFLITE_STATUS_INVALID_ARGUMENT,
@@ -330,7 +385,7 @@ fflite_status fflite_session_set_capture(fflite_session* session, int32_t layer,
 fflite_status fflite_session_clear_capture(fflite_session* session, int32_t layer) {
   if (session == nullptr) return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "session is null");
   if (layer < 0) {
-    return Report(absl::OutOfRangeError("layer " + std::to_string(layer) + " is negative"));
+    return Report(fflite::LayerOutOfRange(layer, session->session->model().layers().size()));
   }
   return Guard([&] {
     return session->session->SetCapture(static_cast<size_t>(layer), nullptr, 0, nullptr,
@@ -347,7 +402,7 @@ fflite_status fflite_session_expert_counts(const fflite_session* session, int32_
   }
   *out_num_experts = 0;
   if (layer < 0) {
-    return Report(absl::OutOfRangeError("layer " + std::to_string(layer) + " is negative"));
+    return Report(fflite::LayerOutOfRange(layer, session->session->model().layers().size()));
   }
   return Guard([&]() -> absl::Status {
     // The session is used by one thread at a time, so reading its counters here is safe.

@@ -78,6 +78,26 @@ typedef enum fflite_activation {
   FFLITE_ACTIVATION_SWIGLU_OAI = 6
 } fflite_activation;
 
+/* A layer's norm (fflite_layer_info.norm): none, RMSNorm or LayerNorm. */
+typedef enum fflite_norm_kind {
+  FFLITE_NORM_NONE = 0,
+  FFLITE_NORM_RMS = 1,  /* x / sqrt(mean(x^2) + eps) * w */
+  FFLITE_NORM_LAYER = 2 /* (x - mean) / sqrt(var + eps) * w + b */
+} fflite_norm_kind;
+
+/* Where a layer applies its norm around its body B (the FFN, or the MoE sublayer), with r = x
+ * when the residual is included (fflite_layer_info.residual_included) and r = 0 otherwise:
+ *   NONE:     y = r + B(x)
+ *   PRE:      y = r + B(Norm(x))          (Llama, Mistral, Qwen, ...)
+ *   POST:     y = Norm(r + B(x))          (BERT)
+ *   SANDWICH: y = r + OutNorm(B(Norm(x))) (Gemma 2 and 3) */
+typedef enum fflite_norm_placement {
+  FFLITE_NORM_PLACEMENT_NONE = 0,
+  FFLITE_NORM_PLACEMENT_PRE = 1,
+  FFLITE_NORM_PLACEMENT_POST = 2,
+  FFLITE_NORM_PLACEMENT_SANDWICH = 3
+} fflite_norm_placement;
+
 typedef struct fflite_model fflite_model;     /* opaque, immutable, thread-safe */
 typedef struct fflite_session fflite_session; /* opaque, one thread at a time */
 
@@ -110,7 +130,12 @@ FFLITE_API fflite_status fflite_model_load_buffer(const void* data, size_t size,
 /* NULL is fine. The model must outlive every session created from it. */
 FFLITE_API void fflite_model_free(fflite_model* model);
 
+/* The number of layers (sublayers fflite runs: one per FFN or MoE block), >= 1; layers are
+ * numbered 0 .. count - 1 in every call. Errors: INVALID_ARGUMENT (null pointers). */
 FFLITE_API fflite_status fflite_model_num_layers(const fflite_model* model, int32_t* out_count);
+
+/* The width of every layer's input and output rows (hidden size), >= 1. Errors:
+ * INVALID_ARGUMENT (null pointers). */
 FFLITE_API fflite_status fflite_model_d_model(const fflite_model* model, int32_t* out_d_model);
 
 /* What one layer holds. Set struct_size = sizeof(fflite_layer_info) before the call; fields are
@@ -132,6 +157,20 @@ typedef struct fflite_layer_info {
    * included; 32 for f32). gate_dtype is 0 when the FFN is not gated. */
   fflite_dtype up_dtype, gate_dtype, down_dtype;
   float bits_per_weight;
+  /* Appended in 0.3: what the layer computes around its body (fflite_norm_placement says the
+   * formula). With residual_included 1, fflite_session_run's output already holds x + ...: an
+   * engine that adds its own residual must not add it again (the converter includes the norm and
+   * the residual unless told otherwise: fflite-convert --help). */
+  fflite_norm_kind norm;
+  fflite_norm_placement norm_placement;
+  int32_t residual_included;
+  int32_t norm_unit_offset;    /* 1: the norm scales by (1 + w) (Gemma), 0: by w */
+  float norm_eps;              /* 0 without a norm */
+  /* Bytes of the file's weights: up_bytes, gate_bytes (0 when not gated) and down_bytes of the
+   * dense FFN or of each routed expert, as stored (scales and padding included); layer_bytes of
+   * every tensor of the layer (all experts, router, shared experts, norms, biases). */
+  uint64_t up_bytes, gate_bytes, down_bytes;
+  uint64_t layer_bytes;
 } fflite_layer_info;
 
 /* Errors: INVALID_ARGUMENT (null pointers, struct_size too small), OUT_OF_RANGE (layer). */
@@ -163,12 +202,32 @@ typedef struct fflite_session_options {
    * and dense layers are always resident and not counted. >= 0. The cuda backend keeps every
    * expert in device memory and refuses a nonzero budget (INVALID_ARGUMENT). */
   int64_t expert_budget_bytes;
+  /* Appended in 0.3. How quantised weights (i8, i4, the k-quants) multiply activations on the
+   * xnnpack backend. FFLITE_ACTIVATIONS_AUTO (the default): in float for calls of a few tokens
+   * (decode), quantised to int8 per block of 32 for calls of many (prefill: int8 dot products,
+   * several times faster; the README gives the measured cost in accuracy), so that a token's
+   * output depends on how many tokens share its call. FFLITE_ACTIVATIONS_FLOAT: in float at every
+   * token count, so that each token's output has the same bits whatever else is in the call
+   * (batch-invariant) and decode and prefill agree; prefill is slower. Other backends always
+   * multiply in float and accept both. */
+  int32_t activations;
 } fflite_session_options;
+
+/* fflite_session_options.activations. */
+enum {
+  FFLITE_ACTIVATIONS_AUTO = 0,
+  FFLITE_ACTIVATIONS_FLOAT = 1
+};
 
 /* Fills `options` with the defaults and sets struct_size. NULL is ignored. */
 FFLITE_API void fflite_session_options_init(fflite_session_options* options);
 
-/* Creates a session over `model` (which must outlive it). `options` may be NULL for defaults;
+/* Creates a session over `model` (which must outlive it). Memory: each session packs its own
+ * copy of the weights it prepares (the xnnpack backend's f32 layers and f16/bf16 ones at more than
+ * a few tokens, routers, shared experts, routed experts that get many tokens), so N sessions of
+ * one model hold N such copies (fflite_session_memory says how much); quantised weights and
+ * f16/bf16 decode read the model's mapping, which every session shares. `options` may be NULL for
+ * defaults;
  * an options struct from an older fflite (smaller struct_size) gets defaults for the fields it
  * lacks. Errors: INVALID_ARGUMENT, UNAVAILABLE (backend not built or no device),
  * OUT_OF_MEMORY, INVALID_MODEL (a NaN or Inf scale in a quantised matrix the backend reads at
@@ -180,12 +239,47 @@ FFLITE_API fflite_status fflite_session_create(const fflite_model* model,
 /* NULL is fine. */
 FFLITE_API void fflite_session_free(fflite_session* session);
 
+/* Prepares now what the session's calls would otherwise prepare on first use: every dense
+ * layer's packed weights where calls of up to max_tokens tokens run on them (f32 layers; f16/bf16
+ * ones when max_tokens exceeds what runs on the file's rows), and the scale check of every
+ * quantised matrix of dense layers and shared experts, so that the first fflite_session_run of
+ * each layer costs what the later ones do and an OUT_OF_MEMORY or INVALID_MODEL shows here.
+ * Routed experts stay prepared on use: the form an expert needs depends on how many tokens a call
+ * gives it, and an expert budget decides which stay (fflite_session_options). Calling it again
+ * does nothing more. Errors: INVALID_ARGUMENT (null), OUT_OF_MEMORY, INVALID_MODEL (naming the
+ * layer and matrix); after an error the session stays usable. */
+FFLITE_API fflite_status fflite_session_prepare(fflite_session* session);
+
+/* The memory a session and its model hold (fflite_session_memory). Set struct_size =
+ * sizeof(fflite_memory_info) before the call; fields are only ever appended, and only the first
+ * struct_size bytes are written. */
+typedef struct fflite_memory_info {
+  size_t struct_size;
+  uint64_t model_bytes;     /* the model file or buffer, mapped (pages are read on use) */
+  uint64_t prepared_bytes;  /* the session's prepared weights: packed dense layers, routers and
+                               shared experts, made by this session */
+  uint64_t expert_bytes;    /* routed experts' forms resident now, as the expert budget counts
+                               them (packed forms, and the file bytes an expert runs on) */
+  uint64_t expert_slot_bytes; /* the slots a budget on a file-backed model reserves (their
+                               contents are among expert_bytes when in use) */
+  uint64_t scratch_bytes;   /* buffers sized at creation for max_tokens (activations, routing) */
+  uint64_t device_bytes;    /* device memory the session holds (cuda), 0 elsewhere */
+} fflite_memory_info;
+
+/* Fills *out_info for `session`. Errors: INVALID_ARGUMENT (null pointers, struct_size too
+ * small). */
+FFLITE_API fflite_status fflite_session_memory(const fflite_session* session,
+                                               fflite_memory_info* out_info);
+
 /* The backend the session runs on ("reference", "xnnpack", ...); a static string, "" for NULL. */
 FFLITE_API const char* fflite_session_backend_name(const fflite_session* session);
 
 /* Runs one layer: output[n_tokens, d_model] = layer(input[n_tokens, d_model]), f32, row-major.
- * input and output are the caller's and must not overlap. 1 <= n_tokens <= max_tokens.
- * Errors: INVALID_ARGUMENT (null pointers, overlapping buffers), OUT_OF_RANGE (layer, n_tokens),
+ * input and output are the caller's: the same buffer (in place: output == input) or two that do
+ * not overlap (a partial overlap is refused). What the layer includes (norm, residual):
+ * fflite_model_layer_info. 1 <= n_tokens <= max_tokens.
+ * Errors: INVALID_ARGUMENT (null pointers, partly overlapping buffers), OUT_OF_RANGE (layer,
+ * n_tokens),
  * OUT_OF_MEMORY (the xnnpack backend prepares a dense layer's or a routed expert's weights the
  * first time a call needs them; only MoE routers and shared experts are packed at session
  * creation), INVALID_MODEL (a NaN or Inf scale in a quantised matrix the call reads, named with

@@ -34,6 +34,10 @@ struct BackendConfig {
   uint64_t expert_budget_bytes = 0;
   // For fflite-bench: time the routed experts of every MoE call (BackendStats::routed_seconds).
   bool time_routed_experts = false;
+  // Quantised weights multiply float activations at every token count (the CPU backend's
+  // int8-activation kernels are not used): each token's output is the same whatever else is in
+  // the call. Backends that always multiply in float ignore it.
+  bool float_activations = false;
   // The CPU backend's tuning (tests, fflite-bench), or nullptr: its defaults. Other backends
   // ignore it. It must outlive the backend's creation.
   const CpuBackendOptions* cpu_options = nullptr;
@@ -72,12 +76,22 @@ struct BackendStats {
   uint64_t expert_prefetches_used = 0, expert_prefetches_wasted = 0;
 };
 
+// The memory a backend holds (fflite_memory_info, less the model's).
+struct BackendMemory {
+  uint64_t prepared_bytes = 0;  // packed dense layers, routers, shared experts
+  uint64_t expert_bytes = 0;       // routed experts' resident forms, as the budget counts them
+  uint64_t expert_slot_bytes = 0;  // slots reserved for streamed experts
+  uint64_t scratch_bytes = 0;   // buffers sized at creation
+  uint64_t device_bytes = 0;    // on a device (cuda)
+};
+
 // One backend instance serves one session: it may keep scratch and packed weights, and is used by
 // one thread at a time. The model outlives it.
 class Backend {
  public:
   virtual ~Backend() = default;
-  // input, output: [n_tokens, d_model] f32, row-major, not overlapping. The session has already
+  // input, output: [n_tokens, d_model] f32, row-major, the same buffer (in place) or not
+  // overlapping. The session has already
   // checked layer < layers().size() and 1 <= n_tokens <= max_tokens.
   virtual absl::Status Run(size_t layer, const float* input, size_t n_tokens, float* output) = 0;
   // The same with input and output in the device's memory, queued on `stream` (the backend's own
@@ -85,6 +99,12 @@ class Backend {
   // it (the default).
   virtual absl::Status RunDevice(size_t layer, const float* input, size_t n_tokens, float* output,
                                  void* stream);
+  // Prepares now what calls of up to max_tokens tokens would prepare on first use (dense layers'
+  // packed forms, scale checks of dense layers; not routed experts): fflite_session_prepare.
+  // Errors: those of the first use; the backend stays usable. The default: nothing to prepare.
+  virtual absl::Status Prepare() { return absl::OkStatus(); }
+  // What it holds now.
+  virtual BackendMemory Memory() const { return {}; }
   // What the session computes on, e.g. "cpu" or "NVIDIA H200 (sm_90, 139.8 GiB)"; lives as long
   // as the backend.
   virtual const char* device() const { return "cpu"; }

@@ -550,6 +550,33 @@ absl::StatusOr<std::unique_ptr<Model>> Model::LoadFile(const std::string& path) 
 
 Model::~Model() = default;
 
+namespace {
+uint64_t FfnBytes(const FfnView& f) {
+  uint64_t bytes = 0;
+  for (const TensorView* t : {&f.up, &f.gate, &f.down, &f.up_bias, &f.gate_bias, &f.down_bias}) {
+    if (t->present()) bytes += t->size;
+  }
+  return bytes;
+}
+uint64_t NormBytes(const NormView& n) {
+  if (!n.present) return 0;
+  return (n.weight.present() ? n.weight.size : 0) + (n.bias.present() ? n.bias.size : 0);
+}
+}  // namespace
+
+uint64_t LayerBytes(const LayerView& layer) {
+  uint64_t bytes = NormBytes(layer.norm) + NormBytes(layer.output_norm);
+  if (layer.kind == LayerKind::kDense) return bytes + FfnBytes(layer.ffn);
+  const MoeView& m = layer.moe;
+  for (const TensorView* t : {&m.router, &m.router_bias, &m.score_correction_bias,
+                              &m.shared_expert_gate}) {
+    if (t->present()) bytes += t->size;
+  }
+  for (const FfnView& e : m.experts) bytes += FfnBytes(e);
+  for (const FfnView& e : m.shared_experts) bytes += FfnBytes(e);
+  return bytes;
+}
+
 void Model::ReleaseTensorPages(const TensorView& tensor) const {
   if (file_ == nullptr || !tensor.present()) return;
   file_->Release(static_cast<size_t>(data_offset_ + tensor.offset), static_cast<size_t>(tensor.size));

@@ -159,6 +159,10 @@ struct LayerView {
   bool residual = false;
 };
 
+// Bytes of every tensor of `layer` in the file: its FFN or its router, experts and shared experts,
+// their biases, its norms.
+uint64_t LayerBytes(const LayerView& layer);
+
 // Thread safety: immutable after loading but for the flags of CheckScales (atomics); share it
 // freely across threads and sessions.
 class Model {

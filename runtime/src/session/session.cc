@@ -29,6 +29,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const Model& model,
   config.expert_budget_bytes = options.expert_budget_bytes;
   config.cpu_options = options.cpu_options;
   config.time_routed_experts = options.time_routed_experts;
+  config.float_activations = options.float_activations;
   if (options.backend == "auto") {
     const BackendEntry* chosen = nullptr;
     FFLITE_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
@@ -60,12 +61,15 @@ std::unique_ptr<Session> Session::Finish(const Model& model, const char* backend
       new Session(model, backend_name, max_tokens, std::move(backend)));
 }
 
+absl::Status LayerOutOfRange(int64_t layer, size_t num_layers) {
+  return absl::OutOfRangeError(absl::StrFormat(
+      "layer %d is out of range: the model has %d layers (0 .. %d)", layer, num_layers,
+      static_cast<int64_t>(num_layers) - 1));
+}
+
 absl::Status Session::CheckLayer(size_t layer) const {
   const size_t num_layers = model_.layers().size();
-  if (layer >= num_layers) {
-    return absl::OutOfRangeError(
-        absl::StrFormat("layer %d is out of range: the model has %d layers", layer, num_layers));
-  }
+  if (layer >= num_layers) return LayerOutOfRange(static_cast<int64_t>(layer), num_layers);
   return absl::OkStatus();
 }
 
@@ -81,8 +85,9 @@ absl::Status Session::CheckRun(size_t layer, const float* input, size_t n_tokens
   }
   const size_t bytes = n_tokens * model_.d_model() * sizeof(float);
   const auto in = reinterpret_cast<uintptr_t>(input), out = reinterpret_cast<uintptr_t>(output);
-  if (in < out + bytes && out < in + bytes) {
-    return absl::InvalidArgumentError("input and output overlap; pass separate buffers");
+  if (in != out && in < out + bytes && out < in + bytes) {
+    return absl::InvalidArgumentError(
+        "input and output overlap in part; pass the same buffer (in place) or separate ones");
   }
   return absl::OkStatus();
 }

@@ -20,11 +20,18 @@ struct SessionOptions {
   // Most bytes of routed-expert weights a backend keeps in memory; 0: no limit. See
   // BackendConfig::expert_budget_bytes.
   uint64_t expert_budget_bytes = 0;
+  // Quantised weights multiply float activations at every token count (batch-invariant
+  // results): BackendConfig::float_activations.
+  bool float_activations = false;
   // For tests and fflite-bench (not in the C API): the CPU backend's tuning (nullptr: its
   // defaults; it must outlive Create), and timing of routed experts (Stats().routed_seconds).
   const CpuBackendOptions* cpu_options = nullptr;
   bool time_routed_experts = false;
 };
+
+// The one error for a layer index outside [0, num_layers) (every call that takes a layer, from
+// C++ and C alike, negative ones included): OutOfRange naming the index and the valid range.
+absl::Status LayerOutOfRange(int64_t layer, size_t num_layers);
 
 inline constexpr size_t kMaxTokensLimit = size_t{1} << 20;
 inline constexpr int kMaxThreads = 1024;
@@ -71,6 +78,10 @@ class Session {
 
   // What the backend counted since creation (fflite-bench).
   BackendStats Stats() const { return backend_->Stats(); }
+  // fflite_session_prepare: Backend::Prepare.
+  absl::Status Prepare() { return backend_->Prepare(); }
+  // What the backend holds now (fflite_session_memory).
+  BackendMemory Memory() const { return backend_->Memory(); }
 
   const char* backend_name() const { return backend_name_; }
   // What the backend computes on ("cpu", or the GPU's name and properties).

@@ -49,6 +49,7 @@ class CpuBackend : public Backend, LayerExecutor, ExpertExecutor {
   absl::Status Init(const BackendConfig& config, const CpuBackendOptions& options) {
     FFLITE_RETURN_IF_ERROR(InitializeXnnpack());
     threads_ = static_cast<size_t>(std::max(1, config.num_threads));
+    max_tokens_ = config.max_tokens;
     if (config.num_threads > 1) {
       threadpool_.reset(pthreadpool_create(static_cast<size_t>(config.num_threads)));
       if (threadpool_ == nullptr) {
@@ -149,6 +150,37 @@ class CpuBackend : public Backend, LayerExecutor, ExpertExecutor {
       pool_awake_ = false;
     }
     return status;
+  }
+
+  // Every dense layer: its scales checked, and its packed form made where calls of up to
+  // max_tokens_ run on it (the first pass that needs it would make it otherwise).
+  absl::Status Prepare() override {
+    for (size_t layer = 0; layer < plans_.size(); ++layer) {
+      LayerPlan& p = plans_[layer];
+      if (p.moe) continue;
+      if (!p.scales_checked) {
+        FFLITE_RETURN_IF_ERROR(model_.CheckFfnScales(model_.layers()[layer].ffn));
+        p.scales_checked = true;
+      }
+      const size_t largest = std::min(max_tokens_, chunk_);
+      if (!p.packed && !DirectPass(p, largest)) FFLITE_RETURN_IF_ERROR(PackDense(layer, &p));
+    }
+    return absl::OkStatus();
+  }
+
+  BackendMemory Memory() const override {
+    BackendMemory m;
+    for (const LayerPlan& p : plans_) {
+      m.prepared_bytes += p.ffn.bytes() + p.moe_plan.router.bytes();
+      for (const PackedFfn& f : p.moe_plan.shared) m.prepared_bytes += f.bytes();
+      for (const NormPlan* n : {&p.norm, &p.output_norm}) {
+        m.prepared_bytes += (n->weight.size() + n->bias.size()) * sizeof(float);
+      }
+    }
+    m.expert_bytes = store_.resident_bytes();
+    m.expert_slot_bytes = uint64_t{store_.pool().slots()} * store_.pool().slot_bytes();
+    m.scratch_bytes = scratch_.bytes() + quant_.scratch_bytes();
+    return m;
   }
 
   BackendStats Stats() const override {
@@ -460,6 +492,7 @@ class CpuBackend : public Backend, LayerExecutor, ExpertExecutor {
   QuantEngine quant_;  // I8/I4 matrices, read from the file
   MatrixOps ops_;      // over quant_ and the kernels
   size_t threads_ = 1;
+  size_t max_tokens_ = 1;
   ThreadpoolPtr threadpool_;  // null: one thread (everything runs on the caller's thread)
   bool pool_awake_ = false;   // the pool's threads may be spinning (see EngineContext)
   PackChoice choice_;         // dense layers and shared experts: engine, kernels, slices
@@ -502,8 +535,9 @@ uint64_t CpuPackedFfnBytes(const FfnView& f) {
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const Model& model,
                                                           const BackendConfig& config) {
-  const CpuBackendOptions defaults;
-  const CpuBackendOptions& options = config.cpu_options != nullptr ? *config.cpu_options : defaults;
+  CpuBackendOptions options = config.cpu_options != nullptr ? *config.cpu_options
+                                                             : CpuBackendOptions();
+  if (config.float_activations) options.quant_gemm_min_tokens = 0;  // never the int8 kernels
   const Kernels& kernels = options.kernels != nullptr ? *options.kernels : BestKernels();
   const QGemvKernel& qgemv = options.qgemv != nullptr ? *options.qgemv : BestQGemvKernel();
   const QGemmKernel& qgemm = options.qgemm != nullptr ? *options.qgemm : BestQGemmKernel();

@@ -90,6 +90,9 @@ struct PackedMatrix {
   float out_min = 0.0f;
   size_t in = 0, out = 0;
   bool empty() const { return slices.empty() && gemm == nullptr; }
+  // Bytes held: the gemm engine's panels and bias; XNNPACK's packed f32 weights and bias, padded
+  // to kSliceAlign output channels per slice (as XNNPACK packs them, about).
+  uint64_t bytes() const;
 };
 
 // Packs y = W·x + b, clamped to [out_min, +inf), in slices of about `slice_bytes` of packed

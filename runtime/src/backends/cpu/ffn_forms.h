@@ -40,6 +40,12 @@ struct PackedFfn {
   size_t d_ff = 0;                       // d_ff_padded: the padding is exact (zeros)
   // f32 biases of the quantised matrices when the file stores them in f16/bf16 (else empty).
   std::vector<float> up_bias, gate_bias, down_bias;
+
+  // Bytes held (packed matrices, f32 biases).
+  uint64_t bytes() const {
+    return up.bytes() + gate.bytes() + down.bytes() +
+           (up_bias.size() + gate_bias.size() + down_bias.size()) * sizeof(float);
+  }
 };
 
 // Packs f's float matrices for `choice` on ctx's threads (a plain ReLU FFN gets its activation

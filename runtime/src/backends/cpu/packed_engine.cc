@@ -160,6 +160,17 @@ uint64_t PackedMatrixBytes(uint64_t out, uint64_t in, DType dtype, const PackCho
   return padded * (in + 1) * sizeof(float);
 }
 
+uint64_t PackedMatrix::bytes() const {
+  if (gemm != nullptr) return uint64_t{panels.size()} * sizeof(uint32_t) + bias.size() * 4;
+  if (slices.empty()) return bias.size() * sizeof(float);
+  uint64_t padded = 0;
+  for (size_t i = 0; i < slices.size(); ++i) {
+    const size_t end = i + 1 < slices.size() ? slices[i + 1].first : out;
+    padded += (end - slices[i].first + kSliceAlign - 1) / kSliceAlign * kSliceAlign;
+  }
+  return padded * (in + 1) * sizeof(float) + bias.size() * sizeof(float);
+}
+
 namespace {
 
 struct SliceJob {

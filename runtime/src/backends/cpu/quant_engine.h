@@ -22,6 +22,10 @@ class QuantEngine {
   // Sizes the scratch for up to `max_tokens` tokens a call and reductions of up to `max_k`.
   // Returns false when the allocation fails. Run allocates nothing.
   bool Reserve(size_t max_tokens, size_t max_k);
+  // Bytes of that scratch.
+  size_t scratch_bytes() const {
+    return rotated_.size() * sizeof(float) + xq_.size() * sizeof(QActBlock);
+  }
 
   // y[c, y_stride] = x[c, x_stride] · Wᵀ + bias, then `epilogue` on y, W the quantised
   // [rows, k] tensor as mapped. c <= max_tokens; bias: [rows] f32 or nullptr. With a pool, the

@@ -54,6 +54,7 @@ struct CpuScratch {
 
   // Places and allocates every region for `shape`. ResourceExhausted names what did not fit.
   absl::Status Allocate(const ScratchShape& shape);
+  size_t bytes() const { return arena_.size(); }
 
  private:
   AlignedBuffer<uint8_t> arena_;

@@ -97,6 +97,7 @@ class CudaBackend : public Backend, LayerExecutor, ExpertExecutor {
     PlaceModel(&sizing, model_);
     FFLITE_CUDA_CHECK("cudaMalloc (weights)", cudaMalloc(&weights_, std::max<uint64_t>(
                                                                        sizing.size(), 1)));
+    device_bytes_ += sizing.size();
     Arena arena(static_cast<uint8_t*>(weights_));
     layers_ = PlaceModel(&arena, model_);
     FFLITE_RETURN_IF_ERROR(arena.status());
@@ -130,6 +131,7 @@ class CudaBackend : public Backend, LayerExecutor, ExpertExecutor {
     const uint64_t o_gtokens = reserve(t * max_k * 4), o_gweights = reserve(t * max_k * 4);
     const uint64_t o_ws = reserve(kCublasWorkspaceBytes);
     FFLITE_CUDA_CHECK("cudaMalloc (scratch)", cudaMalloc(&scratch_, total));
+    device_bytes_ += total;
     uint8_t* s = static_cast<uint8_t*>(scratch_);
     in_ = reinterpret_cast<float*>(s + o_in);
     out_ = reinterpret_cast<float*>(s + o_out);
@@ -195,6 +197,7 @@ class CudaBackend : public Backend, LayerExecutor, ExpertExecutor {
     const uint64_t o_at = PlaceAfter(&bytes, slots * d_ * 4);
     const uint64_t c_at = PlaceAfter(&bytes, counts_total_ * sizeof(uint64_t));
     FFLITE_CUDA_CHECK("cudaMalloc (decode scratch)", cudaMalloc(&decode_, bytes));
+    device_bytes_ += bytes;
     uint8_t* base = static_cast<uint8_t*>(decode_);
     FFLITE_CUDA_CHECK("cudaMemcpy (expert tables)",
                       cudaMemcpy(base, entries.data(), table_bytes, cudaMemcpyHostToDevice));
@@ -225,6 +228,11 @@ class CudaBackend : public Backend, LayerExecutor, ExpertExecutor {
     return &counts_;
   }
   const char* device() const override { return device_name_.c_str(); }
+  BackendMemory Memory() const override {
+    BackendMemory m;
+    m.device_bytes = device_bytes_;
+    return m;
+  }
 
   absl::Status Run(size_t layer, const float* input, size_t n_tokens, float* output) override {
     FFLITE_CUDA_CHECK("cudaSetDevice", cudaSetDevice(kDevice));
@@ -244,6 +252,14 @@ class CudaBackend : public Backend, LayerExecutor, ExpertExecutor {
     FFLITE_RETURN_IF_ERROR(CheckDevicePointer("input", input));
     FFLITE_RETURN_IF_ERROR(CheckDevicePointer("output", output));
     cudaStream_t s = stream != nullptr ? static_cast<cudaStream_t>(stream) : stream_;
+    if (input == output) {
+      // In place: the steps read x after they start writing y (the residual, fused MoE calls), so
+      // x is copied to the session's input buffer first (device to device, on the same stream).
+      FFLITE_CUDA_CHECK("cudaMemcpyAsync (in place input)",
+                        cudaMemcpyAsync(in_, input, n_tokens * d_ * sizeof(float),
+                                        cudaMemcpyDeviceToDevice, s));
+      input = in_;
+    }
     FFLITE_RETURN_IF_ERROR(RunOn(layer, input, n_tokens, output, s));
     if (stream == nullptr) FFLITE_CUDA_CHECK("the run", cudaStreamSynchronize(s));
     return absl::OkStatus();
@@ -564,6 +580,7 @@ class CudaBackend : public Backend, LayerExecutor, ExpertExecutor {
   cudaStream_t s_ = nullptr;
   const LayerPass* pass_ = nullptr;
   const float* src_ = nullptr;
+  uint64_t device_bytes_ = 0;  // cudaMalloc'd by this backend (weights, scratch)
 };
 
 }  // namespace

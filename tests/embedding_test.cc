@@ -1,0 +1,193 @@
+// What an engine that embeds fflite relies on: runs in place give the bits of runs into a
+// separate buffer (every backend, every layer shape: norms before, after and around the body,
+// the residual, MoE); with float activations, quantised weights give each token the same bits
+// whatever else is in its call, and stay within the float path's tolerance of the reference;
+// Session::Prepare packs what the first calls would and changes no bit.
+#include <cstring>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "format/writer.h"
+#include "gtest/gtest.h"
+#include "session/session.h"
+#include "testing/backends.h"
+#include "testing/model_builder.h"
+#include "testing/status_matchers.h"
+#include "testing/testers.h"
+#include "testing/tolerances.h"
+
+namespace fflite {
+namespace {
+
+using testing::FfnParams;
+using testing::Rng;
+
+// Five layers over d_model `d`: pre-norm with the residual, post-norm (BERT), sandwich (Gemma),
+// none at all, and an MoE layer with a shared expert behind its gate and a pre-norm.
+ModelSpec Layers(uint32_t d, uint32_t ff, Rng& rng) {
+  ModelSpec spec;
+  spec.d_model = d;
+  FfnParams p;
+  p.d_model = d;
+  p.d_ff = ff;
+  p.bias = true;
+  auto dense = [&](std::optional<NormSpec> norm, bool residual) {
+    LayerSpec l;
+    l.ffn = testing::RandomFfn(p, rng);
+    l.norm = std::move(norm);
+    l.residual = residual;
+    return l;
+  };
+  spec.layers.push_back(
+      dense(testing::RandomNorm(NormKind::RMS_NORM, NormPlacement::PRE, d, rng), true));
+  spec.layers.push_back(
+      dense(testing::RandomNorm(NormKind::LAYER_NORM, NormPlacement::POST, d, rng), true));
+  LayerSpec sandwich =
+      dense(testing::RandomNorm(NormKind::RMS_NORM, NormPlacement::SANDWICH, d, rng), true);
+  sandwich.output_norm = testing::RandomNorm(NormKind::RMS_NORM, NormPlacement::SANDWICH, d, rng);
+  spec.layers.push_back(std::move(sandwich));
+  spec.layers.push_back(dense(std::nullopt, false));
+  testing::MoeParams mp;
+  mp.expert = p;
+  mp.expert.bias = false;
+  mp.num_experts = 6;
+  mp.top_k = 2;
+  mp.num_shared = 1;
+  mp.shared_gate = true;
+  LayerSpec moe;
+  moe.kind = LayerKind::kMoe;
+  moe.moe = testing::RandomMoe(mp, rng);
+  moe.norm = testing::RandomNorm(NormKind::RMS_NORM, NormPlacement::PRE, d, rng);
+  moe.residual = true;
+  spec.layers.push_back(std::move(moe));
+  return spec;
+}
+
+WriteOptions Matrices(DType dtype) {
+  WriteOptions write;
+  write.dtype = DType::F32;
+  if (dtype != DType::F32) {
+    write.matrix_dtype = [dtype](const std::string&, DType) { return dtype; };
+  }
+  return write;
+}
+
+std::unique_ptr<Session> NewSession(const Model& model, const std::string& backend,
+                                    size_t max_tokens, int threads, bool float_activations) {
+  SessionOptions o;
+  o.backend = backend;
+  o.max_tokens = max_tokens;
+  o.num_threads = threads;
+  o.float_activations = float_activations;
+  auto s = Session::Create(model, o);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+// output == input: the bits of a run into a separate buffer, for 1, 5 and 70 tokens (more than
+// one pass of the CPU backend's chunks), 1 and 3 threads, f32, i8 and q4_k weights.
+TEST(EmbeddingTest, InPlaceRunsGiveTheBitsOfSeparateBuffers) {
+  for (const std::string& backend : testing::EveryBackend()) {
+    std::string why;
+    if (!FindBackend(backend)->available(&why)) continue;
+    for (DType dtype : {DType::F32, DType::I8, DType::Q4_K}) {
+      Rng rng(11);
+      const uint32_t d = dtype == DType::Q4_K ? 256 : 48;
+      auto built = testing::BuildModel(Layers(d, 72, rng), Matrices(dtype));
+      ASSERT_TRUE(built.ok()) << built.status();
+      const Model& model = *built->model;
+      for (int threads : {1, 3}) {
+        if (backend == "reference" && threads > 1) continue;
+        auto session = NewSession(model, backend, 70, threads, false);
+        ASSERT_NE(session, nullptr);
+        for (size_t tokens : {size_t{1}, size_t{5}, size_t{70}}) {
+          const std::vector<float> x = Rng(tokens).Vec(tokens * d, 2.0f);
+          for (size_t layer = 0; layer < model.layers().size(); ++layer) {
+            SCOPED_TRACE(absl::StrFormat("%s, %s, %d threads, %d tokens, layer %d", backend,
+                                         DTypeName(dtype), threads, tokens, layer));
+            std::vector<float> apart(tokens * d), in_place = x;
+            ASSERT_OK(session->Run(layer, x.data(), tokens, apart.data()));
+            ASSERT_OK(session->Run(layer, in_place.data(), tokens, in_place.data()));
+            EXPECT_EQ(0, std::memcmp(apart.data(), in_place.data(), apart.size() * 4));
+          }
+        }
+      }
+    }
+  }
+}
+
+// With float activations, a token's output has the same bits alone, in a window of 5, and in a
+// call of 67 tokens (where the default takes the int8 kernels), on 1 and 3 threads; and the
+// 67-token call is within the float path's tolerance of the reference.
+TEST(EmbeddingTest, FloatActivationsAreBatchInvariantOnQuantisedWeights) {
+  const size_t n = 67;
+  for (const std::string& backend : testing::BackendsUnderTest()) {
+    std::string why;
+    if (!FindBackend(backend)->available(&why)) continue;
+    for (DType dtype : {DType::I8, DType::I4, DType::Q4_K, DType::Q6_K}) {
+      Rng rng(5);
+      const uint32_t d = 256;
+      auto built = testing::BuildModel(Layers(d, 200, rng), Matrices(dtype));
+      ASSERT_TRUE(built.ok()) << built.status();
+      const Model& model = *built->model;
+      auto reference = NewSession(model, "reference", n, 1, false);
+      ASSERT_NE(reference, nullptr);
+      const std::vector<float> x = Rng(3).Vec(n * d, 2.0f);
+      for (int threads : {1, 3}) {
+        auto session = NewSession(model, backend, n, threads, true);
+        ASSERT_NE(session, nullptr);
+        for (size_t layer = 0; layer < model.layers().size(); ++layer) {
+          SCOPED_TRACE(absl::StrFormat("%s, %s, %d threads, layer %d", backend, DTypeName(dtype),
+                                       threads, layer));
+          std::vector<float> all(n * d), want(n * d), one(d), five(5 * d);
+          ASSERT_OK(session->Run(layer, x.data(), n, all.data()));
+          ASSERT_OK(reference->Run(layer, x.data(), n, want.data()));
+          testing::ExpectOutputsNear(want, all, n, d, testing::kF32RelTol, "float activations");
+          for (size_t t : {size_t{0}, size_t{31}, size_t{66}}) {
+            ASSERT_OK(session->Run(layer, x.data() + t * d, 1, one.data()));
+            EXPECT_EQ(0, std::memcmp(one.data(), all.data() + t * d, d * 4)) << "token " << t;
+          }
+          ASSERT_OK(session->Run(layer, x.data() + 40 * d, 5, five.data()));
+          EXPECT_EQ(0, std::memcmp(five.data(), all.data() + 40 * d, 5 * d * 4));
+        }
+      }
+    }
+  }
+}
+
+// Prepare: packs the dense layers now (the memory it reports grows, and no later run packs
+// more), twice is once, and the results keep their bits.
+TEST(EmbeddingTest, PrepareMakesWhatTheFirstRunsWouldAndKeepsTheBits) {
+  Rng rng(7);
+  const uint32_t d = 48;
+  auto built = testing::BuildModel(Layers(d, 72, rng), Matrices(DType::F32));
+  ASSERT_TRUE(built.ok()) << built.status();
+  const Model& model = *built->model;
+  const size_t n = 9;
+  const std::vector<float> x = Rng(1).Vec(n * d, 2.0f);
+  auto lazy = NewSession(model, "xnnpack", n, 1, false);
+  auto eager = NewSession(model, "xnnpack", n, 1, false);
+  ASSERT_TRUE(lazy && eager);
+  const BackendMemory before = eager->Memory();
+  EXPECT_GT(before.scratch_bytes, n * d * 4);
+  ASSERT_OK(eager->Prepare());
+  const BackendMemory prepared = eager->Memory();
+  ASSERT_OK(eager->Prepare());
+  EXPECT_EQ(eager->Memory().prepared_bytes, prepared.prepared_bytes);
+  // Four dense layers of three f32 matrices [72 (padded: at least), 48] each.
+  EXPECT_GE(prepared.prepared_bytes, before.prepared_bytes + 4 * 3 * 72 * 48 * 4);
+  for (size_t layer = 0; layer < model.layers().size(); ++layer) {
+    std::vector<float> a(n * d), b(n * d);
+    ASSERT_OK(lazy->Run(layer, x.data(), n, a.data()));
+    ASSERT_OK(eager->Run(layer, x.data(), n, b.data()));
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << "layer " << layer;
+  }
+  EXPECT_EQ(eager->Memory().prepared_bytes, prepared.prepared_bytes);
+  EXPECT_EQ(lazy->Memory().prepared_bytes, prepared.prepared_bytes);
+}
+
+}  // namespace
+}  // namespace fflite
