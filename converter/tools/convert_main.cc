@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "c_status.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -63,7 +64,7 @@ ABSL_FLAG(bool, value_rows, true, "Store the down matrix of ReLU-family FFNs (Re
 ABSL_FLAG(bool, quiet, false, "No progress bar or summary line.");
 
 int main(int argc, char** argv) {
-  fflite::HelpListsFlagsOf(__FILE__);
+  fflite::HelpListsFlagsOf(__FILE__, "fflite-convert");
   absl::SetProgramUsageMessage(
       "converts a Hugging Face checkpoint or a GGUF file to an fflite model file.\n"
       "usage: fflite-convert CHECKPOINT_DIR|MODEL.gguf OUTPUT.fflite [--dtype "
@@ -120,7 +121,7 @@ int main(int argc, char** argv) {
   auto result = fflite::converter::ConvertCheckpoint(args[1], output, options);
   if (!result.ok()) {
     reporter.Abort();
-    std::fprintf(stderr, "fflite-convert: %s\n", result.status().ToString().c_str());
+    std::fprintf(stderr, "fflite-convert: %s\n", fflite::StatusText(result.status()).c_str());
     return 1;
   }
   if (!quiet) reporter.Finish(output, *result);

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "c_status.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -16,7 +17,7 @@
 ABSL_FLAG(bool, json, false, "Print one JSON object instead of the table.");
 
 int main(int argc, char** argv) {
-  fflite::HelpListsFlagsOf(__FILE__);
+  fflite::HelpListsFlagsOf(__FILE__, "fflite-inspect");
   absl::SetProgramUsageMessage(
       "prints what an fflite model file holds, or what fflite-convert would make of a GGUF "
       "file.\nusage: fflite-inspect MODEL.fflite|MODEL.gguf [--json]");
@@ -33,7 +34,7 @@ int main(int argc, char** argv) {
     }
     auto gguf = fflite::converter::GgufFile::Open(args[1]);
     if (!gguf.ok()) {
-      std::fprintf(stderr, "fflite-inspect: %s\n", gguf.status().ToString().c_str());
+      std::fprintf(stderr, "fflite-inspect: %s\n", fflite::StatusText(gguf.status()).c_str());
       return 1;
     }
     const std::string text = fflite::converter::DescribeGguf(*gguf);
@@ -42,7 +43,7 @@ int main(int argc, char** argv) {
   }
   auto model = fflite::Model::LoadFile(args[1]);
   if (!model.ok()) {
-    std::fprintf(stderr, "fflite-inspect: %s\n", model.status().ToString().c_str());
+    std::fprintf(stderr, "fflite-inspect: %s\n", fflite::StatusText(model.status()).c_str());
     return 1;
   }
   const fflite::converter::ModelSummary summary = fflite::converter::Summarize(**model, args[1]);

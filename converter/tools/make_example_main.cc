@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "c_status.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -23,7 +24,7 @@ ABSL_FLAG(uint32_t, shards, 1, "Number of safetensors shards (> 1 writes an inde
 ABSL_FLAG(uint64_t, seed, 1, "Random seed.");
 
 int main(int argc, char** argv) {
-  fflite::HelpListsFlagsOf(__FILE__);
+  fflite::HelpListsFlagsOf(__FILE__, "fflite-make-example");
   absl::SetProgramUsageMessage(
       "writes a small Hugging Face style checkpoint with deterministic random weights.\n"
       "usage: fflite-make-example DIR [--arch llama|mixtral] [--layers N] [--hidden_size N] "
@@ -46,7 +47,7 @@ int main(int argc, char** argv) {
   o.seed = absl::GetFlag(FLAGS_seed);
   const absl::Status st = fflite::converter::MakeExampleCheckpoint(args[1], o);
   if (!st.ok()) {
-    std::fprintf(stderr, "fflite-make-example: %s\n", st.ToString().c_str());
+    std::fprintf(stderr, "fflite-make-example: %s\n", fflite::StatusText(st).c_str());
     return 1;
   }
   std::fprintf(stderr, "fflite-make-example: wrote a %s checkpoint to %s\n", o.arch.c_str(),

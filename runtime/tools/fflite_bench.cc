@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "c_status.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
@@ -41,8 +42,7 @@
 
 ABSL_FLAG(std::string, model, "", "a .fflite file to run");
 ABSL_FLAG(std::string, synthetic, "",
-          "a built-in shape instead of --model: llama, llama-70b (one 8192/28672 FFN), bert, tiny, "
-          "tiny-moe, mixtral-mini, qwen-moe, qwen3-30b-a3b (48 MoE layers of 128 experts, top 8)");
+          "a built-in shape instead of --model: " FFLITE_SYNTHETIC_SHAPES);
 ABSL_FLAG(std::optional<int64_t>, layers, std::nullopt,
           "--synthetic: this many layers (at least 1; each with weights of its own) instead of the "
           "shape's own (48 for qwen3-30b-a3b, 1 for the others): sizes the file to the machine");
@@ -420,7 +420,7 @@ int Main() {
     write.quantize.rotate = absl::GetFlag(FLAGS_rotate);
     const absl::Status st = WriteModelFile(*spec, write, path);
     if (!st.ok()) {
-      std::fprintf(stderr, "writing the synthetic model: %s\n", st.ToString().c_str());
+      std::fprintf(stderr, "writing the synthetic model: %s\n", fflite::StatusText(st).c_str());
       return 1;
     }
   }
@@ -463,7 +463,7 @@ int Main() {
   if (remove_file && !absl::GetFlag(FLAGS_storage)) std::remove(path.c_str());
   if (!loaded.ok() || !second.ok()) {
     std::fprintf(stderr, "%s\n",
-                 (loaded.ok() ? second.status() : loaded.status()).ToString().c_str());
+                 fflite::StatusText(loaded.ok() ? second.status() : loaded.status()).c_str());
     return 1;
   }
   const Model& model = **loaded;
@@ -552,11 +552,11 @@ int Main() {
 }  // namespace fflite
 
 int main(int argc, char** argv) {
-  fflite::HelpListsFlagsOf(__FILE__);
+  fflite::HelpListsFlagsOf(__FILE__, "fflite-bench");
   absl::SetProgramUsageMessage(
-      "fflite-bench --synthetic llama|mixtral-mini|qwen-moe|qwen3-30b-a3b [--layers N] --tokens "
-      "1,128 --threads 1,2 [--cold] [--baseline] [--expert_budget_fraction 0.25 [--vary_tokens] "
-      "[--vs_unbudgeted]] [--json]");
+      "fflite-bench --synthetic SHAPE|--model MODEL.fflite [--layers N] --tokens 1,128 --threads "
+      "1,2 [--cold] [--baseline] [--expert_budget_fraction 0.25 [--vary_tokens] "
+      "[--vs_unbudgeted]] [--json]\nSHAPE: " FFLITE_SYNTHETIC_SHAPES);
   absl::ParseCommandLine(argc, argv);
   return fflite::bench::Main();
 }

@@ -30,7 +30,7 @@ ABSL_FLAG(std::string, output, "", "the importance matrix to write (safetensors)
 ABSL_FLAG(int, threads, 1, "threads of the session, >= 1");
 
 int main(int argc, char** argv) {
-  fflite::HelpListsFlagsOf(__FILE__);
+  fflite::HelpListsFlagsOf(__FILE__, "fflite-imatrix");
   absl::SetProgramUsageMessage(
       "the importance matrix of a model from calibration tokens (the mean square of each "
       "matrix's inputs), for fflite-convert --imatrix.\n"

@@ -363,7 +363,7 @@ absl::Status Run(const std::string& model_path) {
 }  // namespace fflite
 
 int main(int argc, char** argv) {
-  fflite::HelpListsFlagsOf(__FILE__);
+  fflite::HelpListsFlagsOf(__FILE__, "fflite-neurons");
   absl::SetProgramUsageMessage(
       "the FFN as key-value memory: per token, the sparsity of a layer's hidden activations h and "
       "the neurons that wrote most into its output (|h_i| * |v_i|, v_i = column i of down; times "

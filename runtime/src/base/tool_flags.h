@@ -20,11 +20,22 @@ inline absl::string_view BaseName(absl::string_view path) {
 // flags matched". Call before absl::ParseCommandLine with the file that defines the flags
 // (__FILE__), as recorded by ABSL_FLAG in the same file.
 // Files are compared by their base names (Abseil normalises the recorded paths).
-inline void HelpListsFlagsOf(const char* source_file) {
-  static std::string name;
+// The tool's own flags are then listed under `tool`, its name ("Flags from fflite-inspect:"), not
+// the path of its source file on the machine that built it.
+inline void HelpListsFlagsOf(const char* source_file, const char* tool) {
+  static std::string name, tool_name;
   name = std::string(BaseName(source_file));
+  tool_name = tool;
   absl::FlagsUsageConfig config;
-  config.contains_help_flags = [](absl::string_view file) { return BaseName(file) == name; };
+  config.normalize_filename = [](absl::string_view file) -> std::string {
+    if (BaseName(file) == name) return tool_name;
+    // Another library's flag (Abseil's own): its path without the leading '/'.
+    while (!file.empty() && file.front() == '/') file.remove_prefix(1);
+    return std::string(file);
+  };
+  config.contains_help_flags = [](absl::string_view file) {
+    return file == tool_name || BaseName(file) == name;
+  };
   config.contains_helpshort_flags = config.contains_help_flags;
   absl::SetFlagsUsageConfig(config);
 }

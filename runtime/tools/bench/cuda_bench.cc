@@ -1,4 +1,5 @@
 // fflite-bench --backend cuda (see cuda_bench.h).
+#include "c_status.h"
 #include "bench/cuda_bench.h"
 
 #include <algorithm>
@@ -58,7 +59,7 @@ int RunCudaBench(const Model& model, double flops_per_token, const std::vector<i
   const double weight_bytes = CudaDecodeBytes(model);
   absl::StatusOr<CudaRoofline> roof = MeasureCudaRoofline();
   if (!roof.ok()) {
-    std::fprintf(stderr, "cuda: %s\n", roof.status().ToString().c_str());
+    std::fprintf(stderr, "cuda: %s\n", fflite::StatusText(roof.status()).c_str());
     return 1;
   }
   std::printf("device: %s\n", roof->device.c_str());
@@ -71,7 +72,7 @@ int RunCudaBench(const Model& model, double flops_per_token, const std::vector<i
   const double t0 = Now();
   absl::StatusOr<std::unique_ptr<Session>> session = Session::Create(model, options);
   if (!session.ok()) {
-    std::fprintf(stderr, "creating a cuda session: %s\n", session.status().ToString().c_str());
+    std::fprintf(stderr, "creating a cuda session: %s\n", fflite::StatusText(session.status()).c_str());
     return 1;
   }
   std::printf("session creation (upload): %.3f s\n", Now() - t0);
@@ -81,7 +82,7 @@ int RunCudaBench(const Model& model, double flops_per_token, const std::vector<i
   const size_t d = model.d_model(), bytes = max_tokens * d * sizeof(float);
   absl::StatusOr<void*> in = CudaAlloc(bytes), out = CudaAlloc(bytes);
   if (!in.ok() || !out.ok()) {
-    std::fprintf(stderr, "cuda: %s\n", (in.ok() ? out : in).status().ToString().c_str());
+    std::fprintf(stderr, "cuda: %s\n", fflite::StatusText((in.ok() ? out : in).status()).c_str());
     return 1;
   }
   std::unique_ptr<void, void (*)(void*)> in_owner(*in, CudaFree), out_owner(*out, CudaFree);
@@ -101,7 +102,7 @@ int RunCudaBench(const Model& model, double flops_per_token, const std::vector<i
             (*session)->RunDevice(l, static_cast<const float*>(*in), n,
                                   static_cast<float*>(*out), nullptr);
         if (!st.ok()) {
-          std::fprintf(stderr, "run: %s\n", st.ToString().c_str());
+          std::fprintf(stderr, "run: %s\n", fflite::StatusText(st).c_str());
           return 1;
         }
       }
@@ -110,7 +111,7 @@ int RunCudaBench(const Model& model, double flops_per_token, const std::vector<i
       for (size_t l = 0; l < model.layers().size(); ++l) {
         const absl::Status st = (*session)->Run(l, host.data(), n, result.data());
         if (!st.ok()) {
-          std::fprintf(stderr, "run: %s\n", st.ToString().c_str());
+          std::fprintf(stderr, "run: %s\n", fflite::StatusText(st).c_str());
           return 1;
         }
       }

@@ -1,4 +1,5 @@
 // fflite-bench on the host (host_bench.h).
+#include "c_status.h"
 #include "bench/host_bench.h"
 
 #include <algorithm>
@@ -203,7 +204,7 @@ int RunHostBench(const HostBench& b) {
       absl::StatusOr<std::unique_ptr<Model>> m =
           Model::LoadBuffer(cold_buffers.back().get(), size);
       if (!m.ok()) {
-        std::fprintf(stderr, "cold copies: %s\n", m.status().ToString().c_str());
+        std::fprintf(stderr, "cold copies: %s\n", fflite::StatusText(m.status()).c_str());
         return 1;
       }
       cold_models.push_back(std::move(*m));
@@ -231,7 +232,7 @@ int RunHostBench(const HostBench& b) {
       absl::StatusOr<std::unique_ptr<Runner>> r =
           MakeSession(copy_of(c), b.backend, n_threads, report.max_tokens, budget, b.options);
       if (!r.ok()) {
-        std::fprintf(stderr, "creating %s: %s\n", b.backend.c_str(), r.status().ToString().c_str());
+        std::fprintf(stderr, "creating %s: %s\n", b.backend.c_str(), fflite::StatusText(r.status()).c_str());
         return 1;
       }
       if (c == 0 && threads == b.threads.front()) {
@@ -243,7 +244,7 @@ int RunHostBench(const HostBench& b) {
         const absl::Status st = SetCaptures(copy_of(c), report.max_tokens, &session,
                                             &capture_floats, &capture_ints);
         if (!st.ok()) {
-          std::fprintf(stderr, "capture: %s\n", st.ToString().c_str());
+          std::fprintf(stderr, "capture: %s\n", fflite::StatusText(st).c_str());
           return 1;
         }
       }
@@ -276,7 +277,7 @@ int RunHostBench(const HostBench& b) {
         }
       }
       if (!r.ok()) {
-        std::fprintf(stderr, "baseline: %s\n", r.status().ToString().c_str());
+        std::fprintf(stderr, "baseline: %s\n", fflite::StatusText(r.status()).c_str());
         return 1;
       }
       base.push_back(std::move(*r));
@@ -289,7 +290,7 @@ int RunHostBench(const HostBench& b) {
       for (size_t l = 0; l < model.layers().size(); ++l) {
         const absl::Status st = ours[0]->Run(l, x.data(), n, y.data());
         if (!st.ok()) {
-          std::fprintf(stderr, "first call: %s\n", st.ToString().c_str());
+          std::fprintf(stderr, "first call: %s\n", fflite::StatusText(st).c_str());
           return 1;
         }
         std::swap(x, y);
@@ -315,7 +316,7 @@ int RunHostBench(const HostBench& b) {
       const absl::Status st =
           Time(sets, model, row.tokens, b.warmup, b.reps, b.vary, &timing);
       if (!st.ok()) {
-        std::fprintf(stderr, "run: %s\n", st.ToString().c_str());
+        std::fprintf(stderr, "run: %s\n", fflite::StatusText(st).c_str());
         return 1;
       }
       row.ours = timing.stats[0];

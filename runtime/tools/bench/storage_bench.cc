@@ -1,4 +1,5 @@
 // fflite-bench --storage (storage_bench.h).
+#include "c_status.h"
 #include "bench/storage_bench.h"
 
 #include <fcntl.h>
@@ -173,7 +174,7 @@ RunResult Measure(const StorageBench& b, uint64_t budget, int steps, size_t pref
   // in the page cache for the next (the kernel drops no page a process maps).
   absl::StatusOr<std::unique_ptr<Model>> loaded = Model::LoadFile(b.path);
   if (!loaded.ok()) {
-    std::fprintf(stderr, "%s\n", loaded.status().ToString().c_str());
+    std::fprintf(stderr, "%s\n", fflite::StatusText(loaded.status()).c_str());
     return r;
   }
   const Model& model = **loaded;
@@ -186,7 +187,7 @@ RunResult Measure(const StorageBench& b, uint64_t budget, int steps, size_t pref
   so.cpu_options = &b.options;
   absl::StatusOr<std::unique_ptr<Session>> session = Session::Create(model, so);
   if (!session.ok()) {
-    std::fprintf(stderr, "session: %s\n", session.status().ToString().c_str());
+    std::fprintf(stderr, "session: %s\n", fflite::StatusText(session.status()).c_str());
     return r;
   }
   std::mt19937 gen(7);
@@ -208,7 +209,7 @@ RunResult Measure(const StorageBench& b, uint64_t budget, int steps, size_t pref
     for (size_t l = 0; l < layers; ++l) {
       const absl::Status st = (*session)->Run(l, a.data(), 1, y.data());
       if (!st.ok()) {
-        std::fprintf(stderr, "decode: %s\n", st.ToString().c_str());
+        std::fprintf(stderr, "decode: %s\n", fflite::StatusText(st).c_str());
         return r;
       }
       std::swap(a, y);
@@ -225,7 +226,7 @@ RunResult Measure(const StorageBench& b, uint64_t budget, int steps, size_t pref
     for (size_t l = 0; l < layers; ++l) {
       const absl::Status st = (*session)->Run(l, a.data(), prefill, y.data());
       if (!st.ok()) {
-        std::fprintf(stderr, "prefill: %s\n", st.ToString().c_str());
+        std::fprintf(stderr, "prefill: %s\n", fflite::StatusText(st).c_str());
         return r;
       }
       std::swap(a, y);

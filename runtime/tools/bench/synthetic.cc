@@ -163,9 +163,7 @@ absl::StatusOr<Shape> FindShape(const std::string& name) {
   if (name == "qwen-moe") return Moe(2048, 1408, 60, 4, false, 5632);
   if (name == "qwen3-30b-a3b") return Moe(2048, 768, 128, 8, true, 0, 48);
   return absl::InvalidArgumentError("--synthetic: '" + name +
-                                    "' is not one of llama, llama-70b, llama-reglu, opt, bert, "
-                                    "tiny, tiny-relu, tiny-moe, mixtral-mini, qwen-moe, "
-                                    "qwen3-30b-a3b");
+                                    "' is not one of " FFLITE_SYNTHETIC_SHAPES);
 }
 
 }  // namespace

@@ -30,6 +30,14 @@ namespace bench {
 // number; each layer gets weights of its own (layer 0 those of the one-layer shape), so that
 // routing differs from layer to layer as in a real model.
 // Weights are pseudo-random, uniform in ±1/sqrt(fan_in); produced while the file is written.
+// Every name SyntheticSpec takes, as --synthetic's help and its error list them (one list).
+#define FFLITE_SYNTHETIC_SHAPES                                                               \
+  "llama (one Llama-2-7B FFN: 4096/11008 SwiGLU), llama-70b (one 8192/28672 FFN), "          \
+  "llama-reglu (a ReLU-fied llama: ReGLU), opt (an OPT-6.7B FFN: ReLU, biases), bert "       \
+  "(768/3072 GELU, post-LayerNorm), tiny, tiny-relu, tiny-moe (64-wide, for smoke tests), "  \
+  "mixtral-mini (8 experts, top 2), qwen-moe (60 experts, top 4, a shared expert), "         \
+  "qwen3-30b-a3b (48 MoE layers of 128 experts, top 8)"
+
 // Errors: InvalidArgument for an unknown name or `layers` outside [1, kMaxSyntheticLayers].
 inline constexpr int64_t kMaxSyntheticLayers = int64_t{1} << 16;  // the loader's limit
 absl::StatusOr<ModelSpec> SyntheticSpec(const std::string& name,
