@@ -26,19 +26,50 @@ if(NOT config OR NOT pc OR NOT static_lib)
   message(FATAL_ERROR "missing from the install: config='${config}' pc='${pc}' static='${static_lib}'")
 endif()
 
-# 1. CMake: find_package(fflite).
+# Every tool the README names, and the errors doc next to the header.
+if(TOOLS)
+  foreach(tool fflite-convert fflite-inspect fflite-make-example fflite-bench fflite-neurons
+               fflite-imatrix)
+    if(NOT EXISTS ${prefix}/bin/${tool})
+      message(FATAL_ERROR "not installed: bin/${tool}")
+    endif()
+  endforeach()
+endif()
+file(GLOB_RECURSE errors_doc ${prefix}/*/errors.md)
+if(NOT errors_doc)
+  message(FATAL_ERROR "docs/errors.md is not installed")
+endif()
+
+# 1. CMake: find_package(fflite 0.2 COMPONENTS static), the shared and the static target.
 run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install/consumer -B ${WORK_DIR}/consumer -G ${GENERATOR}
     -DCMAKE_PREFIX_PATH=${prefix} -DEXAMPLE_SOURCE=${SOURCE_DIR}/examples/c_example.c)
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/consumer)
-run(${WORK_DIR}/consumer/c_example ${MODEL})
-if(NOT last_output MATCHES "layer 1 \\(")
-  message(FATAL_ERROR "c_example (CMake) printed:\n${last_output}")
+foreach(example c_example c_example_static)
+  run(${WORK_DIR}/consumer/${example} ${MODEL})
+  if(NOT last_output MATCHES "layer 1 \\(")
+    message(FATAL_ERROR "${example} (CMake) printed:\n${last_output}")
+  endif()
+endforeach()
+find_program(READELF readelf REQUIRED)
+run(${READELF} -d ${WORK_DIR}/consumer/c_example_static)
+if(last_output MATCHES "libfflite\\.so")
+  message(FATAL_ERROR "c_example_static needs libfflite.so:\n${last_output}")
+endif()
+run(${READELF} -d ${WORK_DIR}/consumer/c_example)
+if(NOT last_output MATCHES "libfflite\\.so")
+  message(FATAL_ERROR "c_example does not use libfflite.so:\n${last_output}")
 endif()
 
-# 2. pkg-config.
+# 2. pkg-config, seeing fflite's pc file only (as on a machine with nothing else installed: no
+# Abseil or cpuinfo pc files): --cflags --libs needs nothing more; --static lists the rest.
 get_filename_component(pc_dir ${pc} DIRECTORY)
 set(ENV{PKG_CONFIG_PATH} ${pc_dir})
+set(ENV{PKG_CONFIG_LIBDIR} ${pc_dir})
 find_program(PKG_CONFIG pkg-config REQUIRED)
+run(${PKG_CONFIG} --static --libs fflite)
+if(NOT last_output MATCHES "-lXNNPACK" OR NOT last_output MATCHES "-labsl_status")
+  message(FATAL_ERROR "pkg-config --static --libs fflite: ${last_output}")
+endif()
 run(${PKG_CONFIG} --cflags --libs fflite)
 string(STRIP "${last_output}" flags)
 separate_arguments(flags UNIX_COMMAND "${flags}")

@@ -5,7 +5,13 @@
  * shared by any number of sessions on any threads; a session is used by one thread at a time.
  * Errors: every function that can fail returns an fflite_status; the calling thread's last error
  * message (fflite_last_error_message) says what went wrong, naming the thing, the value and the
- * limit. No function aborts, exits or throws on bad input. */
+ * limit; errors.md (installed in share/doc/fflite; docs/errors.md in the source) lists every status
+ * and what produces it. No function aborts, exits or throws on bad input.
+ *
+ * Linking: -lfflite (pkg-config --cflags --libs fflite, or CMake's find_package(fflite) and
+ * fflite::fflite); libfflite.a for a static link (pkg-config --static, fflite::fflite_static). At
+ * run time libfflite.so is found like any shared library: nothing to do under /usr or /usr/local
+ * (after ldconfig), else an rpath in the program (-Wl,-rpath,PREFIX/lib) or LD_LIBRARY_PATH. */
 #ifndef FFLITE_FFLITE_H_
 #define FFLITE_FFLITE_H_
 
