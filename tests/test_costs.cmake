@@ -6,7 +6,7 @@
 # Parameterised tests are left out: their ctest names carry gtest's "# GetParam() = ..." text.
 set(fflite_test_costs
   CpuMoeLargerTest.MixtralLikePrefillAndDecode 63
-  QuantShapeTest.OddShapesTokensAndThreads 56
+  QuantShapeTest.OddShapesTokensAndThreads 30
   CpuLargerTest.LlamaLikeSwiGlu 32
   CpuOptionsTest.EveryPackedEngineMatchesReference 30
   GemmTest.EveryKernelMatchesTheDoubleProduct 22
