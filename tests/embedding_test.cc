@@ -168,25 +168,71 @@ TEST(EmbeddingTest, PrepareMakesWhatTheFirstRunsWouldAndKeepsTheBits) {
   const Model& model = *built->model;
   const size_t n = 9;
   const std::vector<float> x = Rng(1).Vec(n * d, 2.0f);
-  auto lazy = NewSession(model, "xnnpack", n, 1, false);
+  // Lazy on another model (the same file): prepared forms are shared by a model's sessions.
+  Rng rng2(7);
+  auto other = testing::BuildModel(Layers(d, 72, rng2), Matrices(DType::F32));
+  ASSERT_TRUE(other.ok()) << other.status();
+  auto lazy = NewSession(*other->model, "xnnpack", n, 1, false);
   auto eager = NewSession(model, "xnnpack", n, 1, false);
   ASSERT_TRUE(lazy && eager);
-  const BackendMemory before = eager->Memory();
-  EXPECT_GT(before.scratch_bytes, n * d * 4);
+  auto held = [&]() { return eager->Memory().prepared_bytes + model.shared_forms().bytes(); };
+  EXPECT_GT(eager->Memory().scratch_bytes, n * d * 4);
+  const uint64_t before = held();
   ASSERT_OK(eager->Prepare());
-  const BackendMemory prepared = eager->Memory();
+  const uint64_t prepared = held();
   ASSERT_OK(eager->Prepare());
-  EXPECT_EQ(eager->Memory().prepared_bytes, prepared.prepared_bytes);
+  EXPECT_EQ(held(), prepared);
   // Four dense layers of three f32 matrices [72 (padded: at least), 48] each.
-  EXPECT_GE(prepared.prepared_bytes, before.prepared_bytes + 4 * 3 * 72 * 48 * 4);
+  EXPECT_GE(prepared, before + 4 * 3 * 72 * 48 * 4);
   for (size_t layer = 0; layer < model.layers().size(); ++layer) {
     std::vector<float> a(n * d), b(n * d);
     ASSERT_OK(lazy->Run(layer, x.data(), n, a.data()));
     ASSERT_OK(eager->Run(layer, x.data(), n, b.data()));
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << "layer " << layer;
   }
-  EXPECT_EQ(eager->Memory().prepared_bytes, prepared.prepared_bytes);
-  EXPECT_EQ(lazy->Memory().prepared_bytes, prepared.prepared_bytes);
+  EXPECT_EQ(held(), prepared);
+}
+
+// Four sessions of one model (1 and 3 threads, forced kernels or not): where the gemm engine
+// packs the dense layers, the model holds one copy, whichever session made it, and every session
+// gives the bits of a session alone on a copy of the model.
+TEST(EmbeddingTest, SessionsOfAModelShareItsPackedLayers) {
+  Rng rng(13);
+  const uint32_t d = 48;
+  const ModelSpec spec = Layers(d, 72, rng);
+  auto built = testing::BuildModel(spec, Matrices(DType::F32));
+  auto alone = testing::BuildModel(spec, Matrices(DType::F32));
+  ASSERT_TRUE(built.ok() && alone.ok());
+  const Model& model = *built->model;
+  const size_t n = 20;
+  const std::vector<float> x = Rng(2).Vec(n * d, 2.0f);
+  std::vector<std::unique_ptr<Session>> sessions;
+  for (int threads : {1, 3, 1, 3}) {
+    sessions.push_back(NewSession(model, "xnnpack", n, threads, false));
+    ASSERT_NE(sessions.back(), nullptr);
+  }
+  auto single = NewSession(*alone->model, "xnnpack", n, 1, false);
+  ASSERT_NE(single, nullptr);
+  for (size_t layer = 0; layer < model.layers().size(); ++layer) {
+    std::vector<float> want(n * d), got(n * d);
+    ASSERT_OK(single->Run(layer, x.data(), n, want.data()));
+    for (size_t s = 0; s < sessions.size(); ++s) {
+      ASSERT_OK(sessions[s]->Run(layer, x.data(), n, got.data()));
+      EXPECT_EQ(0, std::memcmp(want.data(), got.data(), got.size() * 4))
+          << "layer " << layer << ", session " << s;
+    }
+  }
+  const uint64_t one_copy = alone->model->shared_forms().bytes() + single->Memory().prepared_bytes;
+  uint64_t all = model.shared_forms().bytes();
+  for (const auto& s : sessions) all += s->Memory().prepared_bytes;
+  // Shared where the gemm engine packs (then the model holds it all once, the sessions only
+  // their routers and shared experts), else four copies.
+  if (model.shared_forms().bytes() > 0) {
+    EXPECT_EQ(model.shared_forms().bytes(), alone->model->shared_forms().bytes());
+    EXPECT_LT(all, 2 * one_copy);
+  } else {
+    EXPECT_EQ(all, 4 * one_copy);
+  }
 }
 
 }  // namespace

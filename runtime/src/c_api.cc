@@ -305,6 +305,7 @@ fflite_status fflite_session_memory(const fflite_session* session, fflite_memory
   info.expert_slot_bytes = m.expert_slot_bytes;
   info.scratch_bytes = m.scratch_bytes;
   info.device_bytes = m.device_bytes;
+  info.model_prepared_bytes = session->session->model().shared_forms().bytes();
   std::memcpy(out_info, &info, info.struct_size);
   return Report(absl::OkStatus());
 }

@@ -228,11 +228,14 @@ enum {
 /* Fills `options` with the defaults and sets struct_size. NULL is ignored. */
 FFLITE_API void fflite_session_options_init(fflite_session_options* options);
 
-/* Creates a session over `model` (which must outlive it). Memory: each session packs its own
- * copy of the weights it prepares (the xnnpack backend's f32 layers and f16/bf16 ones at more than
- * a few tokens, routers, shared experts, routed experts that get many tokens), so N sessions of
- * one model hold N such copies (fflite_session_memory says how much); quantised weights and
- * f16/bf16 decode read the model's mapping, which every session shares. `options` may be NULL for
+/* Creates a session over `model` (which must outlive it). Memory: the xnnpack backend's packed
+ * dense layers (f32 ones, and f16/bf16 ones at more than a few tokens) belong to the model: the
+ * first session that needs a layer packs it, and every session of the model uses that one copy
+ * (thread-safe; released with the model), on CPUs where fflite's own GEMM runs them (x86 with
+ * AVX2, aarch64; elsewhere XNNPACK's operators, which keep per-call state, are packed per
+ * session). Routers, shared experts and routed experts' packed forms are per session (expert
+ * budgets are per session). Quantised weights and f16/bf16 decode read the model's mapping,
+ * shared by every session. fflite_session_memory says what is where. `options` may be NULL for
  * defaults;
  * an options struct from an older fflite (smaller struct_size) gets defaults for the fields it
  * lacks. Errors: INVALID_ARGUMENT, UNAVAILABLE (backend not built or no device),
@@ -246,7 +249,8 @@ FFLITE_API fflite_status fflite_session_create(const fflite_model* model,
 FFLITE_API void fflite_session_free(fflite_session* session);
 
 /* Prepares now what the session's calls would otherwise prepare on first use: every dense
- * layer's packed weights where calls of up to max_tokens tokens run on them (f32 layers; f16/bf16
+ * layer's packed weights where calls of up to max_tokens tokens run on them (the model's shared
+ * copy where there is one: made now unless another session made it) (f32 layers; f16/bf16
  * ones when max_tokens exceeds what runs on the file's rows), and the scale check of every
  * quantised matrix of dense layers and shared experts, so that the first fflite_session_run of
  * each layer costs what the later ones do and an OUT_OF_MEMORY or INVALID_MODEL shows here.
@@ -262,14 +266,16 @@ FFLITE_API fflite_status fflite_session_prepare(fflite_session* session);
 typedef struct fflite_memory_info {
   size_t struct_size;
   uint64_t model_bytes;     /* the model file or buffer, mapped (pages are read on use) */
-  uint64_t prepared_bytes;  /* the session's prepared weights: packed dense layers, routers and
-                               shared experts, made by this session */
+  uint64_t prepared_bytes;  /* prepared weights this session holds alone: routers, shared
+                               experts, and the packed layers it cannot share */
   uint64_t expert_bytes;    /* routed experts' forms resident now, as the expert budget counts
                                them (packed forms, and the file bytes an expert runs on) */
   uint64_t expert_slot_bytes; /* the slots a budget on a file-backed model reserves (their
                                contents are among expert_bytes when in use) */
   uint64_t scratch_bytes;   /* buffers sized at creation for max_tokens (activations, routing) */
   uint64_t device_bytes;    /* device memory the session holds (cuda), 0 elsewhere */
+  uint64_t model_prepared_bytes; /* prepared weights the model holds for all its sessions
+                               (made by whichever session needed them first) */
 } fflite_memory_info;
 
 /* Fills *out_info for `session`. Errors: INVALID_ARGUMENT (null pointers, struct_size too

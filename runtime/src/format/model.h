@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/shared_forms.h"
 #include "fflite/schema/fflite_generated.h"
 #include "format/dtype.h"
 
@@ -163,8 +164,8 @@ struct LayerView {
 // their biases, its norms.
 uint64_t LayerBytes(const LayerView& layer);
 
-// Thread safety: immutable after loading but for the flags of CheckScales (atomics); share it
-// freely across threads and sessions.
+// Thread safety: immutable after loading but for the flags of CheckScales (atomics) and the
+// shared forms (locked); share it freely across threads and sessions.
 class Model {
  public:
   // Maps `path` and validates its metadata, reading no weight byte (see CheckScales). Errors:
@@ -215,11 +216,15 @@ class Model {
   // file truncated since loading), naming the offset.
   absl::Status ReadFileRange(uint64_t offset, size_t size, void* dst, uint64_t* buffered,
                              uint64_t* direct) const;
+  // Prepared forms of this model's weights shared by all its sessions (base/shared_forms.h),
+  // released with the model (after its last session). Thread-safe.
+  SharedForms& shared_forms() const { return *shared_forms_; }
 
  private:
   Model() = default;
   friend class ModelParser;
   std::unique_ptr<MappedFile> file_;  // null when loaded from a caller's buffer
+  std::unique_ptr<SharedForms> shared_forms_ = std::make_unique<SharedForms>();
   const uint8_t* bytes_ = nullptr;
   uint64_t size_ = 0;
   uint64_t data_offset_ = 0;

@@ -171,7 +171,8 @@ class CpuBackend : public Backend, LayerExecutor, ExpertExecutor {
   BackendMemory Memory() const override {
     BackendMemory m;
     for (const LayerPlan& p : plans_) {
-      m.prepared_bytes += p.ffn.bytes() + p.moe_plan.router.bytes();
+      // The model's shared forms are counted once, by the model (shared_prepared_bytes).
+      m.prepared_bytes += p.own_ffn.bytes() + p.moe_plan.router.bytes();
       for (const PackedFfn& f : p.moe_plan.shared) m.prepared_bytes += f.bytes();
       for (const NormPlan* n : {&p.norm, &p.output_norm}) {
         m.prepared_bytes += (n->weight.size() + n->bias.size()) * sizeof(float);
@@ -225,14 +226,14 @@ class CpuBackend : public Backend, LayerExecutor, ExpertExecutor {
     if (DirectPass(p, pass.n)) return false;
     if (!p.packed) FFLITE_RETURN_IF_ERROR(PackDense(pass.layer, &p));
     GemmFfn whole;
-    if (!FfnRunner::SplitTokens(p.ffn, pass.n, Context(), &whole)) return false;
+    if (!FfnRunner::SplitTokens(p.ffn(), pass.n, Context(), &whole)) return false;
     whole.scale = pass.scale;
     DenseRows rows{this, &p, pass.x, pass.y};
     RunGemmFfnByTokens(whole, pass.n, scratch_.in, scratch_.gate, scratch_.hidden, scratch_.out,
                        Context(), pass.last,
                        GemmFfnRows{&DenseRows::Before, &DenseRows::After, &rows});
     if (pass.capture != nullptr) {
-      pass.capture->DenseRows(pass.t0, scratch_.hidden, p.ffn.d_ff, pass.n);
+      pass.capture->DenseRows(pass.t0, scratch_.hidden, p.ffn().d_ff, pass.n);
     }
     return true;
   }
@@ -263,7 +264,7 @@ class CpuBackend : public Backend, LayerExecutor, ExpertExecutor {
       ffn_->RunFile(p.file, n, src, stride, scratch_.out, Context(), pass.last, pass.scale);
     } else {
       FFLITE_RETURN_IF_ERROR(
-          ffn_->RunPacked(p.ffn, n, scratch_.in, scratch_.out, Context(), pass.last, pass.scale));
+          ffn_->RunPacked(p.ffn(), n, scratch_.in, scratch_.out, Context(), pass.last, pass.scale));
     }
     if (pass.capture != nullptr) {
       pass.capture->DenseRows(pass.t0, scratch_.hidden,
@@ -323,13 +324,40 @@ class CpuBackend : public Backend, LayerExecutor, ExpertExecutor {
 
   // Packs dense layer `layer`'s float matrices on the session's threads (its first call that
   // needs them), then hands back the file's pages unless the direct kernel still reads them.
+  // Where every float matrix takes the gemm engine, the form is the model's, shared by its
+  // sessions (made by whichever needs it first, on that session's threads: the panels do not
+  // depend on the thread count); its key names what the form depends on (the layer, the
+  // kernels that pack and run it).
   absl::Status PackDense(size_t layer, LayerPlan* p) {
     const FfnView& f = model_.layers()[layer].ffn;
-    PackedFfn packed;
-    FFLITE_RETURN_IF_ERROR(PackFfn(f, kernels_, choice_, Context(),
-                                   absl::StrFormat("layers[%d].ffn", layer), &packed));
-    if (!p->direct_small) ReleaseFfnPages(model_, f, /*keep_quantized=*/true);
-    p->ffn = std::move(packed);
+    const std::string name = absl::StrFormat("layers[%d].ffn", layer);
+    bool shareable = true;
+    for (const TensorView* t : {&f.up, &f.gate, &f.down}) {
+      if (t->present() && !t->quantized() && choice_.Gemm(t->dtype) == nullptr) shareable = false;
+    }
+    if (shareable) {
+      const std::string key = absl::StrFormat(
+          "cpu/dense/%d/%p/%p/%p/%p/%p/%d", layer, static_cast<const void*>(&kernels_),
+          static_cast<const void*>(choice_.gemm_f32), static_cast<const void*>(choice_.gemm_bf16),
+          static_cast<const void*>(choice_.gemm_f16w),
+          static_cast<const void*>(choice_.gemm_bf16w), choice_.ahead_off ? 1 : 0);
+      const bool release = !p->direct_small;
+      FFLITE_ASSIGN_OR_RETURN(
+          std::shared_ptr<const void> form,
+          model_.shared_forms().GetOrMake(key, [&]() -> absl::StatusOr<SharedForms::Form> {
+            auto packed = std::make_shared<PackedFfn>();
+            FFLITE_RETURN_IF_ERROR(PackFfn(f, kernels_, choice_, Context(), name, packed.get()));
+            if (release) ReleaseFfnPages(model_, f, /*keep_quantized=*/true);
+            const uint64_t bytes = packed->bytes();
+            return SharedForms::Form{std::move(packed), bytes};
+          }));
+      p->shared_ffn = std::static_pointer_cast<const PackedFfn>(std::move(form));
+    } else {
+      PackedFfn packed;
+      FFLITE_RETURN_IF_ERROR(PackFfn(f, kernels_, choice_, Context(), name, &packed));
+      if (!p->direct_small) ReleaseFfnPages(model_, f, /*keep_quantized=*/true);
+      p->own_ffn = std::move(packed);
+    }
     p->packed = true;
     return absl::OkStatus();
   }

@@ -124,7 +124,7 @@ absl::Status PlanLayers(const Model& model, const Kernels& kernels, const PackCh
     if (f.AllQuantized()) {
       // Nothing to pack: PackFfn converts the biases only.
       FFLITE_RETURN_IF_ERROR(
-          PackFfn(f, kernels, choice, ctx, absl::StrFormat("layers[%d].ffn", i), &p.ffn));
+          PackFfn(f, kernels, choice, ctx, absl::StrFormat("layers[%d].ffn", i), &p.own_ffn));
       p.packed = true;
     } else {
       p.direct_small = true;

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -59,7 +60,12 @@ struct LayerPlan {
   //    the start: PackFfn only converts the biases).
   //  - a VALUE_ROWS down matrix: few-token calls read only the rows of the neurons that fire,
   //    which the packed form cannot do (`direct_small` whatever the dtype).
-  PackedFfn ffn;
+  // The packed form: the model's shared one (Model::shared_forms: made once for every session,
+  // where every float matrix runs on the gemm engine, whose panels are read-only) or the
+  // session's own (XNNPACK's operators keep per-call state; an all-quantised layer's biases).
+  PackedFfn own_ffn;
+  std::shared_ptr<const PackedFfn> shared_ffn;
+  const PackedFfn& ffn() const { return shared_ffn != nullptr ? *shared_ffn : own_ffn; }
   bool packed = false;
   bool direct_small = false;
   // Whether the scales of the layer's quantised matrices were found finite (Model::CheckScales,
