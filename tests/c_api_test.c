@@ -109,16 +109,21 @@ static void test_session_options(const fflite_model* model) {
   fflite_session_options opts;
   fflite_session_options_init(&opts);
   fflite_session_options_init(NULL);
-  CHECK(opts.struct_size == sizeof(opts) && opts.num_threads == 1 && opts.max_tokens == 512);
+  CHECK(opts.struct_size == sizeof(opts) && opts.num_threads == 0 && opts.max_tokens == 512 &&
+        opts.parallel_for == NULL && opts.wait_policy == FFLITE_WAIT_SPIN);
 
   CHECK_STATUS(fflite_session_create(NULL, &opts, &session), FFLITE_STATUS_INVALID_ARGUMENT,
                "model");
   CHECK(session == NULL);
   CHECK_STATUS(fflite_session_create(model, &opts, NULL), FFLITE_STATUS_INVALID_ARGUMENT,
                "out_session");
-  opts.num_threads = 0;
+  opts.num_threads = -1;
   CHECK_STATUS(fflite_session_create(model, &opts, &session), FFLITE_STATUS_INVALID_ARGUMENT,
                "num_threads");
+  opts.num_threads = 0; /* the fast cores */
+  CHECK(fflite_session_create(model, &opts, &session) == FFLITE_STATUS_OK);
+  fflite_session_free(session);
+  session = NULL;
   fflite_session_options_init(&opts);
   opts.max_tokens = -5;
   CHECK_STATUS(fflite_session_create(model, &opts, &session), FFLITE_STATUS_INVALID_ARGUMENT,
@@ -301,7 +306,15 @@ static void test_run(const fflite_model* model) {
 
 /* Routing statistics: xnnpack (under a 1-byte expert budget: one expert at a time) and the
  * reference count the same tokens per expert; reset; a dense layer has none; bad arguments. */
-/* In place, prepare, memory and the activations option, on every CPU backend. */
+static int parallel_for_calls = 0;
+static void serial_parallel_for(void* pool_context, fflite_task_fn task, void* task_context,
+                                size_t n) {
+  size_t i;
+  ++*(int*)pool_context;
+  for (i = 0; i < n; ++i) task(task_context, i);
+}
+
+/* In place, prepare, memory and the options of 0.3, on every CPU backend. */
 static void test_embedding(const fflite_model* model, const char* path) {
   const fflite_backend backends[2] = {FFLITE_BACKEND_REFERENCE, FFLITE_BACKEND_XNNPACK};
   int b;
@@ -321,6 +334,14 @@ static void test_embedding(const fflite_model* model, const char* path) {
     CHECK_STATUS(fflite_session_create(model, &opts, &session), FFLITE_STATUS_INVALID_ARGUMENT,
                  "options->activations");
     opts.activations = FFLITE_ACTIVATIONS_FLOAT;
+    opts.wait_policy = 2;
+    CHECK_STATUS(fflite_session_create(model, &opts, &session), FFLITE_STATUS_INVALID_ARGUMENT,
+                 "options->wait_policy");
+    opts.wait_policy = FFLITE_WAIT_SLEEP;
+    /* The caller's pool (a serial one here; embedding_test runs a real one). */
+    opts.parallel_for = serial_parallel_for;
+    opts.parallel_for_context = &parallel_for_calls;
+    opts.num_threads = 2;
     CHECK(fflite_session_create(model, &opts, &session) == FFLITE_STATUS_OK);
     if (session == NULL) continue;
     for (i = 0; i < 16 * 4; ++i) in[i] = (float)((i * 29) % 31) / 15.0f - 1.0f;

@@ -202,8 +202,9 @@ TEST(QuantPairTest, SameBitsAsGateThenUp) {
   Rng rng(21);
   const std::vector<float> gate_f = rng.Vec(rows * k, 1.0f), up_f = rng.Vec(rows * k, 1.0f);
   const std::vector<float> gate_bias = rng.Vec(rows, 0.5f), up_bias = rng.Vec(rows, 0.5f);
-  pthreadpool_t pool = pthreadpool_create(3);
-  ASSERT_NE(pool, nullptr);
+  pthreadpool_t threadpool = pthreadpool_create(3);
+  ASSERT_NE(threadpool, nullptr);
+  PoolWorkers pool(threadpool, /*sleep_between=*/false);  // destroys the pthreadpool
   for (const auto& [dtype, rotate] : {std::pair{DType::I8, false}, std::pair{DType::I4, true}}) {
     QuantizeOptions quantize;
     quantize.rotate = rotate;
@@ -233,7 +234,7 @@ TEST(QuantPairTest, SameBitsAsGateThenUp) {
                                                    DTypeName(dtype), rotate, tokens, threads, nan);
           std::vector<float> x = Rng(22).Vec(tokens * k, 2.0f);
           if (nan) x[2 * k + 5] = std::nanf("");
-          const EngineContext ctx{threads > 1 ? pool : nullptr, threads};
+          const EngineContext ctx{threads > 1 ? &pool : nullptr, threads};
           std::vector<float> gate_a(tokens * stride), y_a(tokens * stride);
           std::vector<float> gate_b(tokens * stride), y_b(tokens * stride);
           engine.Run(gate_w, gate_bias.data(), tokens, x.data(), k, gate_a.data(), stride, ctx,
@@ -258,7 +259,6 @@ TEST(QuantPairTest, SameBitsAsGateThenUp) {
       }
     }
   }
-  pthreadpool_destroy(pool);
 }
 
 // Gate and up quantised differently (I8 and I4, and I4 and f16) cannot share one pass: each runs

@@ -3,13 +3,18 @@
 // the residual, MoE); with float activations, quantised weights give each token the same bits
 // whatever else is in its call, and stay within the float path's tolerance of the reference;
 // Session::Prepare packs what the first calls would and changes no bit.
+#include <condition_variable>
 #include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <thread>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "backends/cpu/cpu_backend.h"
 #include "format/writer.h"
 #include "gtest/gtest.h"
 #include "session/session.h"
@@ -232,6 +237,131 @@ TEST(EmbeddingTest, SessionsOfAModelShareItsPackedLayers) {
     EXPECT_LT(all, 2 * one_copy);
   } else {
     EXPECT_EQ(all, 4 * one_copy);
+  }
+}
+
+// A caller's thread pool: `threads` - 1 workers and the calling thread take indices from a
+// shared counter; parallel_for returns when every index ran (a mutex and a condition variable:
+// the synchronisation the API asks of it).
+class TestPool {
+ public:
+  explicit TestPool(int threads) {
+    for (int t = 1; t < threads; ++t) workers_.emplace_back([this] { Work(); });
+  }
+  ~TestPool() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread& t : workers_) t.join();
+  }
+  static void ParallelFor(void* pool, void (*task)(void*, size_t), void* context, size_t n) {
+    static_cast<TestPool*>(pool)->Run(task, context, n);
+  }
+  size_t calls() const { return calls_; }
+
+ private:
+  void Run(void (*task)(void*, size_t), void* context, size_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++calls_;
+    task_ = task;
+    context_ = context;
+    n_ = n;
+    next_ = 0;
+    done_ = 0;
+    ++generation_;
+    wake_.notify_all();
+    Drain(lock);
+    finished_.wait(lock, [&] { return done_ == n_; });
+  }
+  // Takes indices until none is left (mu_ held on entry and exit, released around each task).
+  void Drain(std::unique_lock<std::mutex>& lock) {
+    while (next_ < n_) {
+      const size_t i = next_++;
+      lock.unlock();
+      task_(context_, i);
+      lock.lock();
+      if (++done_ == n_) finished_.notify_all();
+    }
+  }
+  void Work() {
+    std::unique_lock<std::mutex> lock(mu_);
+    uint64_t seen = 0;
+    while (true) {
+      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      Drain(lock);
+    }
+  }
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable wake_, finished_;
+  bool stop_ = false;
+  uint64_t generation_ = 0;
+  void (*task_)(void*, size_t) = nullptr;
+  void* context_ = nullptr;
+  size_t n_ = 0, next_ = 0, done_ = 0, calls_ = 0;
+};
+
+// Threads of this process now (Linux: /proc/self/task).
+size_t ThreadCount() {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) n += e.exists();
+  return n;
+}
+
+// On the caller's pool: the bits of fflite's own pool of as many threads, for dense f32, i8
+// and MoE layers (the MoE under an expert budget, streamed from the file: its reads then happen
+// when the experts run), the pool used, and no thread started by fflite (counted); fflite's own
+// pool with the sleep wait policy gives the same bits too.
+TEST(EmbeddingTest, CallersPoolGivesTheBitsOfOwnPoolAndNoThreadOfItsOwn) {
+  for (DType dtype : {DType::F32, DType::I8}) {
+    Rng rng(17);
+    const uint32_t d = 96;
+    auto built = testing::BuildModelFile(Layers(d, 700, rng), "caller_pool.fflite",
+                                         Matrices(dtype));
+    ASSERT_TRUE(built.ok()) << built.status();
+    const Model& model = *built->model;
+    const size_t n = 40;
+    const std::vector<float> x = Rng(4).Vec(n * d, 2.0f);
+    TestPool pool(3);
+    const size_t before = ThreadCount();
+    SessionOptions o;
+    o.backend = "xnnpack";
+    o.max_tokens = n;
+    o.num_threads = 3;
+    o.expert_budget_bytes = 2 * CpuPackedFfnBytes(model.layers().back().moe.experts[0]);
+    SessionOptions own = o, sleepy = o;
+    sleepy.sleep_between_loops = true;
+    o.parallel_for = &TestPool::ParallelFor;
+    o.parallel_for_context = &pool;
+    auto caller = Session::Create(model, o);
+    ASSERT_TRUE(caller.ok()) << caller.status();
+    for (size_t layer = 0; layer < model.layers().size(); ++layer) {
+      for (size_t tokens : {size_t{1}, n}) {
+        std::vector<float> y(tokens * d);
+        ASSERT_OK((*caller)->Run(layer, x.data(), tokens, y.data()));
+      }
+    }
+    EXPECT_EQ(ThreadCount(), before) << "the session started threads of its own";
+    EXPECT_GT(pool.calls(), 0u);
+    auto mine = Session::Create(model, own);
+    auto slept = Session::Create(model, sleepy);
+    ASSERT_TRUE(mine.ok() && slept.ok());
+    for (size_t layer = 0; layer < model.layers().size(); ++layer) {
+      for (size_t tokens : {size_t{1}, n}) {
+        SCOPED_TRACE(absl::StrFormat("%s, layer %d, %d tokens", DTypeName(dtype), layer, tokens));
+        std::vector<float> a(tokens * d), b(tokens * d), c(tokens * d);
+        ASSERT_OK((*caller)->Run(layer, x.data(), tokens, a.data()));
+        ASSERT_OK((*mine)->Run(layer, x.data(), tokens, b.data()));
+        ASSERT_OK((*slept)->Run(layer, x.data(), tokens, c.data()));
+        EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4));
+        EXPECT_EQ(0, std::memcmp(c.data(), b.data(), a.size() * 4));
+      }
+    }
   }
 }
 

@@ -173,6 +173,71 @@ TEST(PlatformTest, CountsCoresFromSysfsTopology) {
 #endif
 }
 
+// The fast cores (a session's default thread count) from each core's capacity. The trees are
+// built here in the shape the kernel gives them on these SoCs (arm64 always has cpu_capacity:
+// 1024 for the fastest core type, the others scaled by their DT capacity-dmips-mhz and top
+// frequency); the values are illustrative, not copied from a device.
+TEST(PlatformTest, CountsFastCoresFromCapacities) {
+  auto core = [](FakeSysfs& fs, int cpu, const char* capacity, const char* max_freq) {
+    fs.Cpu(cpu, std::to_string(cpu));
+    if (capacity != nullptr) fs.Write("cpu" + std::to_string(cpu) + "/cpu_capacity", capacity);
+    if (max_freq != nullptr) {
+      fs.Write("cpu" + std::to_string(cpu) + "/cpufreq/cpuinfo_max_freq", max_freq);
+    }
+  };
+  {
+    FakeSysfs fs;  // Raspberry Pi 5 (BCM2712): four Cortex-A76 alike
+    fs.Write("online", "0-3");
+    for (int c = 0; c < 4; ++c) core(fs, c, "1024", "2400000");
+    EXPECT_EQ(CountFastCoresInSysfs(fs.root()), 4);
+  }
+  {
+    FakeSysfs fs;  // a phone SoC of 3 tiers: 3 Cortex-A510, 4 Cortex-A715, 1 Cortex-X3
+    fs.Write("online", "0-7");
+    for (int c = 0; c < 3; ++c) core(fs, c, "325", "2016000");
+    for (int c = 3; c < 7; ++c) core(fs, c, "870", "2803000");
+    core(fs, 7, "1024", "3187000");
+    EXPECT_EQ(CountFastCoresInSysfs(fs.root()), 5);  // the big and the prime ones
+  }
+  {
+    FakeSysfs fs;  // an older big.LITTLE phone (4 Cortex-A53 + 4 Cortex-A73), little cores first
+    fs.Write("online", "0-7");
+    for (int c = 0; c < 4; ++c) core(fs, c, "446", "1844000");
+    for (int c = 4; c < 8; ++c) core(fs, c, "1024", "2362000");
+    EXPECT_EQ(CountFastCoresInSysfs(fs.root()), 4);
+  }
+  {
+    FakeSysfs fs;  // no cpu_capacity (x86): top frequencies; SMT siblings count once
+    fs.Write("online", "0-3");
+    fs.Cpu(0, "0-1");
+    fs.Cpu(1, "0-1");
+    fs.Cpu(2, "2-3");
+    fs.Cpu(3, "2-3");
+    for (int c = 0; c < 4; ++c) {
+      fs.Write("cpu" + std::to_string(c) + "/cpufreq/cpuinfo_max_freq", "3700000");
+    }
+    EXPECT_EQ(CountFastCoresInSysfs(fs.root()), 2);
+  }
+  {
+    FakeSysfs fs;  // nothing to tell the cores apart by: unknown (the core count stands)
+    fs.Write("online", "0-1");
+    core(fs, 0, nullptr, nullptr);
+    core(fs, 1, nullptr, nullptr);
+    EXPECT_EQ(CountFastCoresInSysfs(fs.root()), 0);
+  }
+  {
+    FakeSysfs fs;  // a malformed capacity
+    fs.Write("online", "0-1");
+    core(fs, 0, "1024", nullptr);
+    core(fs, 1, "big", nullptr);
+    EXPECT_EQ(CountFastCoresInSysfs(fs.root()), 0);
+  }
+  EXPECT_EQ(CountFastCoresInSysfs("/nonexistent/fflite"), 0);
+  const PlatformInfo& p = GetPlatformInfo();
+  EXPECT_GE(p.num_fast_cores, 1);
+  EXPECT_LE(p.num_fast_cores, p.num_cores);
+}
+
 TEST(PlatformTest, CApiReportsTheSameFacts) {
   fflite_platform_info info;
   std::memset(&info, 0x5a, sizeof(info));
@@ -189,6 +254,7 @@ TEST(PlatformTest, CApiReportsTheSameFacts) {
   EXPECT_EQ(std::string(info.uarch), p.uarch.substr(0, sizeof(info.uarch) - 1));
   EXPECT_EQ(info.num_cores, p.num_cores);
   EXPECT_EQ(info.num_logical_cpus, p.num_logical_cpus);
+  EXPECT_EQ(info.num_fast_cores, p.num_fast_cores);
   EXPECT_EQ(std::string(info.kernels), BestKernels().isa);
   EXPECT_EQ(std::string(info.quant_gemv_kernels), BestQGemvKernel().isa);
   EXPECT_EQ(std::string(info.quant_gemm_kernels), BestQGemmKernel().isa);

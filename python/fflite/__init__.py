@@ -150,9 +150,10 @@ _ACTIVATIONS = {"auto": 0, "float": 1}
 
 
 class Session:
-    """A session over a Model (which it keeps alive): one thread at a time."""
+    """A session over a Model (which it keeps alive): one thread at a time. threads=0: as many
+    as the CPU's fast cores (fflite_session_options.num_threads)."""
 
-    def __init__(self, model, threads=1, backend="auto", max_tokens=512, expert_budget_bytes=0,
+    def __init__(self, model, threads=0, backend="auto", max_tokens=512, expert_budget_bytes=0,
                  activations="auto"):
         if backend not in _BACKENDS:
             raise ValueError("backend must be one of %s" % ", ".join(_BACKENDS))

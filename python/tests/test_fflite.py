@@ -95,7 +95,7 @@ class BindingTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "activations"):
             fflite.Session(self.model, activations="int4")
         with self.assertRaises(fflite.FfliteError) as e:
-            fflite.Session(self.model, threads=0)
+            fflite.Session(self.model, threads=-1)
         self.assertEqual(e.exception.status, "INVALID_ARGUMENT")
         self.assertIn("features", fflite.platform_info())
 

@@ -210,7 +210,7 @@ void fflite_session_options_init(fflite_session_options* options) {
   if (options == nullptr) return;
   std::memset(options, 0, sizeof(*options));
   options->struct_size = sizeof(*options);
-  options->num_threads = 1;
+  options->num_threads = 0;  // the fast cores
   options->backend = FFLITE_BACKEND_AUTO;
   options->max_tokens = 512;
 }
@@ -244,7 +244,19 @@ fflite_status fflite_session_create(const fflite_model* model,
     opts.struct_size = sizeof(opts);
   }
   fflite::SessionOptions so;
-  so.num_threads = opts.num_threads;
+  if (opts.num_threads < 0) {
+    return Fail(FFLITE_STATUS_INVALID_ARGUMENT,
+                "options->num_threads must be 0 (as many as the fast cores) or 1 .. 1024");
+  }
+  so.num_threads = opts.num_threads == 0 ? fflite::GetPlatformInfo().num_fast_cores
+                                         : opts.num_threads;
+  so.parallel_for = opts.parallel_for;
+  so.parallel_for_context = opts.parallel_for_context;
+  if (opts.wait_policy != FFLITE_WAIT_SPIN && opts.wait_policy != FFLITE_WAIT_SLEEP) {
+    return Fail(FFLITE_STATUS_INVALID_ARGUMENT,
+                "options->wait_policy must be FFLITE_WAIT_SPIN (0) or FFLITE_WAIT_SLEEP (1)");
+  }
+  so.sleep_between_loops = opts.wait_policy == FFLITE_WAIT_SLEEP;
   if (opts.max_tokens < 1) {
     return Fail(FFLITE_STATUS_INVALID_ARGUMENT, "options->max_tokens must be at least 1");
   }
@@ -487,6 +499,7 @@ fflite_status fflite_platform_info_get(fflite_platform_info* out_info) {
     copy(p.uarch, info.uarch, sizeof(info.uarch));
     info.num_cores = static_cast<int32_t>(p.num_cores);
     info.num_logical_cpus = static_cast<int32_t>(p.num_logical_cpus);
+    info.num_fast_cores = static_cast<int32_t>(p.num_fast_cores);
     copy(fflite::BestKernels().isa, info.kernels, sizeof(info.kernels));
     copy(fflite::BestQGemvKernel().isa, info.quant_gemv_kernels, sizeof(info.quant_gemv_kernels));
     copy(fflite::BestQGemmKernel().isa, info.quant_gemm_kernels, sizeof(info.quant_gemm_kernels));

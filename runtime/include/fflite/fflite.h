@@ -185,9 +185,21 @@ FFLITE_API fflite_status fflite_model_layer_info(const fflite_model* model, int3
 
 /* ---- Sessions ---------------------------------------------------------------------------- */
 
+/* A parallel-for of the caller's thread pool (fflite_session_options.parallel_for): it must call
+ * task(task_context, i) once for every i in [0, n), on any of its threads (the calling one
+ * included), at once or in turn, and return when every call has returned (its return is the
+ * synchronisation: what the tasks wrote must be visible to the thread that called it). fflite
+ * calls it from the thread that runs the session, never from inside a task. */
+typedef void (*fflite_task_fn)(void* task_context, size_t i);
+typedef void (*fflite_parallel_for_fn)(void* pool_context, fflite_task_fn task,
+                                       void* task_context, size_t n);
+
 typedef struct fflite_session_options {
   size_t struct_size;     /* set by fflite_session_options_init: sizeof(fflite_session_options) */
-  int32_t num_threads;    /* default 1; >= 1 */
+  /* Threads the session's work is split for; 0 (the default since 0.3): as many as the CPU's
+   * fast cores (fflite_platform_info.num_fast_cores: on big.LITTLE the big ones, from Linux's
+   * cpu_capacity or the cores' top frequencies; every core elsewhere); else 1 .. 1024. */
+  int32_t num_threads;
   fflite_backend backend; /* default FFLITE_BACKEND_AUTO */
   int32_t max_tokens;     /* most tokens per fflite_session_run; default 512; >= 1 */
   /* Most bytes of routed-expert weights the session keeps in memory; default 0: no limit. The
@@ -217,7 +229,27 @@ typedef struct fflite_session_options {
    * (batch-invariant) and decode and prefill agree; prefill is slower. Other backends always
    * multiply in float and accept both. */
   int32_t activations;
+  /* Appended in 0.3: the caller's threads. With parallel_for set, the xnnpack backend runs its
+   * parallel work through it (split for num_threads threads, which the caller's pool should
+   * have) and starts no thread of its own: no pool, and no expert reader thread (with an expert
+   * budget, experts are then read when they run, not ahead). NULL (the default): fflite's own
+   * pool of num_threads - 1 threads. parallel_for_context is passed to it as is. Other backends
+   * ignore both. */
+  fflite_parallel_for_fn parallel_for;
+  void* parallel_for_context;
+  /* What fflite's own pool's threads do between parallel loops: FFLITE_WAIT_SPIN (the default:
+   * they spin between the loops of one fflite_session_run and sleep after its last, the fastest
+   * when the cores are free) or FFLITE_WAIT_SLEEP (they sleep after every loop: slower on free
+   * cores, but they never take a core from other work while waiting, for machines where other
+   * jobs or other sessions share the cores). */
+  int32_t wait_policy;
 } fflite_session_options;
+
+/* fflite_session_options.wait_policy. */
+enum {
+  FFLITE_WAIT_SPIN = 0,
+  FFLITE_WAIT_SLEEP = 1
+};
 
 /* fflite_session_options.activations. */
 enum {
@@ -232,7 +264,7 @@ FFLITE_API void fflite_session_options_init(fflite_session_options* options);
  * dense layers (f32 ones, and f16/bf16 ones at more than a few tokens) belong to the model: the
  * first session that needs a layer packs it, and every session of the model uses that one copy
  * (thread-safe; released with the model), on CPUs where fflite's own GEMM runs them (x86 with
- * AVX2, aarch64; elsewhere XNNPACK's operators, which keep per-call state, are packed per
+ * AVX2 or AVX-512; on ARM XNNPACK's operators, which keep per-call state, are packed per
  * session). Routers, shared experts and routed experts' packed forms are per session (expert
  * budgets are per session). Quantised weights and f16/bf16 decode read the model's mapping,
  * shared by every session. fflite_session_memory says what is where. `options` may be NULL for
@@ -444,6 +476,11 @@ typedef struct fflite_platform_info {
   /* Appended after those: the same for f16 weights: "avx512-f16w" or "avx2-f16w" (16-bit
    * panels, widened to f32 as they are loaded), else the same as for f32. */
   char f16_gemm_kernels[16];
+  /* Appended in 0.3: the cores of the highest performance class and those within half of it
+   * (big.LITTLE: the prime and big cores, not the little ones), from Linux's cpu_capacity or
+   * the cores' top frequencies; num_cores where they do not differ or cannot be read. The
+   * default thread count of a session. */
+  int32_t num_fast_cores;
 } fflite_platform_info;
 
 /* Fills *out_info; the facts are detected on the first call and then cached. Thread-safe.

@@ -38,6 +38,14 @@ struct BackendConfig {
   // int8-activation kernels are not used): each token's output is the same whatever else is in
   // the call. Backends that always multiply in float ignore it.
   bool float_activations = false;
+  // The caller's parallel-for (fflite_session_options.parallel_for), or nullptr: the CPU backend
+  // then runs its loops on it, split for num_threads threads, and starts no thread of its own.
+  void (*parallel_for)(void* pool_context, void (*task)(void* context, size_t i), void* context,
+                       size_t n) = nullptr;
+  void* parallel_for_context = nullptr;
+  // fflite's own pool's workers sleep after every loop (FFLITE_WAIT_SLEEP) instead of spinning
+  // between the loops of a Run.
+  bool sleep_between_loops = false;
   // The CPU backend's tuning (tests, fflite-bench), or nullptr: its defaults. Other backends
   // ignore it. It must outlive the backend's creation.
   const CpuBackendOptions* cpu_options = nullptr;

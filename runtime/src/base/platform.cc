@@ -7,8 +7,10 @@
 #include "base/cpu_features.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <set>
 #include <string>
 #include <thread>
@@ -168,12 +170,16 @@ PlatformInfo Detect() {
   if (const int cores = CountCoresInSysfs("/sys/devices/system/cpu"); cores > 0) {
     info.num_cores = cores;
   }
+  info.num_fast_cores = CountFastCoresInSysfs("/sys/devices/system/cpu");
 #endif
   // Fall back on the OS when cpuinfo cannot tell (it failed, or reports nothing).
   const int os_cpus = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   if (info.num_logical_cpus < 1) info.num_logical_cpus = os_cpus;
   if (info.num_cores < 1) info.num_cores = info.num_logical_cpus;
   info.num_logical_cpus = std::max(info.num_logical_cpus, info.num_cores);
+  if (info.num_fast_cores < 1 || info.num_fast_cores > info.num_cores) {
+    info.num_fast_cores = info.num_cores;
+  }
   return info;
 }
 
@@ -190,6 +196,28 @@ int CountCoresInSysfs(const std::string& root) {
     cores.insert(siblings);
   }
   return static_cast<int>(cores.size());
+}
+
+int CountFastCoresInSysfs(const std::string& root) {
+  const std::vector<int> online = ParseCpuList(ReadLine(root + "/online"));
+  std::map<std::string, double> capacity;  // core (its sibling list) -> its capacity
+  for (int cpu : online) {
+    const std::string dir = root + "/cpu" + std::to_string(cpu) + "/";
+    std::string siblings = ReadLine(dir + "topology/core_cpus_list");
+    if (siblings.empty()) siblings = ReadLine(dir + "topology/thread_siblings_list");
+    if (ParseCpuList(siblings).empty()) return 0;
+    std::string value = ReadLine(dir + "cpu_capacity");
+    if (value.empty()) value = ReadLine(dir + "cpufreq/cpuinfo_max_freq");
+    char* end = nullptr;
+    const double c = std::strtod(value.c_str(), &end);
+    if (value.empty() || end == value.c_str() || !(c > 0.0)) return 0;
+    capacity.emplace(siblings, c);  // the core's first CPU decides
+  }
+  double top = 0.0;
+  for (const auto& [core, c] : capacity) top = std::max(top, c);
+  int fast = 0;
+  for (const auto& [core, c] : capacity) fast += c >= 0.5 * top ? 1 : 0;
+  return fast;
 }
 
 const PlatformInfo& GetPlatformInfo() {

@@ -21,6 +21,8 @@ struct PlatformInfo {
   std::string uarch;     // distinct core types, e.g. "cortex-a76 cortex-a55", or ""
   int num_cores = 0;         // physical cores (>= 1; on Linux from sysfs: CountCoresInSysfs)
   int num_logical_cpus = 0;  // hardware threads the OS schedules on (>= num_cores)
+  // Cores within half the capacity of the fastest (CountFastCoresInSysfs), else num_cores.
+  int num_fast_cores = 0;
   bool probed = false;       // cpuinfo initialised; otherwise only isa and the counts are known
 };
 
@@ -35,6 +37,11 @@ bool HasCpuFeature(const std::string& feature);
 // thread_siblings_list on kernels before 5.7) of the CPUs named in `root`/online. 0 where any of
 // it is missing or malformed. GetPlatformInfo's num_cores on Linux where this is not 0.
 int CountCoresInSysfs(const std::string& root);
+// Of those cores, how many have at least half the capacity of the fastest, from each online
+// CPU's cpu_capacity (Linux on ARM: 1024 for the fastest) or else cpufreq/cpuinfo_max_freq (a
+// core's capacity: its first CPU's): on big.LITTLE the prime and big cores. 0 when neither file
+// is there for every core, or the topology cannot be read.
+int CountFastCoresInSysfs(const std::string& root);
 
 // One line for logs and tools, e.g.
 // "aarch64, Cortex-A72 (cortex-a72), 4 cores / 4 threads, features: neon".

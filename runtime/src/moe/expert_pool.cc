@@ -80,7 +80,7 @@ ExpertPool::~ExpertPool() {
   if (base_ != nullptr) ::munmap(base_, static_cast<size_t>(slots_ * slot_bytes_));
 }
 
-absl::Status ExpertPool::Init(size_t slots, uint64_t slot_bytes) {
+absl::Status ExpertPool::Init(size_t slots, uint64_t slot_bytes, bool reader_thread) {
   if (slots == 0 || slot_bytes == 0) return absl::OkStatus();
   if (slot_bytes > std::numeric_limits<size_t>::max() / slots) {
     return absl::ResourceExhaustedError(absl::StrFormat(
@@ -101,6 +101,7 @@ absl::Status ExpertPool::Init(size_t slots, uint64_t slot_bytes) {
   for (size_t i = slots; i-- > 0;) free_.push_back(i);  // slot 0 first
   state_.assign(slots, SlotState());
   queue_.assign(slots, 0);
+  if (!reader_thread) return absl::OkStatus();
   try {
     reader_ = std::thread([this] { ReaderLoop(); });
   } catch (const std::system_error& e) {

@@ -54,9 +54,10 @@ class ExpertPool {
   ExpertPool& operator=(const ExpertPool&) = delete;
 
   // Reserves `slots` slots of `slot_bytes` (a multiple of 4 KiB) each, their pages committed as
-  // they are first written, and starts the reader thread. Errors: ResourceExhausted naming the
-  // bytes, or the thread.
-  absl::Status Init(size_t slots, uint64_t slot_bytes);
+  // they are first written, and starts the reader thread unless `reader_thread` is false (a
+  // session on the caller's threads: then Start refuses, and experts are read with Fill when they
+  // run). Errors: ResourceExhausted naming the bytes, or the thread.
+  absl::Status Init(size_t slots, uint64_t slot_bytes, bool reader_thread = true);
   size_t slots() const { return slots_; }
   uint64_t slot_bytes() const { return slot_bytes_; }
   bool has_free() const { return !free_.empty(); }

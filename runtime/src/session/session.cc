@@ -30,6 +30,9 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const Model& model,
   config.cpu_options = options.cpu_options;
   config.time_routed_experts = options.time_routed_experts;
   config.float_activations = options.float_activations;
+  config.parallel_for = options.parallel_for;
+  config.parallel_for_context = options.parallel_for_context;
+  config.sleep_between_loops = options.sleep_between_loops;
   if (options.backend == "auto") {
     const BackendEntry* chosen = nullptr;
     FFLITE_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,

@@ -23,6 +23,11 @@ struct SessionOptions {
   // Quantised weights multiply float activations at every token count (batch-invariant
   // results): BackendConfig::float_activations.
   bool float_activations = false;
+  // The caller's thread pool and fflite's own pool's wait policy: BackendConfig's fields.
+  void (*parallel_for)(void* pool_context, void (*task)(void* context, size_t i), void* context,
+                       size_t n) = nullptr;
+  void* parallel_for_context = nullptr;
+  bool sleep_between_loops = false;
   // For tests and fflite-bench (not in the C API): the CPU backend's tuning (nullptr: its
   // defaults; it must outlive Create), and timing of routed experts (Stats().routed_seconds).
   const CpuBackendOptions* cpu_options = nullptr;

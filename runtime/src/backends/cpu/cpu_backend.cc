@@ -26,11 +26,6 @@ namespace fflite {
 
 namespace {
 
-struct ThreadpoolDeleter {
-  void operator()(pthreadpool_t pool) const { pthreadpool_destroy(pool); }
-};
-using ThreadpoolPtr = std::unique_ptr<pthreadpool, ThreadpoolDeleter>;
-
 // y[i] += a · x[i]   x, y: [n], not overlapping.
 inline void Axpy(size_t n, float a, const float* __restrict x, float* __restrict y) {
   for (size_t i = 0; i < n; ++i) y[i] += a * x[i];
@@ -50,12 +45,19 @@ class CpuBackend : public Backend, LayerExecutor, ExpertExecutor {
     FFLITE_RETURN_IF_ERROR(InitializeXnnpack());
     threads_ = static_cast<size_t>(std::max(1, config.num_threads));
     max_tokens_ = config.max_tokens;
-    if (config.num_threads > 1) {
-      threadpool_.reset(pthreadpool_create(static_cast<size_t>(config.num_threads)));
-      if (threadpool_ == nullptr) {
+    if (config.parallel_for != nullptr) {
+      // The caller's pool: fflite starts no thread of its own (not even the expert reader).
+      if (config.num_threads > 1) {
+        workers_ = std::make_unique<CallerWorkers>(config.parallel_for,
+                                                   config.parallel_for_context, threads_);
+      }
+    } else if (config.num_threads > 1) {
+      pthreadpool_t pool = pthreadpool_create(static_cast<size_t>(config.num_threads));
+      if (pool == nullptr) {
         return absl::ResourceExhaustedError(
             absl::StrFormat("creating a pool of %d threads failed", config.num_threads));
       }
+      workers_ = std::make_unique<PoolWorkers>(pool, config.sleep_between_loops);
     }
     choice_ = ChoosePackEngine(options, options.slice_bytes);
     expert_choice_ = ChoosePackEngine(options, options.expert_slice_bytes);
@@ -120,8 +122,9 @@ class CpuBackend : public Backend, LayerExecutor, ExpertExecutor {
     // first time a call gives it more than the experts' direct limit of tokens, its mapped form
     // the first time it gets fewer. Experts that only ever see a few tokens are never packed (an
     // unbudgeted qwen-moe session used to pack 2 GB at creation that decode never read).
-    FFLITE_RETURN_IF_ERROR(
-        store_.Init(expert_choice_, config.expert_budget_bytes, options.expert_policy));
+    FFLITE_RETURN_IF_ERROR(store_.Init(expert_choice_, config.expert_budget_bytes,
+                                       options.expert_policy,
+                                       /*reader_thread=*/config.parallel_for == nullptr));
     if (store_.streamed()) {
       uint32_t top_k = 0;
       for (const LayerView& l : model_.layers()) top_k = std::max(top_k, l.moe.top_k);
@@ -145,8 +148,7 @@ class CpuBackend : public Backend, LayerExecutor, ExpertExecutor {
     if (status.ok() && store_.streamed()) GuessNextExperts(layer, output, n_tokens);
     if (pool_awake_) {
       // The last parallel loop was not the Run's last operation: put the workers to sleep.
-      pthreadpool_parallelize_1d(threadpool_.get(), [](void*, size_t) {}, nullptr, threads_,
-                                 PTHREADPOOL_FLAG_YIELD_WORKERS);
+      workers_->Yield();
       pool_awake_ = false;
     }
     return status;
@@ -511,7 +513,7 @@ class CpuBackend : public Backend, LayerExecutor, ExpertExecutor {
   }
 
   EngineContext Context() {
-    return EngineContext{threadpool_.get(), threads_, &pool_awake_, scratch_.gemm,
+    return EngineContext{workers_.get(), threads_, &pool_awake_, scratch_.gemm,
                          scratch_.gemm_units};
   }
 
@@ -521,7 +523,7 @@ class CpuBackend : public Backend, LayerExecutor, ExpertExecutor {
   MatrixOps ops_;      // over quant_ and the kernels
   size_t threads_ = 1;
   size_t max_tokens_ = 1;
-  ThreadpoolPtr threadpool_;  // null: one thread (everything runs on the caller's thread)
+  std::unique_ptr<Workers> workers_;  // null: one thread (everything on the caller's thread)
   bool pool_awake_ = false;   // the pool's threads may be spinning (see EngineContext)
   PackChoice choice_;         // dense layers and shared experts: engine, kernels, slices
   PackChoice expert_choice_;  // routed experts

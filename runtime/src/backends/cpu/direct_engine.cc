@@ -95,7 +95,7 @@ void RunDirectListed(const Kernels& kernels, const TensorView& w, const float* b
   if (ctx.pool != nullptr && c * n * k >= kMinParallelMacs) {
     const size_t tile = (n + 4 * ctx.threads - 1) / (4 * ctx.threads);
     FFLITE_TSAN_RELEASE(&job);
-    pthreadpool_parallelize_1d_tile_1d(ctx.pool, RunListedGemvTile, &job, n, tile,
+    ctx.pool->ForTiles(RunListedGemvTile, &job, n, tile,
                                        PoolFlags(ctx, last));
     FFLITE_TSAN_ACQUIRE(&job);
   } else {
@@ -158,7 +158,7 @@ size_t RunValueRows(const Kernels& kernels, const TensorView& w, const float* bi
     // About 2 tiles per thread, each a multiple of 64 columns (a few cache lines of a row).
     const size_t tile = ((cols + 2 * ctx.threads - 1) / (2 * ctx.threads) + 63) / 64 * 64;
     FFLITE_TSAN_RELEASE(&job);
-    pthreadpool_parallelize_1d_tile_1d(ctx.pool, RunValueRowsTile, &job, cols, tile,
+    ctx.pool->ForTiles(RunValueRowsTile, &job, cols, tile,
                                        PoolFlags(ctx, last));
     FFLITE_TSAN_ACQUIRE(&job);
   } else {
@@ -178,7 +178,7 @@ void RunDirect(const Kernels& kernels, const TensorView& w, const float* bias, s
     // About 4 tiles per thread, each a multiple of 8 rows.
     const size_t tile = ((rows + 4 * ctx.threads - 1) / (4 * ctx.threads) + 7) / 8 * 8;
     FFLITE_TSAN_RELEASE(&job);
-    pthreadpool_parallelize_1d_tile_1d(ctx.pool, RunGemvTile, &job, rows, tile,
+    ctx.pool->ForTiles(RunGemvTile, &job, rows, tile,
                                        PoolFlags(ctx, last));
     FFLITE_TSAN_ACQUIRE(&job);
   } else {

@@ -28,14 +28,16 @@
 #include "format/model.h"
 #include "backends/cpu/cpu_options.h"
 #include "base/aligned_buffer.h"
+#include "base/workers.h"
 #include "kernels/gemm.h"
 #include "kernels/kernels.h"
 
 namespace fflite {
 
-// Where an engine runs: the session's pool (nullptr: the caller's thread only) and its size.
+// Where an engine runs: the session's workers (fflite's pool or the caller's parallel-for;
+// nullptr: the calling thread only) and their count.
 struct EngineContext {
-  pthreadpool_t pool = nullptr;
+  Workers* pool = nullptr;
   size_t threads = 1;
   // Every parallel loop records here whether it left the pool's threads spinning (a loop without
   // PTHREADPOOL_FLAG_YIELD_WORKERS), so that the backend can put them to sleep at the end of a

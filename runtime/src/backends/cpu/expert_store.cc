@@ -32,7 +32,8 @@ absl::StatusOr<size_t> ExpertStore::AddLayer(size_t layer, const MoeView& moe) {
 }
 
 absl::Status ExpertStore::Init(const PackChoice& choice, uint64_t budget,
-                               ResidencyPolicy policy) {
+                               ResidencyPolicy policy,
+                               bool reader_thread) {
   choice_ = choice;
   residency_.Init(2 * slots_.size(), budget, policy);
   // With a budget, a file-backed model's experts are read into slots of the largest expert's
@@ -47,7 +48,8 @@ absl::Status ExpertStore::Init(const PackChoice& choice, uint64_t budget,
     }
     const uint64_t fit = std::max<uint64_t>(1, budget / std::max<uint64_t>(1, slot_bytes));
     FFLITE_RETURN_IF_ERROR(
-        pool_.Init(static_cast<size_t>(std::min<uint64_t>(fit, slots_.size())), slot_bytes));
+        pool_.Init(static_cast<size_t>(std::min<uint64_t>(fit, slots_.size())), slot_bytes,
+                   reader_thread));
   }
   for (size_t i = 0; i < slots_.size(); ++i) {
     residency_.SetBytes(2 * i + kPackedForm, PackedFfnBytes(*slots_[i].model_view, choice_));

@@ -58,8 +58,10 @@ class ExpertStore {
   absl::StatusOr<size_t> AddLayer(size_t layer, const MoeView& moe);
   // After the layers: the forms' sizes with `choice` (the routed experts' packing) and the
   // budget in bytes (0: none) with its policy, and with a budget on a file-backed model the pool
-  // of slots (as many as the budget holds, at least one). Errors: the pool's.
-  absl::Status Init(const PackChoice& choice, uint64_t budget, ResidencyPolicy policy);
+  // of slots (as many as the budget holds, at least one), with its reader thread unless
+  // `reader_thread` is false (experts are then read when they run). Errors: the pool's.
+  absl::Status Init(const PackChoice& choice, uint64_t budget, ResidencyPolicy policy,
+                    bool reader_thread = true);
 
   ExpertSlot& slot(size_t i) { return slots_[i]; }
   size_t size() const { return slots_.size(); }

@@ -133,7 +133,7 @@ absl::Status ExpertsAlone::Run(const Call& call, absl::Span<const ExpertBatch> b
   job.self = this;
   job.in = call.in;
   FFLITE_TSAN_RELEASE(&job);
-  pthreadpool_parallelize_1d(call.ctx.pool, RunTask, &job, threads_,
+  call.ctx.pool->For(RunTask, &job, threads_,
                              PoolFlags(call.ctx, /*last=*/false));
   FFLITE_TSAN_ACQUIRE(&job);
   for (const Expert& a : experts_) ran[a.index] = 1;

@@ -62,7 +62,7 @@ absl::Status PackMatrixGemm(const GemmKernel& kernel, const void* w, DType w_dty
   PackJob job{&kernel, w, FloatTypeOf(w_dtype), out, in, per_task, m->panels.data()};
   if (tasks > 1) {
     FFLITE_TSAN_RELEASE(&job);
-    pthreadpool_parallelize_1d(ctx.pool, PackPanels, &job, tasks, PoolFlags(ctx, /*last=*/true));
+    ctx.pool->For(PackPanels, &job, tasks, PoolFlags(ctx, /*last=*/true));
     FFLITE_TSAN_ACQUIRE(&job);
   } else {
     PackPanels(&job, 0);
@@ -147,8 +147,8 @@ void RunGemm(const PackedMatrix& m, size_t n, const float* in, size_t x_stride, 
     job.tile_tasks = std::min(tiles, (2 * threads + job.panel_tasks - 1) / job.panel_tasks);
   }
   FFLITE_TSAN_RELEASE(&job);
-  pthreadpool_parallelize_1d(ctx.pool, PackTiles, &job, tiles, PoolFlags(ctx, /*last=*/false));
-  pthreadpool_parallelize_1d(ctx.pool, RunTask, &job, job.panel_tasks * job.tile_tasks,
+  ctx.pool->For(PackTiles, &job, tiles, PoolFlags(ctx, /*last=*/false));
+  ctx.pool->For(RunTask, &job, job.panel_tasks * job.tile_tasks,
                              PoolFlags(ctx, last));
   FFLITE_TSAN_ACQUIRE(&job);
 }
@@ -249,7 +249,7 @@ void RunGemmFfnByTokens(const GemmFfn& f, size_t n, const float* in, float* gate
                         const GemmFfnRows& rows) {
   FfnJob job{&f, n, ctx.threads, in, gate_out, hidden, out, ctx.gemm_scratch, rows};
   FFLITE_TSAN_RELEASE(&job);
-  pthreadpool_parallelize_1d(ctx.pool, RunFfnRange, &job, job.ranges, PoolFlags(ctx, last));
+  ctx.pool->For(RunFfnRange, &job, job.ranges, PoolFlags(ctx, last));
   FFLITE_TSAN_ACQUIRE(&job);
 }
 

@@ -111,7 +111,7 @@ absl::Status PackMatrixF32(const float* weights, const float* bias, size_t out, 
   PackJob job{weights, bias, in, out, width, out_min, &ops, &statuses};
   if (ctx.pool != nullptr && ctx.threads > 1 && count > 1) {
     FFLITE_TSAN_RELEASE(&job);
-    pthreadpool_parallelize_1d(ctx.pool, PackSlice, &job, count, PoolFlags(ctx, /*last=*/true));
+    ctx.pool->For(PackSlice, &job, count, PoolFlags(ctx, /*last=*/true));
     FFLITE_TSAN_ACQUIRE(&job);
   } else {
     for (size_t i = 0; i < count; ++i) PackSlice(&job, i);
@@ -213,7 +213,7 @@ absl::Status RunPacked(const PackedMatrix& m, size_t n, const float* in, float* 
   SliceJob job{&m, n, in, out, {xnn_status_success}};
   if (ctx.pool != nullptr && m.slices.size() > 1 && n * m.in * m.out >= kMinParallelMacs) {
     FFLITE_TSAN_RELEASE(&job);
-    pthreadpool_parallelize_1d(ctx.pool, RunSlice, &job, m.slices.size(),
+    ctx.pool->For(RunSlice, &job, m.slices.size(),
                                PoolFlags(ctx, last));
     FFLITE_TSAN_ACQUIRE(&job);
   } else {

@@ -165,7 +165,7 @@ void QuantEngine::RunProducts(const TensorView& w, const Product* products, size
     if (parallel && c > 1) {
       const size_t tile = (c + ctx.threads - 1) / ctx.threads;
       FFLITE_TSAN_RELEASE(&prep);
-      pthreadpool_parallelize_1d_tile_1d(ctx.pool, PrepareTokens, &prep, c, tile,
+      ctx.pool->ForTiles(PrepareTokens, &prep, c, tile,
                                          PoolFlags(ctx, false));
       FFLITE_TSAN_ACQUIRE(&prep);
     } else {
@@ -190,7 +190,7 @@ void QuantEngine::RunProducts(const TensorView& w, const Product* products, size
     const size_t tiles = 8 * count * ctx.threads;
     const size_t tile = std::max<size_t>(1, (panels + tiles - 1) / tiles) * kQuantPanelRows;
     FFLITE_TSAN_RELEASE(&job);
-    pthreadpool_parallelize_1d_tile_1d(ctx.pool, RunTile, &job, rows, tile,
+    ctx.pool->ForTiles(RunTile, &job, rows, tile,
                                        PoolFlags(ctx, last));
     FFLITE_TSAN_ACQUIRE(&job);
   } else {
