@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/tsan.h"
+
 namespace fflite {
 
 class Workers {
@@ -26,6 +28,7 @@ class Workers {
   // task(context, start, count) over [0, range) in tiles of `tile` (the last one shorter).
   void ForTiles(TileTask task, void* context, size_t range, size_t tile, uint32_t flags) {
     Tiles t{task, context, range, tile};
+    FFLITE_TSAN_RELEASE(&t);  // pthreadpool's hand-off is invisible to ThreadSanitizer
     For(&Tiles::Run, &t, (range + tile - 1) / tile, flags);
   }
   // Puts fflite's own workers to sleep (after a Run whose last loop left them spinning).
@@ -37,6 +40,7 @@ class Workers {
     void* context;
     size_t range, tile;
     static void Run(void* p, size_t i) {
+      FFLITE_TSAN_ACQUIRE(p);
       const Tiles& t = *static_cast<const Tiles*>(p);
       const size_t start = i * t.tile;
       t.task(t.context, start, t.range - start < t.tile ? t.range - start : t.tile);
