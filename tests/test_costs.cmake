@@ -12,6 +12,9 @@ set(fflite_test_costs
   GemmTest.EveryKernelMatchesTheDoubleProduct 22
   QuantizeStudy.SwigluOutputNmseAgainstF32 21
   QuantizeTest.SearchIsWithinAHairOfExhaustive 14
+  EmbeddingTest.FloatActivationsAreBatchInvariantOnQuantisedWeights 14
+  EmbeddingTest.InPlaceRunsGiveTheBitsOfSeparateBuffers 9
+  EmbeddingTest.CallersPoolGivesTheBitsOfOwnPoolAndNoThreadOfItsOwn 7
   CpuMoeGemmTest.EveryBf16KernelOnPackedExperts 12
   CpuLargerTest.BertLikeGeluPostLayerNorm 9
   ConverterKillTest.KilledConversionLeavesDestinationUntouched 8
