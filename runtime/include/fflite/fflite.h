@@ -166,7 +166,7 @@ typedef struct fflite_layer_info {
   /* Appended in 0.3: what the layer computes around its body (fflite_norm_placement says the
    * formula). With residual_included 1, fflite_session_run's output already holds x + ...: an
    * engine that adds its own residual must not add it again (the converter includes the norm and
-   * the residual unless told otherwise: fflite-convert --help). */
+   * the residual unless told otherwise: fflite-convert --no_norm leaves out both). */
   fflite_norm_kind norm;
   fflite_norm_placement norm_placement;
   int32_t residual_included;
