@@ -12,11 +12,16 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/mca_region.h"
+#include "kernels/types.h"
+
 namespace fflite {
 
 namespace gemm_neon_f32 {
 namespace {
 constexpr size_t kMr = 6, kNr = 16;
+constexpr size_t kUnitValues = 1;
+constexpr FloatType kMcaType = FloatType::kF32;
 #define FFLITE_GEMM_TARGET
 inline float32x4_t Step(float32x4_t acc, float32x4_t w, uint32_t x) {
   float xf;
@@ -31,6 +36,8 @@ inline float32x4_t Step(float32x4_t acc, float32x4_t w, uint32_t x) {
 namespace gemm_neon_bf16 {
 namespace {
 constexpr size_t kMr = 6, kNr = 16;
+constexpr size_t kUnitValues = 2;
+constexpr FloatType kMcaType = FloatType::kBF16;
 #define FFLITE_GEMM_TARGET __attribute__((target("arch=armv8.2-a+bf16")))
 // acc[c] += w[2c]·x[0] + w[2c + 1]·x[1] (channel c's pair of k by the token's pair).
 FFLITE_GEMM_TARGET inline float32x4_t Step(float32x4_t acc, float32x4_t w, uint32_t x) {

@@ -70,6 +70,7 @@ struct Avx2 {
 // first `rest` (1..7) elements and sets the other lanes to 0.
 struct F32Weights {
   using Elem = float;
+  static constexpr FloatType kType = FloatType::kF32;
   FFLITE_AVX2 static __m256 Load(const float* p) {
     __m256 v = _mm256_loadu_ps(p);
     // Keeps the vector in a register: otherwise the compiler folds this load into each of the T
@@ -84,6 +85,7 @@ struct F32Weights {
 
 struct F16Weights {
   using Elem = uint16_t;
+  static constexpr FloatType kType = FloatType::kF16;
   FFLITE_AVX2 static __m256 Load(const uint16_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
@@ -97,6 +99,7 @@ struct F16Weights {
 // bf16 is the top half of an f32: widen each 16-bit lane to 32 bits and shift it up.
 struct Bf16Weights {
   using Elem = uint16_t;
+  static constexpr FloatType kType = FloatType::kBF16;
   FFLITE_AVX2 static __m256 Load(const uint16_t* p) {
     const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));

@@ -92,6 +92,7 @@ struct Avx512 {
 // lanes in `mask` and sets the other lanes to 0.
 struct F32Weights {
   using Elem = float;
+  static constexpr FloatType kType = FloatType::kF32;
   FFLITE_AVX512 static __m512 Load(const float* p) {
     __m512 v = _mm512_loadu_ps(p);
     // Keeps the vector in a register: otherwise the compiler folds this load into each of the T
@@ -106,6 +107,7 @@ struct F32Weights {
 
 struct F16Weights {
   using Elem = uint16_t;
+  static constexpr FloatType kType = FloatType::kF16;
   FFLITE_AVX512 static __m512 Load(const uint16_t* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }
@@ -117,6 +119,7 @@ struct F16Weights {
 // bf16 is the top half of an f32: widen each 16-bit lane to 32 bits and shift it up.
 struct Bf16Weights {
   using Elem = uint16_t;
+  static constexpr FloatType kType = FloatType::kBF16;
   FFLITE_AVX512 static __m512 Widen(__m256i h) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }

@@ -82,6 +82,7 @@ struct Neon {
 // The weight formats: 4 elements to 4 f32 lanes, converted in registers.
 struct F32Weights {
   using Elem = float;
+  static constexpr FloatType kType = FloatType::kF32;
   static float32x4_t Load(const float* p) { return vld1q_f32(p); }
   static float32x4_t LoadTail(const float* p, size_t rest, size_t) {
     return LoadTailOf(p, rest, Load);
@@ -91,6 +92,7 @@ struct F32Weights {
 #if defined(__aarch64__)
 struct F16Weights {
   using Elem = uint16_t;
+  static constexpr FloatType kType = FloatType::kF16;
   static float32x4_t Load(const uint16_t* p) {
     return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
   }
@@ -103,6 +105,7 @@ struct F16Weights {
 // bf16 is the top half of an f32: widen each 16-bit lane to 32 bits, shifted up by 16.
 struct Bf16Weights {
   using Elem = uint16_t;
+  static constexpr FloatType kType = FloatType::kBF16;
   static float32x4_t Load(const uint16_t* p) {
     return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16));
   }

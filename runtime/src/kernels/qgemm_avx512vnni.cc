@@ -1,6 +1,7 @@
 // The int8-activation product over quantised panels (I8, I4) for AVX-512 VNNI, for prefill: each
 // 64-byte weight load (16 rows × 4 k) feeds one vpdpbusd per token of a register tile.
 #include "kernels/quant_kernels.h"
+#include "kernels/mca_region.h"
 
 #if defined(FFLITE_QGEMM_X86)
 
@@ -79,6 +80,9 @@ FFLITE_VNNI void Tile(size_t k_blocks, size_t scale_bytes, size_t panel_bytes, c
       }
       pf += pf_step;
     }
+    // The performance model's body (kernels/mca_region.h) leaves the prefetches above out.
+    FFLITE_MCA_BEGIN("qgemm_vnni", T, Q::kType, R * kQuantPanelRows * kQuantBlock,
+                     R * BlockBytesWithScales<Q>());
     const QActBlock* xb[T];
     __m512i acc[R][T];
 #pragma GCC unroll 8
@@ -210,6 +214,7 @@ FFLITE_VNNI void Tile(size_t k_blocks, size_t scale_bytes, size_t panel_bytes, c
         }
       }
     }
+    FFLITE_MCA_END("qgemm_vnni");
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {

@@ -2,6 +2,7 @@
 // int8 matrix-multiply extension), sdot (aarch64 with the dot-product extension) and vmull_s8 /
 // vpadalq_s16 (ARMv8.0 and 32-bit ARM with NEON).
 #include "kernels/quant_kernels.h"
+#include "kernels/mca_region.h"
 
 #if defined(FFLITE_QGEMM_NEON)
 
@@ -163,16 +164,23 @@ void TileNeon(size_t k_blocks, size_t scale_bytes, const uint8_t* w, const QActB
     for (int t = 0; t < T; ++t) facc[q][t] = vdupq_n_f32(0.0f);
   }
   for (size_t b = 0; b < k_blocks; ++b) {
+    FFLITE_MCA_BEGIN("qgemm_neon", T, Q::kType, kQuantPanelRows * kQuantBlock,
+                     BlockBytesWithScales<Q>());
     const uint8_t* blk = w + scale_bytes + b * kBlockBytes;
     float32x4_t sw[4], off[4];
     LoadBlockScales<Q>(w, b, sw, off);
     // Rows in two halves of 8 (4 d-registers a group), to stay within 32-bit ARM's 16 q-registers.
+    // The loops over a block's halves, groups and chunks are unrolled whole here and below: a
+    // block's body is straight-line code (the performance model, scripts/arm_model.py, refuses a
+    // body with a loop left in it).
+    #pragma GCC unroll 8
     for (int h = 0; h < 2; ++h) {
       int32x4_t acc[4][T];
       for (int i = 0; i < 4; ++i) {
         for (int t = 0; t < T; ++t) acc[i][t] = vdupq_n_s32(0);
       }
       if constexpr (Q::kBits != 4) {
+        #pragma GCC unroll 8
         for (int g = 0; g < 8; g += 2) {
           if (HasHalfScales<Q>() && g == 4) {
             // Q6K: the first half's dot products, with its scales; the second half from zero.
@@ -207,6 +215,7 @@ void TileNeon(size_t k_blocks, size_t scale_bytes, const uint8_t* w, const QActB
           for (int t = 0; t < T; ++t) acc16[i][t] = vdupq_n_s16(0);
         }
         const uint8x8_t low = vdup_n_u8(0x0f);
+        #pragma GCC unroll 8
         for (int c = 0; c < 4; ++c) {
           int8x8_t xl[T], xh[T];
           for (int t = 0; t < T; ++t) {
@@ -241,6 +250,7 @@ void TileNeon(size_t k_blocks, size_t scale_bytes, const uint8_t* w, const QActB
         }
       }
     }
+    FFLITE_MCA_END("qgemm_neon");
   }
   Store<T>(facc, bias, n, y, y_stride);
 }
@@ -261,6 +271,8 @@ FFLITE_NEON_DOT void TileDot(size_t k_blocks, size_t scale_bytes, const uint8_t*
   }
   const uint8x16_t low = vdupq_n_u8(0x0f);
   for (size_t b = 0; b < k_blocks; ++b) {
+    FFLITE_MCA_BEGIN("qgemm_dot", T, Q::kType, kQuantPanelRows * kQuantBlock,
+                     BlockBytesWithScales<Q>());
     const uint8_t* blk = w + scale_bytes + b * kBlockBytes;
     int8x16_t x0[T], x1[T];
     int32x4_t acc[4][T];
@@ -275,6 +287,7 @@ FFLITE_NEON_DOT void TileDot(size_t k_blocks, size_t scale_bytes, const uint8_t*
     float32x4_t sw[4], off[4];
     LoadBlockScales<Q>(w, b, sw, off);
     if constexpr (Q::kBits != 4) {
+      #pragma GCC unroll 8
       for (int g = 0; g < 8; ++g) {
         if (HasHalfScales<Q>() && g == 4) {
           // Q6K: the first half's dot products, with its scales; the second half from zero.
@@ -300,6 +313,7 @@ FFLITE_NEON_DOT void TileDot(size_t k_blocks, size_t scale_bytes, const uint8_t*
         }
       }
     } else {
+      #pragma GCC unroll 8
       for (int c = 0; c < 4; ++c) {
         for (int i = 0; i < 4; ++i) {
           const uint8x16_t v = vld1q_u8(blk + 64 * c + 16 * i);
@@ -339,6 +353,7 @@ FFLITE_NEON_DOT void TileDot(size_t k_blocks, size_t scale_bytes, const uint8_t*
         }
       }
     }
+    FFLITE_MCA_END("qgemm_dot");
   }
   Store<T>(facc, bias, n, y, y_stride);
 }
@@ -365,6 +380,8 @@ FFLITE_NEON_I8MM void TileI8mm(size_t k_blocks, size_t scale_bytes, const uint8_
   }
   const uint8x16_t low = vdupq_n_u8(0x0f);
   for (size_t b = 0; b < k_blocks; ++b) {
+    FFLITE_MCA_BEGIN("qgemm_i8mm", T, Q::kType, kQuantPanelRows * kQuantBlock,
+                     BlockBytesWithScales<Q>());
     const uint8_t* blk = w + scale_bytes + b * kBlockBytes;
     const QActBlock& a0 = x[b];
     const QActBlock& a1 = x[(T - 1) * k_blocks + b];
@@ -460,6 +477,7 @@ FFLITE_NEON_I8MM void TileI8mm(size_t k_blocks, size_t scale_bytes, const uint8_
         }
       }
     }
+    FFLITE_MCA_END("qgemm_i8mm");
   }
   Store<T>(facc, bias, n, y, y_stride);
 }

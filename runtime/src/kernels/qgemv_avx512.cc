@@ -272,6 +272,7 @@ struct Avx512 {
                                            const float* const* xb, const uint8_t* scales,
                                            const uint8_t* super, Acc* acc) {
     if constexpr (Q::kType == QuantType::kQ6K) {
+#pragma GCC unroll 4
       for (int j = 0; j < P; ++j) {
         __m512 lo, hi, s_lo, s_hi;
         BlockSumsI8<1, 0, 4>(blk + j * panel_bytes, xb, &lo);
@@ -286,6 +287,7 @@ struct Avx512 {
     if constexpr (Q::kBits == 4) {
       BlockSumsI4Panels<P>(blk, panel_bytes, xb[0], sums);
     } else {
+#pragma GCC unroll 4
       for (int j = 0; j < P; ++j) BlockSumsI8<1>(blk + j * panel_bytes, xb, &sums[j]);
     }
     if constexpr (HasMin<Q>()) {

@@ -145,6 +145,9 @@ inline void Quarter(int32x4_t v, const float* const* xb, size_t j0, int m,
 template <int T, typename Q, size_t G0 = 0, size_t G1 = 8>
 inline void BlockSums(const uint8_t* blk, const float* const* xb, float32x4_t (*part)[4]) {
   if constexpr (Q::kBits != 4) {
+    // Whole: the body of a block is straight-line code (a loop left here costs its branch and
+    // counter per group; the performance model, scripts/arm_model.py, refuses such bodies).
+    #pragma GCC unroll 8
     for (size_t g = G0; g < G1; ++g) {
       for (int m = 0; m < 4; ++m) {
         const int32x4_t v = vreinterpretq_s32_s8(vld1q_s8(
@@ -155,6 +158,7 @@ inline void BlockSums(const uint8_t* blk, const float* const* xb, float32x4_t (*
   } else {
     const uint8x16_t flip = vdupq_n_u8(0x88);
     // Chunk c: low nibbles are group c (k = 4c + i), high nibbles group c + 4 (k = 16 + 4c + i).
+    #pragma GCC unroll 8
     for (size_t c = 0; c < 4; ++c) {
       for (int m = 0; m < 4; ++m) {
         const int32x4_t v =

@@ -231,6 +231,17 @@ decltype(auto) WithQuantTraits(QuantType type, F&& f) {
   return f(Q8{});
 }
 
+// The bytes of one block of a panel (16 rows × 32 values) with its share of the panel's scale
+// area: what the kernels read per block (the performance model's marks, kernels/mca_region.h).
+template <typename Q>
+constexpr uint64_t BlockBytesWithScales() {
+  if constexpr (HasSuperBlocks<Q>()) {
+    return Q::kBlockPanelBytes + Q::kSuperBytes / Q::kSuperBlocks;
+  } else {
+    return Q::kBlockPanelBytes + 2 * kQuantPanelRows;
+  }
+}
+
 // Geometry of a [rows, k] matrix of type Q. rows, k <= 2^20 (the loader's limit) keep every
 // product far from overflow.
 template <typename Q>

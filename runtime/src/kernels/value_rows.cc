@@ -23,16 +23,19 @@ struct Simd {
 };
 struct F32Weights {
   using Elem = float;
+  static constexpr FloatType kType = FloatType::kF32;
   static float Load(const float* p) { return *p; }
   static float ToF32(float v) { return v; }
 };
 struct F16Weights {
   using Elem = uint16_t;
+  static constexpr FloatType kType = FloatType::kF16;
   static float Load(const uint16_t* p) { return F16ToF32(*p); }
   static float ToF32(uint16_t v) { return F16ToF32(v); }
 };
 struct Bf16Weights {
   using Elem = uint16_t;
+  static constexpr FloatType kType = FloatType::kBF16;
   static float Load(const uint16_t* p) { return Bf16ToF32(*p); }
   static float ToF32(uint16_t v) { return Bf16ToF32(v); }
 };

@@ -36,12 +36,14 @@ struct Neon {
 };
 struct NeonF32 {
   using Elem = float;
+  static constexpr FloatType kType = FloatType::kF32;
   static float32x4_t Load(const float* p) { return vld1q_f32(p); }
   static float ToF32(float v) { return v; }
 };
 #if defined(__aarch64__)
 struct NeonF16 {
   using Elem = uint16_t;
+  static constexpr FloatType kType = FloatType::kF16;
   static float32x4_t Load(const uint16_t* p) {
     return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
   }
@@ -50,6 +52,7 @@ struct NeonF16 {
 #endif
 struct NeonBf16 {
   using Elem = uint16_t;
+  static constexpr FloatType kType = FloatType::kBF16;
   static float32x4_t Load(const uint16_t* p) {
     return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16));
   }

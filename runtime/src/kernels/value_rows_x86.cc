@@ -46,11 +46,13 @@ struct Avx2 {
 };
 struct Avx2F32 {
   using Elem = float;
+  static constexpr FloatType kType = FloatType::kF32;
   FFLITE_AVX2_TARGET static __m256 Load(const float* p) { return _mm256_loadu_ps(p); }
   static float ToF32(float v) { return v; }
 };
 struct Avx2F16 {
   using Elem = uint16_t;
+  static constexpr FloatType kType = FloatType::kF16;
   FFLITE_AVX2_TARGET static __m256 Load(const uint16_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
@@ -58,6 +60,7 @@ struct Avx2F16 {
 };
 struct Avx2Bf16 {
   using Elem = uint16_t;
+  static constexpr FloatType kType = FloatType::kBF16;
   FFLITE_AVX2_TARGET static __m256 Load(const uint16_t* p) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -77,11 +80,13 @@ struct Avx512 {
 };
 struct Avx512F32 {
   using Elem = float;
+  static constexpr FloatType kType = FloatType::kF32;
   FFLITE_AVX512_TARGET static __m512 Load(const float* p) { return _mm512_loadu_ps(p); }
   static float ToF32(float v) { return v; }
 };
 struct Avx512F16 {
   using Elem = uint16_t;
+  static constexpr FloatType kType = FloatType::kF16;
   FFLITE_AVX512_TARGET static __m512 Load(const uint16_t* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }
@@ -89,6 +94,7 @@ struct Avx512F16 {
 };
 struct Avx512Bf16 {
   using Elem = uint16_t;
+  static constexpr FloatType kType = FloatType::kBF16;
   FFLITE_AVX512_TARGET static __m512 Load(const uint16_t* p) {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
