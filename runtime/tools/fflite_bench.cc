@@ -33,6 +33,7 @@
 #include "base/status_macros.h"
 #include "base/tool_flags.h"
 #include "bench/host_bench.h"
+#include "bench/kernel_bench.h"
 #include "bench/storage_bench.h"
 #include "bench/synthetic.h"
 #include "bench/work.h"
@@ -91,6 +92,16 @@ ABSL_FLAG(std::string, vs, "",
           "gemm_isa=avx2 (an A/B run: both in one process, alternating, each with the other's "
           "threads idle)");
 ABSL_FLAG(bool, json, false, "print JSON instead of a table");
+ABSL_FLAG(std::string, kernels, "",
+          "time kernels alone instead of a model: gemv, qgemv, qgemm (comma-separated), each on "
+          "the dtypes of --kernel_dtypes it takes, at each --tokens and --kernel_kib, with this "
+          "CPU's chosen kernels; cycles per 32 weights at the core clock measured in the run (to "
+          "check scripts/arm_model.py's model)");
+ABSL_FLAG(std::string, kernel_dtypes, "f32,f16,bf16,i8,i4,q4_k,q5_k,q6_k",
+          "--kernels: the weight dtypes");
+ABSL_FLAG(std::string, kernel_kib, "16,512,262144",
+          "--kernels: the weight matrix's size in KiB per case (k = 4096; about L1, L2 and "
+          "memory by default)");
 ABSL_FLAG(int64_t, slice_kib, -1, "xnnpack: KiB of packed weights per operator (0: unsliced)");
 ABSL_FLAG(int64_t, token_chunk, 0, "xnnpack: tokens per chunk (0: the default)");
 ABSL_FLAG(int64_t, expert_slice_kib, -1,
@@ -340,6 +351,16 @@ std::optional<DType> ParseDTypeName(const std::string& name) {
 }
 
 int Main() {
+  if (!absl::GetFlag(FLAGS_kernels).empty()) {
+    KernelBenchOptions k;
+    k.kernels = absl::StrSplit(absl::GetFlag(FLAGS_kernels), ',', absl::SkipEmpty());
+    k.dtypes = absl::StrSplit(absl::GetFlag(FLAGS_kernel_dtypes), ',', absl::SkipEmpty());
+    k.tokens = ParseList("tokens", absl::GetFlag(FLAGS_tokens));
+    k.kib = ParseList("kernel_kib", absl::GetFlag(FLAGS_kernel_kib));
+    k.reps = std::max(1, absl::GetFlag(FLAGS_reps));
+    k.json = absl::GetFlag(FLAGS_json);
+    return RunKernelBench(k);
+  }
   const std::string model_path = absl::GetFlag(FLAGS_model);
   const std::string synthetic = absl::GetFlag(FLAGS_synthetic);
   if (model_path.empty() == synthetic.empty()) {
