@@ -856,13 +856,15 @@ TEST_F(GgufTest, KQuantsKeptOrDequantisedExactly) {
                      0, ts[i]->shape[0], got.data());
       EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0) << i;
     }
-    // One token (float activations: the f32 tolerance) and 9 (int8 activations where the CPU's
-    // kernels take them: quantised per block of 32, ~1% of each product; NMSE bound 1e-3).
+    // One token with float activations (asked for: the f32 tolerance) and 9 with the default
+    // (int8 activations where the CPU's kernels take them: quantised per block of 32, ~1% of each
+    // product; NMSE bound 1e-3).
     Rng xr(8);
     for (size_t tokens : {size_t{1}, size_t{9}}) {
       const std::vector<float> x = xr.Vec(256 * tokens, 1.0f);
       ASSERT_OK_AND_ASSIGN(std::vector<float> want, RunLayer(*m3, "reference", 0, x, tokens));
-      ASSERT_OK_AND_ASSIGN(std::vector<float> got, RunLayer(*m3, "xnnpack", 0, x, tokens));
+      ASSERT_OK_AND_ASSIGN(std::vector<float> got,
+                           RunLayer(*m3, "xnnpack", 0, x, tokens, 1, 0, tokens == 1));
       double err = 0, ss = 0;
       for (size_t i = 0; i < want.size(); ++i) {
         err += (got[i] - want[i]) * (got[i] - want[i]);
@@ -876,12 +878,12 @@ TEST_F(GgufTest, KQuantsKeptOrDequantisedExactly) {
     }
   }
   // The layer on the CPU backend against the reference on the same file (q4_k, q5_k and q6_k
-  // matrices mixed; float activations at one token, the f32 tolerance).
+  // matrices mixed; float activations asked for, one token: the f32 tolerance).
   {
     Rng xr(6);
     const std::vector<float> x = xr.Vec(256, 1.0f);
     ASSERT_OK_AND_ASSIGN(std::vector<float> want, RunLayer(*model, "reference", 0, x, 1));
-    ASSERT_OK_AND_ASSIGN(std::vector<float> got, RunLayer(*model, "xnnpack", 0, x, 1));
+    ASSERT_OK_AND_ASSIGN(std::vector<float> got, RunLayer(*model, "xnnpack", 0, x, 1, 1, 0, true));
     double ss = 0;
     for (float v : want) ss += static_cast<double>(v) * v;
     const double rms = std::sqrt(ss / 256);

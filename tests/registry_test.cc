@@ -155,6 +155,16 @@ TEST(RegistryTest, Arm64CpusGetTheirKernels) {
   EXPECT_EQ(Chosen(v86),
             (std::vector<std::string>{"neon", "neon", "neoni8mm", "neon", "neon-bf16"}));
   EXPECT_FALSE(GemmBeatsXnnpack(*ListKernels(v86, false).best_gemm_f32));
+  // Int8 activations from one token with every NEON pair (the performance model: the float path
+  // is bound by the vector pipes), float activations with the scalar twins.
+  for (const CpuFeatures& cpu : {CpuFeatures(), a76, v86}) {
+    const KernelLists l = ListKernels(cpu, false);
+    for (QuantType t : {QuantType::kQ8, QuantType::kQ4, QuantType::kQ4K, QuantType::kQ6K,
+                        QuantType::kQ5K}) {
+      EXPECT_EQ(DefaultQuantGemmMinTokens(t, *l.best_qgemv, *l.best_qgemm), 1u);
+      EXPECT_EQ(DefaultQuantGemmMinTokens(t, *l.qgemv.front(), *l.qgemm.front()), 8u);
+    }
+  }
 }
 #elif defined(__arm__)
 TEST(RegistryTest, Armv7CpusGetTheirKernels) {

@@ -86,8 +86,10 @@ absl::StatusOr<LoadedModel> BuildModelFile(const ModelSpec& spec, const std::str
 absl::StatusOr<std::vector<float>> RunLayer(const Model& model, const std::string& backend,
                                             size_t layer, const std::vector<float>& input,
                                             size_t tokens, int threads,
-                                            uint64_t expert_budget_bytes) {
+                                            uint64_t expert_budget_bytes,
+                                            bool float_activations) {
   SessionOptions options;
+  options.float_activations = float_activations;
   options.backend = backend;
   options.num_threads = threads;
   options.max_tokens = tokens;

@@ -79,7 +79,8 @@ absl::StatusOr<LoadedModel> BuildModelFile(const ModelSpec& spec, const std::str
 absl::StatusOr<std::vector<float>> RunLayer(const Model& model, const std::string& backend,
                                             size_t layer, const std::vector<float>& input,
                                             size_t tokens, int threads = 1,
-                                            uint64_t expert_budget_bytes = 0);
+                                            uint64_t expert_budget_bytes = 0,
+                                            bool float_activations = false);
 
 }  // namespace testing
 }  // namespace fflite

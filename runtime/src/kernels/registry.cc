@@ -357,13 +357,29 @@ size_t DefaultQuantGemmMinTokens(QuantType type, const QGemvKernel& gemv,
   //   i4  qgemm avxvnni       18.4  18.5  12.6   (another run: avx2 17.4 15.6 9.6)
   //   i8  qgemm avxvnni       21.9  21.4  15.1   (avx2 22.6 20.3 12.5)
   // AVX-512 without VNNI (Skylake-SP) pairs qgemv avx512 with qgemm avx2, slower at every count
-  // up to 4. The NEON pairs are not measured (no ARM machine here): they keep 8.
-  // Q4 and Q4K: the same nibble kernels; Q6K: int8 values, as Q8.
+  // up to 4. Q4 and Q4K: the same nibble kernels; Q6K: int8 values, as Q8.
+  // The aarch64 NEON pairs: no ARM machine is reachable from this project, so from the model of
+  // the kernels' loops instead (scripts/arm_model.py, README "ARM speed"; llvm-mca 16, cycles per
+  // block of 16 rows x 32 values, one token, on the Cortex-A76 as LLVM models it):
+  //   float activations, qgemv neon      i8 323  i4 335  q4_k 376  q6_k 364  q5_k 360
+  //   int8 activations, qgemm neondot    i8  44  i4  54  q4_k  87  q6_k  75  q5_k  77
+  //   int8 activations, qgemm neon       i8  85  i4  97  q4_k 134  q6_k 126  q5_k 127
+  // and 450-689 against 74-134 (neondot) for two tokens: the float path widens every weight to
+  // f32 four lanes at a time and is bound by the vector pipes at 2-4 GB/s of weights per core
+  // (a Raspberry Pi 5 has about 2.5 per core), the int8 paths at 5-30. So every aarch64 pair
+  // takes int8 activations from one token (as llama.cpp's ARM path always does); 32-bit ARM is
+  // not modelled and keeps 8.
   const bool q4 = type == QuantType::kQ4 || type == QuantType::kQ4K;
 #if defined(FFLITE_QGEMM_X86)
   if (gemm.qgemm == QGemmAvx512Vnni) return 2;
   if ((gemm.qgemm == QGemmAvx2 || gemm.qgemm == QGemmAvxVnni) && gemv.qgemv == QGemvAvx2) {
     return q4 ? 1 : 2;
+  }
+#elif defined(FFLITE_QGEMM_NEON) && defined(FFLITE_QGEMV_NEON) && defined(__aarch64__)
+  (void)q4;
+  if (gemv.qgemv == QGemvNeon && (gemm.qgemm == QGemmNeon || gemm.qgemm == QGemmNeonDot ||
+                                  gemm.qgemm == QGemmNeonI8mm)) {
+    return 1;
   }
 #else
   (void)q4;
