@@ -150,10 +150,15 @@ TEST(RegistryTest, Arm64CpusGetTheirKernels) {
   // Cortex-A76 (Raspberry Pi 5): the dot product.
   const CpuFeatures a76 = CpuFeatures::Of({F::kNeon, F::kFp16Arith, F::kDotProd});
   EXPECT_EQ(Chosen(a76)[2], "neondot");
-  // ARMv8.6 cores: i8mm and BF16.
+  // ARMv8.6 cores: i8mm and BF16. The smmla kernel is listed, but sdot chosen (the model gives
+  // the pair tile no gain over it); smmla only where there is no sdot.
   const CpuFeatures v86 = CpuFeatures::Of({F::kNeon, F::kDotProd, F::kI8mm, F::kArmBf16});
   EXPECT_EQ(Chosen(v86),
-            (std::vector<std::string>{"neon", "neon", "neoni8mm", "neon", "neon-bf16"}));
+            (std::vector<std::string>{"neon", "neon", "neondot", "neon", "neon-bf16"}));
+  const KernelLists lv86 = ListKernels(v86, false);
+  ASSERT_FALSE(lv86.qgemm.empty());
+  EXPECT_STREQ(lv86.qgemm.back()->isa, "neoni8mm");
+  EXPECT_EQ(Chosen(CpuFeatures::Of({F::kNeon, F::kI8mm}))[2], "neoni8mm");
   EXPECT_FALSE(GemmBeatsXnnpack(*ListKernels(v86, false).best_gemm_f32));
   // Int8 activations from one token with every NEON pair (the performance model: the float path
   // is bound by the vector pipes), float activations with the scalar twins.
