@@ -12,17 +12,14 @@ namespace {
 // The weight formats: the stored element type and its conversion.
 struct F32Weights {
   using Elem = float;
-  static constexpr FloatType kType = FloatType::kF32;
   static float ToF32(float v) { return v; }
 };
 struct F16Weights {
   using Elem = uint16_t;
-  static constexpr FloatType kType = FloatType::kF16;
   static float ToF32(uint16_t v) { return F16ToF32(v); }
 };
 struct Bf16Weights {
   using Elem = uint16_t;
-  static constexpr FloatType kType = FloatType::kBF16;
   static float ToF32(uint16_t v) { return Bf16ToF32(v); }
 };
 

@@ -30,7 +30,8 @@
                    "i"(static_cast<long>(bytes)))
 #define FFLITE_MCA_END(name) __asm__ volatile(FFLITE_MCA_COMMENT " FFLITE-MCA-END " name)
 #else
-#define FFLITE_MCA_BEGIN(name, tokens, type, weights, bytes) ((void)0)
+// The type is named (and so used: clang warns of a weight format's unused kType otherwise).
+#define FFLITE_MCA_BEGIN(name, tokens, type, weights, bytes) ((void)(type))
 #define FFLITE_MCA_END(name) ((void)0)
 #endif
 
