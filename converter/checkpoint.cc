@@ -84,17 +84,57 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
         "'%s': no weights: expected %s or %s (sharded) next to config.json", dir, kSingleFileName,
         kIndexFileName));
   }
+  FFLITE_RETURN_IF_ERROR(c->UnwrapTextModel());
   return c;
 }
 
-bool Checkpoint::Has(const std::string& name) const { return where_.count(name) != 0; }
+absl::Status Checkpoint::UnwrapTextModel() {
+  const nlohmann::json& root = config_.json();
+  const auto type = root.find("model_type");
+  if (type == root.end() || !type->is_string() || type->get<std::string>() != "gemma3") {
+    return absl::OkStatus();
+  }
+  const auto text = root.find("text_config");
+  if (text == root.end() || !text->is_object()) {
+    return config_.Error("text_config",
+                         "is missing or not an object (a gemma3 vision-language config holds its "
+                         "text model's config there)");
+  }
+  for (const char* prefix : {"language_model.model.", "model.language_model."}) {
+    if (HasPrefix(prefix)) {
+      text_prefix_ = prefix;
+      break;
+    }
+  }
+  if (text_prefix_.empty()) {
+    return absl::NotFoundError(absl::StrFormat(
+        "'%s': a gemma3 (vision-language) checkpoint without its language model's tensors: no "
+        "name starts with language_model.model. or model.language_model.", dir_));
+  }
+  nlohmann::json text_config = *text;
+  if (!text_config.contains("model_type")) text_config["model_type"] = "gemma3_text";
+  wrapper_ = "gemma3";
+  config_ = HfConfig(std::move(text_config), config_.path() + " (text_config)");
+  return absl::OkStatus();
+}
 
-bool Checkpoint::HasPrefix(const std::string& prefix) const {
+std::string Checkpoint::Stored(const std::string& name) const {
+  if (!text_prefix_.empty() && name.compare(0, 6, "model.") == 0) {
+    return text_prefix_ + name.substr(6);
+  }
+  return name;
+}
+
+bool Checkpoint::Has(const std::string& name) const { return where_.count(Stored(name)) != 0; }
+
+bool Checkpoint::HasPrefix(const std::string& name_prefix) const {
+  const std::string prefix = Stored(name_prefix);
   auto it = where_.lower_bound(prefix);
   return it != where_.end() && it->first.compare(0, prefix.size(), prefix) == 0;
 }
 
-absl::StatusOr<TensorRef> Checkpoint::Find(const std::string& name) const {
+absl::StatusOr<TensorRef> Checkpoint::Find(const std::string& wanted) const {
+  const std::string name = Stored(wanted);
   auto it = where_.find(name);
   if (it == where_.end()) {
     return absl::NotFoundError(absl::StrFormat(

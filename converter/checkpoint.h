@@ -36,10 +36,20 @@ class Checkpoint {
   // every shard's header. Errors: NotFound for a missing config.json or weights file (the message
   // lists what was looked for), DataLoss for malformed files, InvalidArgument for an index that
   // names files outside `dir`.
+  //
+  // A vision-language checkpoint around a text model (model_type "gemma3": Gemma 3's 4B-27B
+  // checkpoints) opens as its text model: config() is the config's "text_config" (its
+  // model_type "gemma3_text" when it names none), and the text model's tensors, stored under
+  // "language_model.model." (transformers before 4.52) or "model.language_model." (since), are
+  // found under "model." as a text-only checkpoint names them; the vision tower is not read.
+  // Errors: InvalidArgument for a gemma3 config without a "text_config" object, NotFound when
+  // no tensor has either prefix.
   static absl::StatusOr<std::unique_ptr<Checkpoint>> Open(const std::string& dir);
 
   const std::string& dir() const { return dir_; }
   const HfConfig& config() const { return config_; }
+  // The wrapper's model_type where the checkpoint was opened as its text model, else "".
+  const std::string& wrapper() const { return wrapper_; }
   const std::vector<std::shared_ptr<const SafetensorsFile>>& files() const { return files_; }
   bool sharded() const { return sharded_; }
 
@@ -52,8 +62,12 @@ class Checkpoint {
 
  private:
   Checkpoint() = default;
+  absl::Status UnwrapTextModel();
+  // The stored name of `name` ("model." becomes the text model's prefix in a wrapper).
+  std::string Stored(const std::string& name) const;
   std::string dir_;
   HfConfig config_;
+  std::string wrapper_, text_prefix_;
   bool sharded_ = false;
   std::vector<std::shared_ptr<const SafetensorsFile>> files_;
   std::map<std::string, const SafetensorsFile*> where_;  // tensor name -> file

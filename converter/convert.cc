@@ -352,6 +352,10 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const std::string& dir, const st
           model_type));
     }
     shards = absl::StrCat(checkpoint->files().size());
+    // A vision-language wrapper converts as its text model; the file says which it came from.
+    if (!checkpoint->wrapper().empty()) {
+      plan.metadata.emplace_back("source.wrapper", checkpoint->wrapper());
+    }
   }
 
   std::vector<size_t> selected;

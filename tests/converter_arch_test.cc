@@ -2,6 +2,8 @@
 // naming and layout, converted, run through the reference backend, and compared with the FFN or
 // MoE computed here from the HF-layout weights by plain loops (the model's own conventions).
 #include <algorithm>
+#include <cstring>
+#include <filesystem>
 #include <numeric>
 
 #include "absl/strings/str_format.h"
@@ -95,6 +97,74 @@ TEST_F(ConverterTest, Gemma) {
     const Vec h = HfRmsNorm(x, w.Get(p + ".post_attention_layernorm.weight"), 1e-6, true);
     return Add(x, HfGatedMlp(w, p + ".mlp", "gelu_pytorch_tanh", h));
   });
+}
+
+// ---- gemma3 vision-language checkpoints: their text model's FFNs ----
+
+// Gemma 3's 4B-27B checkpoints (model_type "gemma3") hold the text model's config under
+// "text_config" and its tensors under "language_model.model." (transformers before 4.52) or
+// "model.language_model." (since), beside a vision tower: each converts to the file its text
+// model alone converts to (the same bits), and says where it came from.
+TEST_F(ConverterTest, Gemma3VisionLanguageConvertsItsTextModel) {
+  Rng rng(31);
+  CheckpointWriter text;
+  const std::string p = "model.layers.0";
+  text.AddRandom(p + ".pre_feedforward_layernorm.weight", {kD}, rng, 0.3f);
+  text.AddRandom(p + ".post_feedforward_layernorm.weight", {kD}, rng, 0.3f);
+  AddGatedMlp(text, rng, p + ".mlp", kD, kFf);
+  const json text_config = {{"model_type", "gemma3_text"}, {"hidden_size", kD},
+                            {"intermediate_size", kFf}, {"num_hidden_layers", 1},
+                            {"rms_norm_eps", 1e-6}, {"hidden_activation", "gelu_pytorch_tanh"}};
+  auto alone = Convert(text, text_config, {}, 1, "text.fflite");
+  ASSERT_NE(alone, nullptr);
+  Rng xr(5);
+  const std::vector<float> x = xr.Vec(3 * alone->d_model(), 1.0f);
+  ASSERT_OK_AND_ASSIGN(std::vector<float> want, RunLayer(*alone, "reference", 0, x, 3));
+  for (const std::string prefix : {"language_model.model.", "model.language_model."}) {
+    SCOPED_TRACE(prefix);
+    CheckpointWriter vl;
+    for (const char* name : {".pre_feedforward_layernorm.weight",
+                             ".post_feedforward_layernorm.weight", ".mlp.gate_proj.weight",
+                             ".mlp.up_proj.weight", ".mlp.down_proj.weight"}) {
+      const std::string n = p + name;
+      const std::vector<float>& v = text.Get(n);
+      std::vector<uint64_t> shape = {kD};
+      if (v.size() != kD) shape = n.find("down") != std::string::npos
+                                      ? std::vector<uint64_t>{kD, kFf}
+                                      : std::vector<uint64_t>{kFf, kD};
+      vl.Add(prefix + n.substr(6), shape, v);
+    }
+    vl.AddRandom("vision_tower.vision_model.encoder.layers.0.mlp.fc1.weight", {8, 4}, rng, 0.5f);
+    vl.AddRandom("multi_modal_projector.mm_input_projection_weight", {4, kD}, rng, 0.5f);
+    json config = {{"model_type", "gemma3"},
+                   {"text_config", text_config},
+                   {"vision_config", {{"model_type", "siglip_vision_model"}, {"hidden_size", 4}}}};
+    config["text_config"].erase("model_type");  // as Gemma 3's configs: implied
+    auto wrapped = Convert(vl, config, {}, 1, "vl.fflite");
+    ASSERT_NE(wrapped, nullptr);
+    ASSERT_EQ(wrapped->layers().size(), 1u);
+    EXPECT_EQ(wrapped->layers()[0].name, p + ".mlp");
+    ASSERT_OK_AND_ASSIGN(std::vector<float> got, RunLayer(*wrapped, "reference", 0, x, 3));
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+    bool said = false;
+    for (const auto& [key, value] : wrapped->metadata()) {
+      if (key == "source.wrapper") said = value == "gemma3";
+    }
+    EXPECT_TRUE(said) << "source.wrapper";
+  }
+  // A gemma3 config without its text model's config, and a checkpoint without its tensors: each
+  // refused by name.
+  const std::string out = out_dir_ + "/bad.fflite";
+  ASSERT_OK(text.Write(ckpt_, json{{"model_type", "gemma3"}}.dump()));
+  EXPECT_THAT(converter::ConvertCheckpoint(ckpt_, out, {}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       ::testing::HasSubstr("text_config is missing or not an object")));
+  ASSERT_OK(text.Write(ckpt_, json{{"model_type", "gemma3"}, {"text_config", text_config}}.dump()));
+  EXPECT_THAT(converter::ConvertCheckpoint(ckpt_, out, {}).status(),
+              StatusIs(absl::StatusCode::kNotFound,
+                       ::testing::HasSubstr("no name starts with language_model.model. or "
+                                            "model.language_model.")));
+  EXPECT_FALSE(std::filesystem::exists(out));
 }
 
 // ---- phi3: fused gate_up_proj, gate = first half ----
