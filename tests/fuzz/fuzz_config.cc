@@ -4,7 +4,8 @@
 // then an unknown one), booleans; it writes config.json and tensors with the names and shapes that
 // architecture uses, then sometimes edits them so that they disagree (a key dropped or set to a
 // string / negative / huge / float / null value, a tensor dropped, reshaped, renamed or of another
-// dtype), picks conversion options, and converts.
+// dtype), picks conversion options, now and then wraps it as Gemma 3's vision-language
+// checkpoints are (WrapVisionLanguage), and converts.
 // Invariants: no crash, no sanitizer report, no leak; a conversion either returns an error status
 // from the converter's own checks (never the writer's backstop "the model spec does not make a
 // valid model") and leaves nothing in the output folder, or writes one model that loads and whose
@@ -482,6 +483,31 @@ absl::Status WriteCheckpoint(ByteReader& in, const std::string& dir, const json&
   return w.Write(dir, text, shards);
 }
 
+// Gemma 3's vision-language checkpoints wrap a text model: the config under "text_config" (its
+// model_type kept, or dropped: gemma3_text then), the tensors under "language_model.model." or
+// "model.language_model." (or, to be refused, left as they were), a vision tensor beside them;
+// now and then the text_config missing or not an object.
+void WrapVisionLanguage(ByteReader& in, Generator& g) {
+  json text = g.config();
+  if (in.Bool()) text.erase("model_type");
+  json wrapped = {{"model_type", "gemma3"}, {"text_config", std::move(text)}};
+  if (in.OneIn(8)) {
+    if (in.Bool()) {
+      wrapped.erase("text_config");
+    } else {
+      wrapped["text_config"] = "text";
+    }
+  }
+  g.config() = std::move(wrapped);
+  static const char* kPrefixes[] = {"language_model.model.", "model.language_model.", ""};
+  const std::string prefix = kPrefixes[in.Range(0, 2)];
+  for (PlannedTensor& t : g.tensors()) {
+    if (!prefix.empty() && t.name.compare(0, 6, "model.") == 0) t.name = prefix + t.name.substr(6);
+  }
+  g.tensors().push_back({"vision_tower.vision_model.embeddings.patch_embedding.weight", {2, 3},
+                         "F32", 0.0f});
+}
+
 converter::ConvertOptions Options(ByteReader& in) {
   converter::ConvertOptions o;
   switch (in.Range(0, 3)) {
@@ -554,6 +580,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const converter::ConvertOptions options = Options(in);
   if (absl::Status st = WriteCheckpoint(in, dir, g.config(), g.tensors(), shards); !st.ok()) {
     Fail("writing the checkpoint: " + st.ToString());
+  }
+  // Decided by a byte past everything above, so that earlier inputs keep their meaning (an
+  // exhausted input reads zeros: no wrap).
+  if (in.OneIn(6)) {
+    WrapVisionLanguage(in, g);
+    std::filesystem::remove_all(dir, ec);
+    fuzz::MakeDir(dir);
+    if (absl::Status st = WriteCheckpoint(in, dir, g.config(), g.tensors(), shards); !st.ok()) {
+      Fail("writing the wrapped checkpoint: " + st.ToString());
+    }
   }
 
   const std::string out = out_dir + "/model.fflite";
