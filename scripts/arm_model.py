@@ -14,13 +14,13 @@ bandwidth's question, which the table answers next to it (four cores against the
 bandwidth).
 
 Usage: scripts/arm_model.py [--arch aarch64|x86] [--cxx COMPILER] [--cpus a,b] [--check]
-  --check: exit non-zero when a kernel source yields no region, a region is not straight-line
-           code (an inner loop the compiler did not unroll), or llvm-mca fails on a region.
+  --check: exit non-zero (and list "problems:") when a kernel source yields no region, a region
+           is not straight-line code (an inner loop the compiler did not unroll), or llvm-mca
+           fails on a region.
 """
 
 import argparse
 import collections
-import glob
 import os
 import re
 import shutil
@@ -31,7 +31,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNELS = os.path.join(ROOT, "runtime", "src", "kernels")
 
-# The kernel sources per architecture, and the features each marked kernel needs.
+# The kernel sources per architecture (x86: the ones the model is checked against).
 SOURCES = {
     "aarch64": ["gemv_neon.cc", "value_rows_neon.cc", "qgemv_neon.cc", "qgemm_neon.cc",
                 "gemm_neon.cc"],
@@ -68,14 +68,12 @@ KERNEL_INFO = {
     "gemm_neon": ("prefill", set(), None),  # fmla (f32) or bfdot (bf16): by type below
     # x86
     "qgemm_vnni": ("prefill", {"vnni"}, "vpdpbusd"),
-    "qgemm_avx2": ("prefill", set(), "vpmaddubsw"),
-    "gemm_avx512": ("prefill", set(), "vfmadd231ps"),
 }
 
 # Per source file on x86: the features of its code (what a core must have to run it).
 X86_SOURCE_FEATURES = {
-    "gemv_avx512.cc": {"avx512"}, "value_rows_x86.cc": {"avx2"}, "qgemv_avx512.cc": {"avx512"},
-    "qgemm_avx512vnni.cc": {"avx512", "vnni"}, "gemm_avx512.cc": {"avx512"},
+    "gemv_avx512.cc": {"avx512"}, "qgemv_avx512.cc": {"avx512"},
+    "qgemm_avx512vnni.cc": {"avx512", "vnni"},
 }
 
 # A multiply instruction alone, independent, to measure its modelled peak on a core: the
@@ -89,9 +87,7 @@ PEAK_PROBES = {
         "smull": "smull v{d}.8h, v20.8b, v21.8b",
     },
     "x86": {
-        "vfmadd231ps": "vfmadd231ps %zmm20, %zmm21, %zmm{d}",
         "vpdpbusd": "vpdpbusd %zmm20, %zmm21, %zmm{d}",
-        "vpmaddubsw": "vpmaddubsw %ymm14, %ymm15, %ymm{d}",
     },
 }
 PEAK_FEATURES = {"sdot": "+dotprod", "smmla": "+i8mm", "bfdot": "+bf16", "fmla": "",
