@@ -21,6 +21,7 @@ Usage: scripts/arm_model.py [--arch aarch64|x86] [--cxx COMPILER] [--cpus a,b] [
 
 import argparse
 import collections
+import functools
 import os
 import re
 import shutil
@@ -94,11 +95,13 @@ PEAK_FEATURES = {"sdot": "+dotprod", "smmla": "+i8mm", "bfdot": "+bf16", "fmla":
                  "smull": ""}
 
 
+@functools.lru_cache(maxsize=None)
 def parse_enum(name):
-    """The enumerators of `enum class name` in kernels/types.h, in order (follows the code)."""
+    """The enumerators of `enum class name` in kernels/types.h, in order (follows the code); read
+    once per enum, not once per table row."""
     text = open(os.path.join(KERNELS, "types.h")).read()
     m = re.search(r"enum class " + name + r"\s*:\s*\w+\s*\{([^}]*)\}", text)
-    return [e.strip()[1:].lower() for e in m.group(1).split(",") if e.strip()]
+    return tuple(e.strip()[1:].lower() for e in m.group(1).split(",") if e.strip())
 
 
 QUANT_NAMES = {"q8": "i8", "q4": "i4", "q4k": "q4_k", "q6k": "q6_k", "q5k": "q5_k"}
