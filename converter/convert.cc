@@ -139,7 +139,7 @@ DType MatrixDType(const std::string& path, const std::vector<KeepRule>& keep, DT
     return r.dtype;
   }
   if (k_mixed && role == "down" && layer < layers && KMixedMoreBits(layer, layers)) {
-    return DType::Q6_K;
+    return DType::Q6_K_PACKED;
   }
   return quantized;
 }
@@ -244,10 +244,15 @@ absl::StatusOr<DType> ParseDType(const std::string& name) {
   if (name == "i8") return DType::I8;
   if (name == "i4") return DType::I4;
   if (name == "q4_k") return DType::Q4_K;
-  if (name == "q5_k") return DType::Q5_K;
-  if (name == "q6_k") return DType::Q6_K;
+  // GGUF's sizes; q5_k_i8 and q6_k_i8 keep a byte per value (format 1.4's forms, which files of
+  // older fflite versions hold).
+  if (name == "q5_k") return DType::Q5_K_PACKED;
+  if (name == "q6_k") return DType::Q6_K_PACKED;
+  if (name == "q5_k_i8") return DType::Q5_K;
+  if (name == "q6_k_i8") return DType::Q6_K;
   return absl::InvalidArgumentError(absl::StrFormat(
-      "dtype \"%s\" is not one of f32, f16, bf16, i8, i4, q4_k, q5_k, q6_k", name));
+      "dtype \"%s\" is not one of f32, f16, bf16, i8, i4, q4_k, q5_k, q6_k, q5_k_i8, q6_k_i8",
+      name));
 }
 
 bool KMixedMoreBits(size_t layer, size_t layers) {
@@ -304,7 +309,7 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const std::string& dir, const st
   const bool k_quant_kept =
       options.quantize.has_value() && options.keep.find("_k:") != std::string::npos;
   if (options.k_mixed && (!options.quantize.has_value() || (*options.quantize != DType::Q4_K &&
-                                                            *options.quantize != DType::Q5_K))) {
+                                                            *options.quantize != DType::Q5_K_PACKED))) {
     return absl::InvalidArgumentError("the _M recipe applies to q4_k and q5_k (--dtype q4_k_m, "
                                       "q5_k_m)");
   }

@@ -43,15 +43,15 @@ struct QuantRecord {
 
 struct ConvertOptions {
   std::optional<DType> dtype;     // output dtype of every tensor; unset: each tensor's own
-  // I8, I4, Q4_K, Q5_K or Q6_K: quantise the FFN weight matrices (up, gate, down of dense layers,
+  // I8, I4, Q4_K, Q5_K(_PACKED) or Q6_K(_PACKED): quantise the FFN weight matrices (up, gate, down of dense layers,
   // routed and shared experts) to this; routers, norms, biases and the shared-expert gate are
   // then stored as `dtype` or, unset, f32. Unset: nothing is quantised. A k-quant rounds
   // d_ff_alignment up to a multiple of 256 (its super-blocks); a matrix whose d_model is not a
   // multiple of 256 falls back to I4 (Q4_K) or I8 (Q5_K, Q6_K): KQuantFallback.
   std::optional<DType> quantize;
-  // The mixed k-quant recipes (--dtype q4_k_m, q5_k_m): with `quantize` Q4_K or Q5_K, the down
-  // matrices of the first and last eighth of the layers and of every third layer between them
-  // are Q6_K, as the llama.cpp recipes of those names choose.
+  // The mixed k-quant recipes (--dtype q4_k_m, q5_k_m): with `quantize` Q4_K or Q5_K_PACKED, the
+  // down matrices of the first and last eighth of the layers and of every third layer between
+  // them are Q6_K_PACKED, as the llama.cpp recipes of those names choose.
   bool k_mixed = false;
   // An importance matrix (a safetensors file of f32 vectors, written by fflite-imatrix from a
   // calibration run): with a k-quant, each matrix's squared error is weighted per column by the
@@ -90,7 +90,8 @@ struct ConvertResult {
   std::vector<QuantRecord> quantized;  // every quantised matrix, in file order
 };
 
-// Parses --keep rules: ';'-separated DTYPE:ROLE[@LAYERS], DTYPE f32|f16|bf16|i8|q4_k|q5_k|q6_k, ROLE
+// Parses --keep rules: ';'-separated DTYPE:ROLE[@LAYERS], DTYPE f32|f16|bf16|i8|q4_k|q5_k|q6_k
+// (or q5_k_i8|q6_k_i8), ROLE
 // up|gate|down|*, LAYERS as for --layers below `layer_count`. InvalidArgument names the bad rule.
 absl::StatusOr<std::vector<KeepRule>> ParseKeepRules(const std::string& spec, size_t layer_count);
 
@@ -98,7 +99,8 @@ absl::StatusOr<std::vector<KeepRule>> ParseKeepRules(const std::string& spec, si
 // `count`; returns sorted, deduplicated indices. InvalidArgument names the bad part and the limit.
 absl::StatusOr<std::vector<size_t>> ParseLayerSelection(const std::string& spec, size_t count);
 
-// Parses an output dtype name: "f32", "f16", "bf16", "i8", "i4", "q4_k", "q5_k", "q6_k"
+// Parses an output dtype name: "f32", "f16", "bf16", "i8", "i4", "q4_k", "q5_k", "q6_k" (GGUF's
+// sizes: Q5_K_PACKED, Q6_K_PACKED), "q5_k_i8", "q6_k_i8" (a byte per value: Q5_K, Q6_K)
 // (InvalidArgument otherwise).
 absl::StatusOr<DType> ParseDType(const std::string& name);
 

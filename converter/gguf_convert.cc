@@ -177,11 +177,12 @@ TensorSource Source(const View& v, std::vector<uint64_t> shape, bool matrix, boo
   DType quant = DType::INVALID;
   if (native && matrix && type == GgmlType::Q4_0) quant = DType::I4;
   if (native && matrix && type == GgmlType::Q4_K) quant = DType::Q4_K;
-  if (native && matrix &&
-      (type == GgmlType::Q6_K || type == GgmlType::Q3_K || type == GgmlType::IQ4_XS)) {
-    quant = DType::Q6_K;
+  // Q6_K and Q3_K (values in [-4, 3]) at 6 bits; IQ4_XS's levels need a byte.
+  if (native && matrix && (type == GgmlType::Q6_K || type == GgmlType::Q3_K)) {
+    quant = DType::Q6_K_PACKED;
   }
-  if (native && matrix && type == GgmlType::Q5_K) quant = DType::Q5_K;
+  if (native && matrix && type == GgmlType::IQ4_XS) quant = DType::Q6_K;
+  if (native && matrix && type == GgmlType::Q5_K) quant = DType::Q5_K_PACKED;
   if (native && matrix && int8_ok) quant = DType::I8;
   const DType as_is = FloatDType(type);
   const uint64_t begin = v.first_row * v.RowBytes(), end = begin + v.rows * v.RowBytes();
@@ -194,25 +195,25 @@ TensorSource Source(const View& v, std::vector<uint64_t> shape, bool matrix, boo
       if (quant == DType::Q4_K) {
         FFLITE_RETURN_IF_ERROR(CheckKSupers(v));
         PackQ4KFromGguf(v.rows, v.cols, v.Begin(), dst);
-      } else if (quant == DType::Q6_K && v.t->type->type != GgmlType::Q6_K) {
+      } else if (v.t->type->type == GgmlType::Q3_K || v.t->type->type == GgmlType::IQ4_XS) {
         // Q3_K, IQ4_XS: each block's d, scales and values, re-laid as Q6_K's are.
         FFLITE_RETURN_IF_ERROR(CheckKSupers(v));
         const GgmlType src_type = v.t->type->type;
         const uint64_t block_bytes = v.t->type->block_bytes;
         PackQ6KFromBlocks(
-            v.rows, v.cols,
+            quant, v.rows, v.cols,
             [&v, src_type, block_bytes](uint64_t r, uint64_t b, uint16_t* d, int8_t* scales,
                                         int8_t* values) {
               GgufBlockAsQ6K(src_type, v.Begin() + r * v.RowBytes() + b * block_bytes, d, scales,
                              values);
             },
             dst);
-      } else if (quant == DType::Q6_K) {
+      } else if (quant == DType::Q6_K_PACKED) {
         FFLITE_RETURN_IF_ERROR(CheckKSupers(v));
-        PackQ6KFromGguf(v.rows, v.cols, v.Begin(), dst);
-      } else if (quant == DType::Q5_K) {
+        PackQ6KFromGguf(quant, v.rows, v.cols, v.Begin(), dst);
+      } else if (quant == DType::Q5_K_PACKED) {
         FFLITE_RETURN_IF_ERROR(CheckKSupers(v));
-        PackQ5KFromGguf(v.rows, v.cols, v.Begin(), dst);
+        PackQ5KFromGguf(quant, v.rows, v.cols, v.Begin(), dst);
       } else {
         FFLITE_RETURN_IF_ERROR(RelayQ(v, quant, dst));
       }
@@ -612,8 +613,10 @@ std::string DescribeGguf(GgufPtr file) {
         h = "q4_k, bits kept";
       } else if (ty == GgmlType::Q6_K) {
         h = "q6_k, bits kept";
-      } else if (ty == GgmlType::Q3_K || ty == GgmlType::IQ4_XS) {
-        h = "q6_k, values kept (each value stored as q6_k's int8)";
+      } else if (ty == GgmlType::Q3_K) {
+        h = "q6_k, values kept (each 3-bit value as q6_k's 6 bits)";
+      } else if (ty == GgmlType::IQ4_XS) {
+        h = "q6_k_i8, values kept (each level as an int8)";
       } else if (ty == GgmlType::Q5_K) {
         h = "q5_k, bits kept";
       } else if (ty == GgmlType::MXFP4) {

@@ -104,7 +104,9 @@ def parse_enum(name):
     return tuple(e.strip()[1:].lower() for e in m.group(1).split(",") if e.strip())
 
 
-QUANT_NAMES = {"q8": "i8", "q4": "i4", "q4k": "q4_k", "q6k": "q6_k", "q5k": "q5_k"}
+# The dtype table's names (format/dtype.cc): q5_k and q6_k are the packed forms (GGUF's sizes).
+QUANT_NAMES = {"q8": "i8", "q4": "i4", "q4k": "q4_k", "q6k": "q6_k_i8", "q5k": "q5_k_i8",
+               "q6kp": "q6_k", "q5kp": "q5_k"}
 
 
 def type_name(kernel, type_id):

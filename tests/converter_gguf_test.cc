@@ -807,16 +807,18 @@ TEST_F(GgufTest, KQuantsKeptOrDequantisedExactly) {
   for (const auto& [t, src] : cases) {
     std::vector<float> want(t->numel());
     ASSERT_OK(converter::DequantizeGguf(src.first, src.second->data(), want.size(), want.data()));
+    // At GGUF's sizes (the packed forms).
     ASSERT_EQ(t->dtype, src.first == converter::GgmlType::Q4_K   ? DType::Q4_K
-                        : src.first == converter::GgmlType::Q5_K ? DType::Q5_K
-                                                                 : DType::Q6_K);
+                        : src.first == converter::GgmlType::Q5_K ? DType::Q5_K_PACKED
+                                                                 : DType::Q6_K_PACKED);
     std::vector<float> got(t->numel());
     DequantizeRows(t->dtype, t->layout, t->shape[0], t->shape[1], t->data, 0, t->shape[0],
                    got.data());
     EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0) << DTypeName(t->dtype);
   }
-  // Q3_K and IQ4_XS: kept as q6_k (their scales and values fit q6_k's), each value the
-  // specification's; the CPU backend's q6_k kernels on them against the reference.
+  // Q3_K and IQ4_XS: kept as q6_k (their scales and values fit q6_k's: Q3_K's values its 6 bits,
+  // IQ4_XS's levels only the int8 of q6_k_i8), each value the specification's; the CPU backend's
+  // q6_k kernels on them against the reference.
   struct Q6Like {
     uint32_t type;
     converter::GgmlType ggml;
@@ -848,7 +850,8 @@ TEST_F(GgufTest, KQuantsKeptOrDequantisedExactly) {
     const FfnView& f3 = m3->layers()[0].ffn;
     const TensorView* ts[3] = {&f3.gate, &f3.up, &f3.down};
     for (int i = 0; i < 3; ++i) {
-      ASSERT_EQ(ts[i]->dtype, DType::Q6_K);
+      ASSERT_EQ(ts[i]->dtype,
+                c.ggml == converter::GgmlType::Q3_K ? DType::Q6_K_PACKED : DType::Q6_K);
       std::vector<float> want(ts[i]->numel());
       ASSERT_OK(converter::DequantizeGguf(c.ggml, q3[i].data(), want.size(), want.data()));
       std::vector<float> got(ts[i]->numel());
@@ -929,6 +932,8 @@ TEST(GgufOwnQuantiser, BlocksDequantiseBySpecificationToTheStoredMatrix) {
   };
   using converter::GgmlType;
   for (const Case& c : {Case{DType::Q4_K, GgmlType::Q4_K, kQ4KBlockBytes, &QuantizeQ4KRow},
+                        Case{DType::Q5_K_PACKED, GgmlType::Q5_K, kQ5KBlockBytes, &QuantizeQ5KRow},
+                        Case{DType::Q6_K_PACKED, GgmlType::Q6_K, kQ6KBlockBytes, &QuantizeQ6KRow},
                         Case{DType::Q5_K, GgmlType::Q5_K, kQ5KBlockBytes, &QuantizeQ5KRow},
                         Case{DType::Q6_K, GgmlType::Q6_K, kQ6KBlockBytes, &QuantizeQ6KRow}}) {
     SCOPED_TRACE(DTypeName(c.dtype));

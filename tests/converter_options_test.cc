@@ -247,7 +247,7 @@ TEST_F(ConverterTest, KQuantsRecipesAndFallbacks) {
     EXPECT_EQ(f.up.dtype, DType::Q4_K);
     EXPECT_EQ(f.up.layout, Layout::PANEL16_K4);  // never rotated
     const bool more = l == 0 || l == 3 || l == 6 || l == 7;
-    EXPECT_EQ(f.down.dtype, more ? DType::Q6_K : DType::Q4_K) << "layer " << l;
+    EXPECT_EQ(f.down.dtype, more ? DType::Q6_K_PACKED : DType::Q4_K) << "layer " << l;
     // Measured 5.6e-3 to 9.1e-3 of the FFN's output (uniform weights in ±0.5: q4_k's own
     // error); the bound is 3x the worst. The CPU backend on the same file runs the int8 kernels,
     // which quantise the activations to int8 per block as well (measured 1.0e-4 to 1.2e-4
@@ -259,7 +259,7 @@ TEST_F(ConverterTest, KQuantsRecipesAndFallbacks) {
   // the k-quant (its in_features is d_ff padded to 256).
   CheckpointWriter narrow;
   const json narrow_config = LlamaMlps(narrow, 96, 200, 1);
-  for (DType dtype : {DType::Q4_K, DType::Q6_K}) {
+  for (DType dtype : {DType::Q4_K, DType::Q6_K_PACKED}) {
     ConvertOptions q = f32;
     q.quantize = dtype;
     auto m = Convert(narrow, narrow_config, q, 1, std::string(DTypeName(dtype)) + "_narrow.fflite");

@@ -142,7 +142,7 @@ TEST(EmbeddingTest, FloatActivationsAreBatchInvariantOnQuantisedWeights) {
   for (const std::string& backend : testing::BackendsUnderTest()) {
     std::string why;
     if (!FindBackend(backend)->available(&why)) continue;
-    for (DType dtype : {DType::I8, DType::I4, DType::Q4_K, DType::Q6_K}) {
+    for (DType dtype : {DType::I8, DType::I4, DType::Q4_K, DType::Q6_K_PACKED}) {
       Rng rng(5);
       const uint32_t d = 256;
       ModelSpec spec = Layers(d, 96, rng);

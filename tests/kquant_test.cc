@@ -112,7 +112,9 @@ std::vector<uint8_t> RandomGgufQ5K(uint64_t rows, uint64_t k, std::mt19937& gen,
 
 std::vector<uint8_t> RandomGguf(DType dtype, uint64_t rows, uint64_t k, std::mt19937& gen,
                                 float scale, bool centered = false) {
-  if (dtype == DType::Q5_K) return RandomGgufQ5K(rows, k, gen, scale, centered);
+  if (dtype == DType::Q5_K || dtype == DType::Q5_K_PACKED) {
+    return RandomGgufQ5K(rows, k, gen, scale, centered);
+  }
   return dtype == DType::Q4_K ? RandomGgufQ4K(rows, k, gen, scale, centered)
                               : RandomGgufQ6K(rows, k, gen, scale);
 }
@@ -121,9 +123,13 @@ std::vector<uint8_t> RandomGguf(DType dtype, uint64_t rows, uint64_t k, std::mt1
 std::vector<uint8_t> Pack(DType dtype, uint64_t rows, uint64_t k,
                           const std::vector<uint8_t>& gguf) {
   std::vector<uint8_t> packed(QuantMatrixGeometry(dtype, rows, k).bytes(), 0xee);
-  (dtype == DType::Q4_K   ? PackQ4KFromGguf
-   : dtype == DType::Q5_K ? PackQ5KFromGguf
-                          : PackQ6KFromGguf)(rows, k, gguf.data(), packed.data());
+  if (dtype == DType::Q4_K) {
+    PackQ4KFromGguf(rows, k, gguf.data(), packed.data());
+  } else if (dtype == DType::Q5_K || dtype == DType::Q5_K_PACKED) {
+    PackQ5KFromGguf(dtype, rows, k, gguf.data(), packed.data());
+  } else {
+    PackQ6KFromGguf(dtype, rows, k, gguf.data(), packed.data());
+  }
   return packed;
 }
 
@@ -170,7 +176,7 @@ void Codes(const uint8_t* block, int j, int* sc, int* m) {
 // ones; Q5_K: after 32 bytes of fifth bits, value l of sub-block j's in bit j of byte l), and the
 // padding rows of the last panel are zero.
 void CheckKMinValues(DType dtype, uint32_t seed) {
-  const bool q5 = dtype == DType::Q5_K;
+  const bool q5 = dtype == DType::Q5_K || dtype == DType::Q5_K_PACKED;
   const size_t block_bytes = q5 ? kGgufQ5Block : kGgufBlock, qs_at = q5 ? 48 : 16;
   std::mt19937 gen(seed);
   for (const auto& [rows, k] : {std::pair<uint64_t, uint64_t>{1, 256}, {17, 512}, {40, 768}}) {
@@ -207,29 +213,85 @@ TEST(Q4KTest, PackedValuesAreGgufsValues) { CheckKMinValues(DType::Q4_K, 3); }
 TEST(Q5KTest, PackedValuesAreGgufsValues) {
   CheckKMinValues(DType::Q5_K, 6);
   EXPECT_DOUBLE_EQ(DTypeBitsPerWeight(DType::Q5_K), 8.625);
-  EXPECT_STREQ(DTypeName(DType::Q5_K), "q5_k");
+  EXPECT_STREQ(DTypeName(DType::Q5_K), "q5_k_i8");
 }
 
-// Every value of a stored q6_k matrix is d·sc·(q - 32) of its GGUF super-block, in f32.
-TEST(Q6KTest, PackedValuesAreGgufsValues) {
+// The packed form (GGUF's size): the same values; 2880 bytes per 16 rows x 256 values (5.625 bits
+// per weight: GGUF's 5.5 with its 6-bit codes as bytes).
+TEST(Q5KTest, PlanesHoldGgufsValues) {
+  CheckKMinValues(DType::Q5_K_PACKED, 6);
+  EXPECT_EQ(QuantMatrixGeometry(DType::Q5_K_PACKED, 32, 4096).bytes(), uint64_t{2} * 16 * 2880);
+  EXPECT_DOUBLE_EQ(DTypeBitsPerWeight(DType::Q5_K_PACKED), 5.625);
+  EXPECT_FALSE(LayoutValidFor(DType::Q5_K_PACKED, Layout::PANEL16_K4_HADAMARD32));
+  EXPECT_EQ(TensorBytes(DType::Q5_K_PACKED, {16, 300}, Layout::PANEL16_K4), 0u);
+  EXPECT_STREQ(DTypeName(DType::Q5_K_PACKED), "q5_k");
+}
+
+// Every value of a stored q6_k matrix (either form) is d·sc·(q - 32) of its GGUF super-block, in
+// f32.
+void CheckQ6Values(DType dtype) {
   std::mt19937 gen(4);
   for (const auto& [rows, k] : {std::pair<uint64_t, uint64_t>{1, 256}, {17, 512}, {40, 768}}) {
     const std::vector<uint8_t> gguf = RandomGgufQ6K(rows, k, gen, 1.0f);
-    const std::vector<uint8_t> packed = Pack(DType::Q6_K, rows, k, gguf);
-    const std::vector<float> w = Dequantized(DType::Q6_K, rows, k, packed);
+    const std::vector<uint8_t> packed = Pack(dtype, rows, k, gguf);
+    const std::vector<float> w = Dequantized(dtype, rows, k, packed);
     for (uint64_t r = 0; r < rows; ++r) {
       for (uint64_t j = 0; j < k; ++j) {
         const uint8_t* block = gguf.data() + (r * (k / 256) + j / 256) * kGgufQ6Block;
-        ASSERT_EQ(w[r * k + j], Q6Value(block, j % 256)) << "row " << r << " col " << j;
+        ASSERT_EQ(w[r * k + j], Q6Value(block, j % 256))
+            << DTypeName(dtype) << " row " << r << " col " << j;
       }
     }
   }
+}
+
+TEST(Q6KTest, PackedValuesAreGgufsValues) {
+  CheckQ6Values(DType::Q6_K);
   const QuantGeometry g = QuantMatrixGeometry(DType::Q6_K, 32, 4096);
   EXPECT_EQ(g.bytes(), uint64_t{32} * 4096 * 85625 / 80000);
   EXPECT_DOUBLE_EQ(DTypeBitsPerWeight(DType::Q6_K), 8.5625);
   EXPECT_FALSE(LayoutValidFor(DType::Q6_K, Layout::PANEL16_K4_HADAMARD32));
   EXPECT_EQ(TensorBytes(DType::Q6_K, {16, 300}, Layout::PANEL16_K4), 0u);
-  EXPECT_STREQ(DTypeName(DType::Q6_K), "q6_k");
+  EXPECT_STREQ(DTypeName(DType::Q6_K), "q6_k_i8");
+}
+
+// The packed form: GGUF's 6.5625 bits per weight exactly (3360 bytes per 16 rows x 256 values).
+TEST(Q6KTest, PlanesHoldGgufsValues) {
+  CheckQ6Values(DType::Q6_K_PACKED);
+  EXPECT_EQ(QuantMatrixGeometry(DType::Q6_K_PACKED, 32, 4096).bytes(),
+            uint64_t{32} * 4096 * 65625 / 80000);
+  EXPECT_DOUBLE_EQ(DTypeBitsPerWeight(DType::Q6_K_PACKED), 6.5625);
+  EXPECT_FALSE(LayoutValidFor(DType::Q6_K_PACKED, Layout::PANEL16_K4_HADAMARD32));
+  EXPECT_EQ(TensorBytes(DType::Q6_K_PACKED, {16, 300}, Layout::PANEL16_K4), 0u);
+  EXPECT_STREQ(DTypeName(DType::Q6_K_PACKED), "q6_k");
+}
+
+// The planes' bit positions, against the layout written out by hand in quant_types.h: code q of
+// row r, value j sits in L[g / 2] (g = j / 4) at byte 4r + j % 4, nibble g % 2, and its high
+// bits at H[g / 4] bits 2(g % 4) (Q6KP) or H bit g (Q5KP).
+TEST(KQuantTest, PlanesAreWhereTheLayoutSays) {
+  for (int r = 0; r < 16; r += 5) {
+    for (int j = 0; j < 32; ++j) {
+      const size_t g = j / 4, p = 4 * r + j % 4;
+      uint8_t b6[Q6KP::kBlockPanelBytes] = {}, b5[Q5KP::kBlockPanelBytes] = {};
+      Q6KP::SetValue(b6, r, j, 31 - 40);  // code 23 = 0b010111
+      Q5KP::SetValue(b5, r, j, 23);       // n 23 = 0b10111
+      for (size_t i = 0; i < sizeof(b6); ++i) {
+        const uint8_t want = i == 64 * (g / 2) + p                 ? 0x7 << (4 * (g % 2))
+                             : i == 256 + 64 * (g / 4) + p ? 0x1 << (2 * (g % 4))
+                                                                   : 0;
+        ASSERT_EQ(b6[i], want) << "q6 byte " << i << " r " << r << " j " << j;
+      }
+      for (size_t i = 0; i < sizeof(b5); ++i) {
+        const uint8_t want = i == 64 * (g / 2) + p ? 0x7 << (4 * (g % 2))
+                             : i == 256 + p        ? 0x1 << g
+                                                   : 0;
+        ASSERT_EQ(b5[i], want) << "q5 byte " << i << " r " << r << " j " << j;
+      }
+      EXPECT_EQ(Q6KP::Value(b6, r, j), -9);
+      EXPECT_EQ(Q5KP::Value(b5, r, j), 23);
+    }
+  }
 }
 
 // The geometry: 4.625 bits per weight, whole super-blocks, and no layout but PANEL16_K4.
@@ -380,6 +442,53 @@ TEST(Q5KTest, EveryKernelMatchesTheDequantisedProduct) { CheckEveryKernel(DType:
 TEST(Q6KTest, EveryKernelMatchesTheDequantisedProduct) { CheckEveryKernel(DType::Q6_K); }
 TEST(Q6KTest, EveryKernelTakesValuesOfTheWholeInt8Range) { CheckEveryKernel(DType::Q6_K, true); }
 
+// The packed forms decode into the wide forms' int8 values and then run the wide forms' arithmetic
+// (quant_types.h): every kernel gives the wide form's bits on the same GGUF rows, at every token
+// count the tiles split differently (1, 2, 3, 5, 9) and on partial panels. With the wide forms
+// checked against the dequantised product above, this checks the packed ones too.
+void CheckPackedGivesTheWideBits(DType wide, DType packed_dtype) {
+  std::mt19937 gen(13);
+  for (const Case& cs : {Case{1, 256, 1}, Case{17, 256, 2}, Case{37, 512, 3}, Case{64, 768, 5},
+                         Case{16, 256, 9}}) {
+    const size_t rows = cs.rows, k = cs.k, c = cs.c;
+    const std::vector<uint8_t> gguf = RandomGguf(wide, rows, k, gen, 0.5f);
+    const std::vector<uint8_t> w_wide = Pack(wide, rows, k, gguf);
+    const std::vector<uint8_t> p = Pack(packed_dtype, rows, k, gguf);
+    GuardedBuffer w_packed(p.size());  // a read past the packed matrix faults
+    std::memcpy(w_packed.As<uint8_t>(), p.data(), p.size());
+    std::uniform_real_distribution<float> ud(-2.0f, 2.0f);
+    std::vector<float> x(c * k), bias(rows);
+    for (float& v : x) v = ud(gen);
+    for (float& v : bias) v = ud(gen);
+    std::vector<QActBlock> xq(c * k / 32);
+    QuantizeActivationsScalar(c, k, x.data(), k, xq.data());
+    std::vector<float> y_wide(c * rows), y_packed(c * rows);
+    for (const QGemvKernel* kernel : AvailableQGemvKernels()) {
+      kernel->qgemv(c, k, rows, w_wide.data(), QuantTypeOf(wide), bias.data(), x.data(), k,
+                    y_wide.data(), rows);
+      kernel->qgemv(c, k, rows, w_packed.As<uint8_t>(), QuantTypeOf(packed_dtype), bias.data(),
+                    x.data(), k, y_packed.data(), rows);
+      ASSERT_EQ(std::memcmp(y_wide.data(), y_packed.data(), y_wide.size() * 4), 0)
+          << DTypeName(packed_dtype) << " qgemv " << kernel->isa << " rows " << rows << " c " << c;
+    }
+    for (const QGemmKernel* kernel : AvailableQGemmKernels()) {
+      kernel->qgemm(c, k, rows, w_wide.data(), QuantTypeOf(wide), bias.data(), xq.data(),
+                    y_wide.data(), rows);
+      kernel->qgemm(c, k, rows, w_packed.As<uint8_t>(), QuantTypeOf(packed_dtype), bias.data(),
+                    xq.data(), y_packed.data(), rows);
+      ASSERT_EQ(std::memcmp(y_wide.data(), y_packed.data(), y_wide.size() * 4), 0)
+          << DTypeName(packed_dtype) << " qgemm " << kernel->isa << " rows " << rows << " c " << c;
+    }
+  }
+}
+
+TEST(Q5KTest, EveryKernelGivesTheWideFormsBitsOnPlanes) {
+  CheckPackedGivesTheWideBits(DType::Q5_K, DType::Q5_K_PACKED);
+}
+TEST(Q6KTest, EveryKernelGivesTheWideFormsBitsOnPlanes) {
+  CheckPackedGivesTheWideBits(DType::Q6_K, DType::Q6_K_PACKED);
+}
+
 // A product split among threads at panel boundaries gives the whole product's bits.
 void CheckRowSplits(DType dtype) {
   std::mt19937 gen(5);
@@ -419,6 +528,8 @@ void CheckRowSplits(DType dtype) {
 TEST(Q4KTest, RowSplitsGiveTheSameBits) { CheckRowSplits(DType::Q4_K); }
 TEST(Q5KTest, RowSplitsGiveTheSameBits) { CheckRowSplits(DType::Q5_K); }
 TEST(Q6KTest, RowSplitsGiveTheSameBits) { CheckRowSplits(DType::Q6_K); }
+TEST(Q5KTest, PlanesRowSplitsGiveTheSameBits) { CheckRowSplits(DType::Q5_K_PACKED); }
+TEST(Q6KTest, PlanesRowSplitsGiveTheSameBits) { CheckRowSplits(DType::Q6_K_PACKED); }
 
 // ---- files ----
 
@@ -492,8 +603,8 @@ double RelError(const std::vector<float>& got, const std::vector<float>& want) {
 // on), 1 and 3 threads.
 TEST(KQuantTest, LayerMatchesTheReference) {
   for (const auto& [dtype, down] : {std::pair<DType, DType>{DType::Q4_K, DType::Q4_K},
-                                    {DType::Q6_K, DType::Q6_K}, {DType::Q4_K, DType::Q6_K},
-                                    {DType::Q5_K, DType::Q6_K}}) {
+                                    {DType::Q6_K, DType::Q6_K}, {DType::Q4_K, DType::Q6_K_PACKED},
+                                    {DType::Q5_K_PACKED, DType::Q6_K_PACKED}}) {
     ASSERT_OK_AND_ASSIGN(testing::LoadedModel m,
                          testing::BuildModel(KModel(dtype, down, 256, 512, 21)));
     EXPECT_EQ(m.model->layers()[0].ffn.up.dtype, dtype);
@@ -541,7 +652,7 @@ TEST(KQuantTest, MoeMatchesTheReference) {
   auto quantise = [&](FfnSpec& f) {
     f.up = RandomKSource(DType::Q4_K, kFf, kD, gen);
     f.gate = RandomKSource(DType::Q4_K, kFf, kD, gen);
-    f.down = RandomKSource(DType::Q6_K, kD, kFf, gen);
+    f.down = RandomKSource(DType::Q6_K_PACKED, kD, kFf, gen);
   };
   for (FfnSpec& f : layer.moe.experts) quantise(f);
   for (FfnSpec& f : layer.moe.shared_experts) quantise(f);
@@ -553,11 +664,12 @@ TEST(KQuantTest, MoeMatchesTheReference) {
   options.expert_alignment = kExpertPageAlignment;
   ASSERT_OK_AND_ASSIGN(testing::LoadedModel m,
                        testing::BuildModelFile(spec, "q4k_moe.fflite", options));
-  ASSERT_EQ(m.model->layers()[0].moe.experts[0].down.dtype, DType::Q6_K);
+  ASSERT_EQ(m.model->layers()[0].moe.experts[0].down.dtype, DType::Q6_K_PACKED);
   const FfnView& e0 = m.model->layers()[0].moe.experts[0];
   const uint64_t expert_bytes = e0.up.size + e0.gate.size + e0.down.size;
   const size_t gemm_tokens =
-      DefaultQuantGemmMinTokens(QuantType::kQ4K, BestQGemvKernel(), BestQGemmKernel());
+      std::min(DefaultQuantGemmMinTokens(QuantType::kQ4K, BestQGemvKernel(), BestQGemmKernel()),
+               DefaultQuantGemmMinTokens(QuantType::kQ6KP, BestQGemvKernel(), BestQGemmKernel()));
   for (size_t tokens : {size_t{1}, size_t{5}, size_t{40}}) {
     const std::vector<float> x = rng.Vec(tokens * kD, 1.0f);
     ASSERT_OK_AND_ASSIGN(std::vector<float> want,

@@ -781,8 +781,9 @@ std::vector<float> PlainKQuant(DType dtype, const std::vector<float>& w, uint64_
                                uint64_t k) {
   std::vector<float> out;
   for (uint64_t r = 0; r < rows; ++r) {
-    const std::vector<float> row = dtype == DType::Q6_K ? PlainQ6KRow(&w[r * k], k)
-                                   : PlainKMinRow(&w[r * k], k, dtype == DType::Q4_K ? 15 : 31);
+    const std::vector<float> row = dtype == DType::Q6_K_PACKED
+                                       ? PlainQ6KRow(&w[r * k], k)
+                                       : PlainKMinRow(&w[r * k], k, dtype == DType::Q4_K ? 15 : 31);
     out.insert(out.end(), row.begin(), row.end());
   }
   return out;
@@ -802,7 +803,7 @@ std::vector<float> KQuantWeights(uint64_t rows, uint64_t k, uint32_t seed) {
 TEST(KQuantiseTest, EveryTypeBeatsRoundToNearestAndStoresValidScales) {
   const uint64_t rows = 37, k = 512;
   const std::vector<float> w = KQuantWeights(rows, k, 11);
-  for (DType dtype : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+  for (DType dtype : {DType::Q4_K, DType::Q5_K_PACKED, DType::Q6_K_PACKED}) {
     SCOPED_TRACE(DTypeName(dtype));
     QuantStats stats;
     ASSERT_OK_AND_ASSIGN(auto q, Quantise(dtype, rows, k, w, kSearch, &stats));
@@ -828,7 +829,7 @@ TEST(KQuantiseTest, ZeroRowsAreExactTwoLevelRowsNearlySo) {
   std::vector<float> w(rows * k, 0.0f);
   for (uint64_t j = 0; j < k; ++j) w[k + j] = -0.25f;
   for (uint64_t j = 0; j < k; ++j) w[2 * k + j] = j % 2 == 0 ? 0.5f : 0.0f;
-  for (DType dtype : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+  for (DType dtype : {DType::Q4_K, DType::Q5_K_PACKED, DType::Q6_K_PACKED}) {
     SCOPED_TRACE(DTypeName(dtype));
     ASSERT_OK_AND_ASSIGN(auto q, Quantise(dtype, rows, k, w, kSearch));
     const auto wq = Dequantise(dtype, Layout::PANEL16_K4, rows, k, q);
@@ -859,7 +860,7 @@ TEST(KQuantiseTest, ImportanceLowersTheWeightedError) {
     }
     return e;
   };
-  for (DType dtype : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+  for (DType dtype : {DType::Q4_K, DType::Q5_K_PACKED, DType::Q6_K_PACKED}) {
     SCOPED_TRACE(DTypeName(dtype));
     QuantizeOptions with = kSearch;
     with.importance = importance.data();
@@ -878,17 +879,17 @@ TEST(KQuantiseTest, BadShapesRotationAndImportanceAreRefusedByName) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("w: dtype q4_k needs in_features a multiple of 256")));
   const std::vector<float> w2(2 * 256, 0.5f);
-  EXPECT_THAT(QuantizeMatrix(DType::Q6_K, 2, 256, w2.data(), {true, true}, "w", nullptr, nullptr),
+  EXPECT_THAT(QuantizeMatrix(DType::Q6_K_PACKED, 2, 256, w2.data(), {true, true}, "w", nullptr, nullptr),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no rotation")));
   std::vector<float> importance(256, 1.0f);
   importance[77] = -1.0f;
   QuantizeOptions o = kSearch;
   o.importance = importance.data();
-  EXPECT_THAT(Quantise(DType::Q5_K, 2, 256, w2, o).status(),
+  EXPECT_THAT(Quantise(DType::Q5_K_PACKED, 2, 256, w2, o).status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("w: importance of column 77 is -1")));
   importance[77] = std::nanf("");
-  EXPECT_THAT(Quantise(DType::Q5_K, 2, 256, w2, o).status(),
+  EXPECT_THAT(Quantise(DType::Q5_K_PACKED, 2, 256, w2, o).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("importance of column 77")));
 }
 

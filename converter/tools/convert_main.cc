@@ -25,7 +25,8 @@ ABSL_FLAG(std::string, dtype, "",
           "256: d_ff is padded to a multiple of 256, a matrix whose d_model is not one falls back "
           "to i4 for q4_k, i8 otherwise); q4_k_m or q5_k_m for those with the down matrices of "
           "the first and last eighth of the layers and every third layer between in q6_k (the "
-          "mixes llama.cpp calls Q4_K_M and Q5_K_M).");
+          "mixes llama.cpp calls Q4_K_M and Q5_K_M); q5_k_i8 or q6_k_i8 for q5_k or q6_k with a "
+          "byte per value (the format 1.4 form; q5_k and q6_k are GGUF's sizes).");
 ABSL_FLAG(std::string, imatrix, "",
           "With a k-quant --dtype: an importance matrix (safetensors, written by fflite-imatrix "
           "from a calibration run of a model converted with the same --layers) that weights each "

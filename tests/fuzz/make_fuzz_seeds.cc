@@ -408,7 +408,7 @@ int main(int argc, char** argv) {
     }
     if (!WriteFile(loader + "/model" + std::to_string(n++) + ".fflite", *bytes)) return 1;
   }
-  // The k-quants (format 1.4: GGUF's Q4_K, Q6_K and Q5_K re-laid; their d, dmin, scales and
+  // The k-quants (format 1.4: GGUF's Q4_K, Q6_K and Q5_K re-laid; 1.6: Q6_K and Q5_K packed; their d, dmin, scales and
   // values under mutation): a gated layer with up and gate of that dtype [16, 256] and an f32 down;
   // and the q4_k file with a 6-bit code of 64 (it loads; the runs that read that matrix fail).
   struct KSeed {
@@ -421,7 +421,10 @@ int main(int argc, char** argv) {
   const KSeed kseeds[] = {{DType::Q4_K, 144, 0, 2, 0x2000, 0x2400, false},
                           {DType::Q4_K, 144, 0, 2, 0x2000, 0x2400, true},
                           {DType::Q6_K, 210, 208, 208, 0x1800, 0x1800, false},
-                          {DType::Q5_K, 176, 0, 2, 0x1c00, 0x2400, false}};
+                          {DType::Q5_K, 176, 0, 2, 0x1c00, 0x2400, false},
+                          // Format 1.6: the same two at GGUF's sizes (values in bit planes).
+                          {DType::Q6_K_PACKED, 210, 208, 208, 0x1800, 0x1800, false},
+                          {DType::Q5_K_PACKED, 176, 0, 2, 0x1c00, 0x2400, false}};
   for (const KSeed& ks : kseeds) {
     testing::Rng rng(7);
     testing::FfnParams fp;
@@ -439,9 +442,13 @@ int main(int argc, char** argv) {
       }
       auto packed =
           std::make_shared<std::vector<uint8_t>>(QuantMatrixGeometry(ks.dtype, 16, 256).bytes());
-      (ks.dtype == DType::Q4_K   ? PackQ4KFromGguf
-       : ks.dtype == DType::Q6_K ? PackQ6KFromGguf
-                                 : PackQ5KFromGguf)(16, 256, gguf.data(), packed->data());
+      if (ks.dtype == DType::Q4_K) {
+        PackQ4KFromGguf(16, 256, gguf.data(), packed->data());
+      } else if (ks.dtype == DType::Q6_K || ks.dtype == DType::Q6_K_PACKED) {
+        PackQ6KFromGguf(ks.dtype, 16, 256, gguf.data(), packed->data());
+      } else {
+        PackQ5KFromGguf(ks.dtype, 16, 256, gguf.data(), packed->data());
+      }
       if (ks.poisoned && t == &l.ffn.gate) (*packed)[Q4K::ScaleOffset(5) + 3] = 64;
       t->dtype = ks.dtype;
       t->shape = {16, 256};

@@ -67,11 +67,16 @@ typedef enum fflite_dtype {
    * an f16 scale and min per 256: 4.625 bits per weight as stored (format 1.4) */
   FFLITE_DTYPE_Q4_K = 6,
   /* GGUF's Q6_K with its bits: 6-bit values kept as int8, an int8 scale per 16, an f16 scale per
-   * 256: 8.5625 bits per weight as stored (format 1.4) */
+   * 256: 8.5625 bits per weight as stored (format 1.4; "q6_k_i8"; since 1.6 only for values
+   * beyond 6 bits, GGUF's IQ4_XS) */
   FFLITE_DTYPE_Q6_K = 7,
   /* GGUF's Q5_K with its bits: 5-bit values kept as int8, Q4_K's scales and mins: 8.625 bits per
-   * weight as stored (format 1.4) */
-  FFLITE_DTYPE_Q5_K = 8
+   * weight as stored (format 1.4; "q5_k_i8"; files of 1.6 use FFLITE_DTYPE_Q5_K_PACKED) */
+  FFLITE_DTYPE_Q5_K = 8,
+  /* GGUF's Q6_K and Q5_K at GGUF's sizes, values in bit planes (format 1.6, "q6_k" and "q5_k"):
+   * 6.5625 and 5.625 bits per weight as stored */
+  FFLITE_DTYPE_Q6_K_PACKED = 9,
+  FFLITE_DTYPE_Q5_K_PACKED = 10
 } fflite_dtype;
 
 typedef enum fflite_activation {

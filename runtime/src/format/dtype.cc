@@ -61,11 +61,18 @@ const DTypeInfo kTable[] = {
     {DType::Q4_K, "q4_k", 256, 128 + 4 + 16, true, Layout::PANEL16_K4, nullptr, FloatType::kF32,
      QuantType::kQ4K},
     // Q6_K: per 256 values of a row, 256 bytes of int8 values, an f16 d, 16 int8 scales.
-    {DType::Q6_K, "q6_k", 256, 256 + 2 + 16, true, Layout::PANEL16_K4, nullptr, FloatType::kF32,
-     QuantType::kQ6K},
+    // (named q6_k_i8: the name q6_k is the packed form's, which the converter writes).
+    {DType::Q6_K, "q6_k_i8", 256, 256 + 2 + 16, true, Layout::PANEL16_K4, nullptr,
+     FloatType::kF32, QuantType::kQ6K},
     // Q5_K: per 256 values of a row, 256 bytes of int8 values, Q4_K's d, dmin, scales and mins.
-    {DType::Q5_K, "q5_k", 256, 256 + 4 + 16, true, Layout::PANEL16_K4, nullptr, FloatType::kF32,
-     QuantType::kQ5K},
+    {DType::Q5_K, "q5_k_i8", 256, 256 + 4 + 16, true, Layout::PANEL16_K4, nullptr,
+     FloatType::kF32, QuantType::kQ5K},
+    // Q6_K_PACKED: per 256 values, 192 bytes of values in planes, an f16 d, 16 int8 scales.
+    {DType::Q6_K_PACKED, "q6_k", 256, 192 + 2 + 16, true, Layout::PANEL16_K4, nullptr,
+     FloatType::kF32, QuantType::kQ6KP},
+    // Q5_K_PACKED: per 256 values, 160 bytes of values in planes, Q4_K's d, dmin, scales, mins.
+    {DType::Q5_K_PACKED, "q5_k", 256, 160 + 4 + 16, true, Layout::PANEL16_K4, nullptr,
+     FloatType::kF32, QuantType::kQ5KP},
 };
 constexpr size_t kTableSize = sizeof(kTable) / sizeof(kTable[0]);
 static_assert(kTableSize == static_cast<size_t>(DType::MAX) + 1,
@@ -130,7 +137,9 @@ const char* DTypeName(DType dtype) {
   return info != nullptr ? info->name : "invalid";
 }
 
-const char* KnownDTypesString() { return "f32=1, f16=2, bf16=3, i8=4, i4=5, q4_k=6, q6_k=7, q5_k=8"; }
+const char* KnownDTypesString() {
+  return "f32=1, f16=2, bf16=3, i8=4, i4=5, q4_k=6, q6_k_i8=7, q5_k_i8=8, q6_k=9, q5_k=10";
+}
 
 double DTypeBitsPerWeight(DType dtype) {
   const DTypeInfo* info = FindDType(dtype);

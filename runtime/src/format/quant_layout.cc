@@ -137,23 +137,34 @@ void PackQ4KFromGguf(uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* ds
                         });
 }
 
-void PackQ5KFromGguf(uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* dst) {
+void PackQ5KFromGguf(DType dtype, uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* dst) {
   // Sub-block j's 32 values: Q4_K's nibbles (qs at byte 48), plus 16 where bit j of qh[l] (32
   // bytes at byte 16) is set.
-  PackKMinFromGguf<Q5K>(rows, k, gguf, 176, dst,
+  auto pack = [&](auto traits) {
+    using Q = decltype(traits);
+    PackKMinFromGguf<Q>(rows, k, gguf, 176, dst,
                         [](const uint8_t* in, int j, uint8_t* blk, size_t r) {
                           const uint8_t* qh = in + 16;
                           const uint8_t* q = in + 48 + 32 * (j / 2);
                           for (size_t l = 0; l < 32; ++l) {
                             const int n = ((j % 2 == 0 ? q[l] : q[l] >> 4) & 0xF) |
                                           (((qh[l] >> j) & 1) << 4);
-                            Q5K::SetValue(blk, r, l, n);
+                            Q::SetValue(blk, r, l, n);
                           }
                         });
+  };
+  if (dtype == DType::Q5_K_PACKED) {
+    pack(Q5KP{});
+  } else {
+    pack(Q5K{});
+  }
 }
 
-void PackQ6KFromBlocks(uint64_t rows, uint64_t k, const Q6KBlockFn& block, uint8_t* dst) {
-  const QuantGeometry g = GeometryOf<Q6K>(rows, k);
+namespace {
+
+template <typename Q>
+void PackQ6KBlocks(uint64_t rows, uint64_t k, const Q6KBlockFn& block, uint8_t* dst) {
+  const QuantGeometry g = GeometryOf<Q>(rows, k);
   std::memset(dst, 0, g.bytes());
   const uint64_t supers = k / 256;
   int8_t scales[16], values[256];
@@ -163,25 +174,36 @@ void PackQ6KFromBlocks(uint64_t rows, uint64_t k, const Q6KBlockFn& block, uint8
     for (uint64_t s = 0; s < supers; ++s) {
       uint16_t d = 0;
       block(row, s, &d, scales, values);
-      uint8_t* super = panel + Q6K::SuperOffset(s * Q6K::kSuperBlocks);
+      uint8_t* super = panel + Q::SuperOffset(s * Q::kSuperBlocks);
       super[2 * r] = static_cast<uint8_t>(d & 0xFF);
       super[2 * r + 1] = static_cast<uint8_t>(d >> 8);
       for (int j = 0; j < 8; ++j) {
-        const uint64_t b = s * Q6K::kSuperBlocks + j;
-        panel[Q6K::ScaleOffset(b) + r] = static_cast<uint8_t>(scales[2 * j]);
-        panel[Q6K::ScaleOffset(b) + kQuantPanelRows + r] = static_cast<uint8_t>(scales[2 * j + 1]);
+        const uint64_t b = s * Q::kSuperBlocks + j;
+        panel[Q::ScaleOffset(b) + r] = static_cast<uint8_t>(scales[2 * j]);
+        panel[Q::ScaleOffset(b) + kQuantPanelRows + r] = static_cast<uint8_t>(scales[2 * j + 1]);
         uint8_t* blk = panel + g.scale_bytes + b * g.block_panel_bytes;
-        for (size_t l = 0; l < 32; ++l) Q6K::SetValue(blk, r, l, values[32 * j + l]);
+        for (size_t l = 0; l < 32; ++l) Q::SetValue(blk, r, l, values[32 * j + l]);
       }
     }
   }
 }
 
-void PackQ6KFromGguf(uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* dst) {
+}  // namespace
+
+void PackQ6KFromBlocks(DType dtype, uint64_t rows, uint64_t k, const Q6KBlockFn& block,
+                       uint8_t* dst) {
+  if (dtype == DType::Q6_K_PACKED) {
+    PackQ6KBlocks<Q6KP>(rows, k, block, dst);
+  } else {
+    PackQ6KBlocks<Q6K>(rows, k, block, dst);
+  }
+}
+
+void PackQ6KFromGguf(DType dtype, uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* dst) {
   constexpr uint64_t kGgufBlockBytes = 210;
   const uint64_t supers = k / 256;
   PackQ6KFromBlocks(
-      rows, k,
+      dtype, rows, k,
       [&](uint64_t row, uint64_t s, uint16_t* d, int8_t* scales, int8_t* values) {
         const uint8_t* in = gguf + (row * supers + s) * kGgufBlockBytes;
         const uint8_t* ql = in;        // low 4 bits of the 6-bit codes
@@ -219,7 +241,8 @@ bool QuantScalesValid(DType dtype, const QuantGeometry& g, const uint8_t* data, 
                       uint64_t* bad_block, const char** what, const char** problem) {
   const DTypeInfo* info = FindDType(dtype);
   if (info != nullptr &&
-      (info->quant_type == QuantType::kQ4K || info->quant_type == QuantType::kQ5K)) {
+      (info->quant_type == QuantType::kQ4K || info->quant_type == QuantType::kQ5K ||
+       info->quant_type == QuantType::kQ5KP)) {
     for (uint64_t p = 0; p < g.panels; ++p) {
       const uint8_t* panel = data + p * g.panel_bytes;
       for (uint64_t b = 0; b < g.k_blocks; ++b) {
@@ -241,7 +264,8 @@ bool QuantScalesValid(DType dtype, const QuantGeometry& g, const uint8_t* data, 
     }
     return true;
   }
-  if (info != nullptr && info->quant_type == QuantType::kQ6K) {
+  if (info != nullptr &&
+      (info->quant_type == QuantType::kQ6K || info->quant_type == QuantType::kQ6KP)) {
     *what = "super-block's d";
     *problem = "is not finite";
     for (uint64_t p = 0; p < g.panels; ++p) {

@@ -48,17 +48,20 @@ bool QuantScalesValid(DType dtype, const QuantGeometry& g, const uint8_t* data, 
 // written (padding rows zero).
 void PackQ4KFromGguf(uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* dst);
 // Q5_K: the same from GGUF's Q5_K rows (each row k / 256 blocks of 176 bytes: f16 d, f16 dmin,
-// Q4_K's 12 bytes of scales and mins, 32 bytes of fifth bits, 128 bytes of nibbles).
-void PackQ5KFromGguf(uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* dst);
+// Q4_K's 12 bytes of scales and mins, 32 bytes of fifth bits, 128 bytes of nibbles), as dtype
+// Q5_K_PACKED (GGUF's size) or Q5_K (a byte per value).
+void PackQ5KFromGguf(DType dtype, uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* dst);
 // Q6_K: the same from GGUF's Q6_K rows (each row k / 256 blocks of 210 bytes: 128 bytes of low
-// nibbles, 64 of high bit pairs, 16 int8 scales, f16 d).
-void PackQ6KFromGguf(uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* dst);
+// nibbles, 64 of high bit pairs, 16 int8 scales, f16 d), as dtype Q6_K_PACKED or Q6_K.
+void PackQ6KFromGguf(DType dtype, uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* dst);
 // Q6_K from super-blocks of any source: block(row, super, &d, scales, values) gives super-block
 // `super` of row `row`: d's f16 bits, 16 int8 scales (one per 16 values) and the 256 values, int8
-// in [-127, 127] (q6_k's kernels take the whole range), each weight (d·scale)·value.
+// in [-127, 127] for dtype Q6_K (its kernels take the whole range), in [-32, 31] for
+// Q6_K_PACKED (6 bits; the caller checks), each weight (d·scale)·value.
 using Q6KBlockFn = std::function<void(uint64_t row, uint64_t super, uint16_t* d, int8_t* scales,
                                       int8_t* values)>;
-void PackQ6KFromBlocks(uint64_t rows, uint64_t k, const Q6KBlockFn& block, uint8_t* dst);
+void PackQ6KFromBlocks(DType dtype, uint64_t rows, uint64_t k, const Q6KBlockFn& block,
+                       uint8_t* dst);
 
 }  // namespace fflite
 

@@ -19,6 +19,7 @@
 
 #include "kernels/quant_types.h"
 #include "kernels/quant_prefetch.h"
+#include "kernels/quant_unpack_x86.h"
 
 // Per-function target attributes: no AVX-512 code in shared inline functions.
 #define FFLITE_VNNI \
@@ -63,7 +64,13 @@ FFLITE_VNNI void Tile(size_t k_blocks, size_t scale_bytes, size_t panel_bytes, c
   // I8: the weights are made unsigned (w + 128, an xor of the sign bit: vpdpbusd multiplies u8 by
   // s8), which adds 128·Σq_x to the dot product. I4: the stored nibble is q_w + 8, which adds
   // 8·Σq_x. Either is removed by starting the accumulator at -offset·sum.
-  constexpr int kShift = Q::kBits == 4 ? 3 : 7;
+  // Q6KP, Q5KP: their codes are unsigned already (value + 32, n = (n - 16) + 16), so they are the
+  // u8 operand as decoded, with offsets 32 and 16: the same exact int32 dot products as Q6K's
+  // and Q5K's, without the xor.
+  constexpr int kShift = Q::kBits == 4                  ? 3
+                         : !Q::kPacked                  ? 7
+                         : Q::kScheme == QuantType::kQ6K ? 5
+                                                        : 4;
   const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
   const __m512i low = _mm512_set1_epi8(0x0f);
   __m512 facc[R][T];
@@ -98,7 +105,7 @@ FFLITE_VNNI void Tile(size_t k_blocks, size_t scale_bytes, size_t panel_bytes, c
     // 128·Σq_x over the half's 16 activations (the sign trick), which vpsadbw sums.
     [[maybe_unused]] __m512 s_lo[R], s_hi[R];
     [[maybe_unused]] int32_t sum_lo[T];
-    if constexpr (Q::kType == QuantType::kQ6K) {
+    if constexpr (Q::kScheme == QuantType::kQ6K) {
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(
@@ -123,7 +130,7 @@ FFLITE_VNNI void Tile(size_t k_blocks, size_t scale_bytes, size_t panel_bytes, c
     if constexpr (Q::kBits != 4) {
 #pragma GCC unroll 8
       for (int g = 0; g < 8; ++g) {
-        if constexpr (Q::kType == QuantType::kQ6K) {
+        if constexpr (Q::kScheme == QuantType::kQ6K) {
           if (g == 4) {
 #pragma GCC unroll 8
             for (int t = 0; t < T; ++t) {
@@ -141,7 +148,11 @@ FFLITE_VNNI void Tile(size_t k_blocks, size_t scale_bytes, size_t panel_bytes, c
         __m512i wv[R];
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
-          wv[r] = _mm512_xor_si512(_mm512_loadu_si512(blk + r * panel_bytes + 64 * g), sign);
+          if constexpr (Q::kPacked) {
+            wv[r] = LoadGroup512<Q, true>(blk + r * panel_bytes, g, 0);
+          } else {
+            wv[r] = _mm512_xor_si512(_mm512_loadu_si512(blk + r * panel_bytes + 64 * g), sign);
+          }
         }
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) {
@@ -178,7 +189,7 @@ FFLITE_VNNI void Tile(size_t k_blocks, size_t scale_bytes, size_t panel_bytes, c
     [[maybe_unused]] __m512 offset[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      if constexpr (Q::kType == QuantType::kQ6K) {
+      if constexpr (Q::kScheme == QuantType::kQ6K) {
         sw[r] = s_hi[r];  // the second half's (the first half's were scaled in after group 3)
       } else if constexpr (HasMin<Q>()) {
         // Q4K, Q5K: s = d·sc (exact), offset = o·s - dmin·m with o = kMinOffset (8, 16):

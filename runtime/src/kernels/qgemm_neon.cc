@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "kernels/quant_types.h"
+#include "kernels/quant_unpack_neon.h"
 
 #if defined(__aarch64__)
 // sdot is ARMv8.2 (optional from ARMv8.2, mandatory from ARMv8.4): only the functions that use it
@@ -86,7 +87,7 @@ inline void LoadBlockScales(const uint8_t* w, size_t b, float32x4_t* sw, float32
       off[q] = vsubq_f32(vmulq_n_f32(sw[q], static_cast<float>(Q::kMinOffset)),
                          vmulq_f32(dmin[q], vcvtq_f32_u32(vmovl_u16(m4))));
     }
-  } else if constexpr (Q::kType == QuantType::kQ6K) {
+  } else if constexpr (Q::kScheme == QuantType::kQ6K) {
     // Q6K: sw = d·sc of the block's first 16 values, off = d·sc of its last 16 (exact).
     const size_t super = b / 8 * (32 + 8 * 32), codes = super + 32 + b % 8 * 32;
     float32x4_t d[4];
@@ -200,10 +201,9 @@ void TileNeon(size_t k_blocks, size_t scale_bytes, const uint8_t* w, const QActB
             x1[t] = vreinterpret_s8_s32(vdup_n_s32(Load32(x[t * k_blocks + b].q + 4 * g + 4)));
           }
           for (int i = 0; i < 4; ++i) {
-            const int8x8_t w0 =
-                vld1_s8(reinterpret_cast<const int8_t*>(blk + 64 * g + 32 * h + 8 * i));
-            const int8x8_t w1 =
-                vld1_s8(reinterpret_cast<const int8_t*>(blk + 64 * (g + 1) + 32 * h + 8 * i));
+            // Q6KP, Q5KP: decoded into Q6K's / Q5K's int8 values.
+            const int8x8_t w0 = vreinterpret_s8_u8(LoadGroupD<Q>(blk, g, 32 * h + 8 * i));
+            const int8x8_t w1 = vreinterpret_s8_u8(LoadGroupD<Q>(blk, g + 1, 32 * h + 8 * i));
             for (int t = 0; t < T; ++t) {
               acc[i][t] = vpadalq_s16(acc[i][t], vmlal_s8(vmull_s8(w0, x0[t]), w1, x1[t]));
             }
@@ -300,7 +300,7 @@ FFLITE_NEON_DOT void TileDot(size_t k_blocks, size_t scale_bytes, const uint8_t*
           }
         }
         for (int i = 0; i < 4; ++i) {
-          const int8x16_t wv = vld1q_s8(reinterpret_cast<const int8_t*>(blk + 64 * g + 16 * i));
+          const int8x16_t wv = vreinterpretq_s8_u8(LoadGroupQ<Q>(blk, g, 16 * i));
           for (int t = 0; t < T; ++t) {
             const int8x16_t xv = g < 4 ? x0[t] : x1[t];
             switch (g & 3) {  // the lane must be a constant; g is one once unrolled
@@ -428,8 +428,8 @@ FFLITE_NEON_I8MM void TileI8mm(size_t k_blocks, size_t scale_bytes, const uint8_
         }
         #pragma GCC unroll 8
         for (int i = 0; i < 4; ++i) {
-          const int32x4_t g0 = vreinterpretq_s32_u8(vld1q_u8(blk + 64 * (2 * h) + 16 * i));
-          const int32x4_t g1 = vreinterpretq_s32_u8(vld1q_u8(blk + 64 * (2 * h + 1) + 16 * i));
+          const int32x4_t g0 = vreinterpretq_s32_u8(LoadGroupQ<Q>(blk, 2 * h, 16 * i));
+          const int32x4_t g1 = vreinterpretq_s32_u8(LoadGroupQ<Q>(blk, 2 * h + 1, 16 * i));
           acc[2 * i] = vmmlaq_s32(acc[2 * i], vreinterpretq_s8_s32(vzip1q_s32(g0, g1)), xv[h]);
           acc[2 * i + 1] =
               vmmlaq_s32(acc[2 * i + 1], vreinterpretq_s8_s32(vzip2q_s32(g0, g1)), xv[h]);
@@ -571,79 +571,53 @@ void QuantizeActivationsNeon(size_t c, size_t k, const float* x, size_t x_stride
   }
 }
 
+// The panels' product for the weights' type with the tile TILE (WIDE tokens, and one).
+#define FFLITE_QGEMM_BY_TYPE(TILE, WIDE)                                                      \
+  switch (type) {                                                                             \
+    case QuantType::kQ4:                                                                      \
+      QGemmPanels<Q4, TILE<Q4, WIDE>, TILE<Q4, 1>>(c, k, rows, w, bias, xq, y, y_stride);     \
+      break;                                                                                  \
+    case QuantType::kQ4K:                                                                     \
+      QGemmPanels<Q4K, TILE<Q4K, WIDE>, TILE<Q4K, 1>>(c, k, rows, w, bias, xq, y, y_stride);  \
+      break;                                                                                  \
+    case QuantType::kQ6K:                                                                     \
+      QGemmPanels<Q6K, TILE<Q6K, WIDE>, TILE<Q6K, 1>>(c, k, rows, w, bias, xq, y, y_stride);  \
+      break;                                                                                  \
+    case QuantType::kQ5K:                                                                     \
+      QGemmPanels<Q5K, TILE<Q5K, WIDE>, TILE<Q5K, 1>>(c, k, rows, w, bias, xq, y, y_stride);  \
+      break;                                                                                  \
+    case QuantType::kQ6KP:                                                                    \
+      QGemmPanels<Q6KP, TILE<Q6KP, WIDE>, TILE<Q6KP, 1>>(c, k, rows, w, bias, xq, y,          \
+                                                          y_stride);                          \
+      break;                                                                                  \
+    case QuantType::kQ5KP:                                                                    \
+      QGemmPanels<Q5KP, TILE<Q5KP, WIDE>, TILE<Q5KP, 1>>(c, k, rows, w, bias, xq, y,          \
+                                                          y_stride);                          \
+      break;                                                                                  \
+    default:                                                                                  \
+      QGemmPanels<Q8, TILE<Q8, WIDE>, TILE<Q8, 1>>(c, k, rows, w, bias, xq, y, y_stride);     \
+      break;                                                                                  \
+  }
+
 void QGemmNeon(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type, const float* bias,
                const QActBlock* xq, float* y, size_t y_stride) {
-  if (type == QuantType::kQ6K) {
-    QGemmPanels<Q6K, TileNeon<Q6K, kMaxTokens>, TileNeon<Q6K, 1>>(c, k, rows, w, bias, xq, y,
-                                                                  y_stride);
-    return;
-  }
-  if (type == QuantType::kQ5K) {
-    QGemmPanels<Q5K, TileNeon<Q5K, kMaxTokens>, TileNeon<Q5K, 1>>(c, k, rows, w, bias, xq, y,
-                                                                  y_stride);
-    return;
-  }
-  if (type == QuantType::kQ4K) {
-    QGemmPanels<Q4K, TileNeon<Q4K, kMaxTokens>, TileNeon<Q4K, 1>>(c, k, rows, w, bias, xq, y,
-                                                                  y_stride);
-    return;
-  }
-  if (type == QuantType::kQ4) {
-    QGemmPanels<Q4, TileNeon<Q4, kMaxTokens>, TileNeon<Q4, 1>>(c, k, rows, w, bias, xq, y,
-                                                               y_stride);
-  } else {
-    QGemmPanels<Q8, TileNeon<Q8, kMaxTokens>, TileNeon<Q8, 1>>(c, k, rows, w, bias, xq, y,
-                                                               y_stride);
-  }
+  FFLITE_QGEMM_BY_TYPE(TileNeon, kMaxTokens)
 }
 
 #if defined(__aarch64__)
 void QGemmNeonDot(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
                   const float* bias, const QActBlock* xq, float* y, size_t y_stride) {
-  if (type == QuantType::kQ6K) {
-    QGemmPanels<Q6K, TileDot<Q6K, kMaxTokens>, TileDot<Q6K, 1>>(c, k, rows, w, bias, xq, y,
-                                                                y_stride);
-    return;
-  }
-  if (type == QuantType::kQ5K) {
-    QGemmPanels<Q5K, TileDot<Q5K, kMaxTokens>, TileDot<Q5K, 1>>(c, k, rows, w, bias, xq, y,
-                                                                y_stride);
-    return;
-  }
-  if (type == QuantType::kQ4K) {
-    QGemmPanels<Q4K, TileDot<Q4K, kMaxTokens>, TileDot<Q4K, 1>>(c, k, rows, w, bias, xq, y,
-                                                                y_stride);
-    return;
-  }
-  if (type == QuantType::kQ4) {
-    QGemmPanels<Q4, TileDot<Q4, kMaxTokens>, TileDot<Q4, 1>>(c, k, rows, w, bias, xq, y, y_stride);
-  } else {
-    QGemmPanels<Q8, TileDot<Q8, kMaxTokens>, TileDot<Q8, 1>>(c, k, rows, w, bias, xq, y, y_stride);
-  }
+  FFLITE_QGEMM_BY_TYPE(TileDot, kMaxTokens)
 }
 
 void QGemmNeonI8mm(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
                    const float* bias, const QActBlock* xq, float* y, size_t y_stride) {
   static_assert(kMaxTokens == 2, "QGemmPanels steps by kMaxTokens; TileI8mm takes one pair");
-  if (type == QuantType::kQ6K) {
-    QGemmPanels<Q6K, TileI8mm<Q6K, 2>, TileI8mm<Q6K, 1>>(c, k, rows, w, bias, xq, y, y_stride);
-    return;
-  }
-  if (type == QuantType::kQ5K) {
-    QGemmPanels<Q5K, TileI8mm<Q5K, 2>, TileI8mm<Q5K, 1>>(c, k, rows, w, bias, xq, y, y_stride);
-    return;
-  }
-  if (type == QuantType::kQ4K) {
-    QGemmPanels<Q4K, TileI8mm<Q4K, 2>, TileI8mm<Q4K, 1>>(c, k, rows, w, bias, xq, y, y_stride);
-    return;
-  }
-  if (type == QuantType::kQ4) {
-    QGemmPanels<Q4, TileI8mm<Q4, 2>, TileI8mm<Q4, 1>>(c, k, rows, w, bias, xq, y, y_stride);
-  } else {
-    QGemmPanels<Q8, TileI8mm<Q8, 2>, TileI8mm<Q8, 1>>(c, k, rows, w, bias, xq, y, y_stride);
-  }
+  FFLITE_QGEMM_BY_TYPE(TileI8mm, 2)
 }
 #endif
+
+#undef FFLITE_QGEMM_BY_TYPE
 
 }  // namespace fflite
 

@@ -40,6 +40,7 @@
 #include <type_traits>
 
 #include "kernels/quant_types.h"
+#include "kernels/quant_unpack_x86.h"
 
 // Per-function target attributes, as in kernels_avx2.cc: no AVX2 code in shared inline functions.
 #define FFLITE_AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -62,10 +63,24 @@ constexpr size_t kI8BlockBytes = 8 * 64;
 // (Sign-extending each byte in place instead costs two shifts per 8 weights, and the kernel was
 // bound by them: 22 against 33 GB/s on warm I8 weights, one token, Zen 5.) kF16: blk holds the
 // block's weights as f16 (DecodeI4BlockF16), converted by vcvtph2ps; the same f32 weights.
-// Groups [G0, G1) only (Q6K: 0-3 and 4-7, the block's halves with their own scales).
-template <int T, bool kF16 = false, size_t G0 = 0, size_t G1 = 8>
+// Groups [G0, G1) only (Q6K: 0-3 and 4-7, the block's halves with their own scales). Q: the
+// packed Q6KP and Q5KP are first decoded into the int8 values of Q6K / Q5K in a buffer that the
+// plain loop then reads (as BlockSumsI8 of qgemv_avx512.cc).
+template <int T, bool kF16 = false, size_t G0 = 0, size_t G1 = 8, typename Q = Q8>
 FFLITE_AVX2 inline void BlockSumsI8(const uint8_t* blk, const float* const* xb,
                                     __m256 (*sums)[2]) {
+  if constexpr (Q::kPacked) {
+    alignas(32) uint8_t wide[8 * 64];
+#pragma GCC unroll 8
+    for (size_t g = G0; g < G1; ++g) {
+      for (int h = 0; h < 2; ++h) {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(wide + 64 * g + 32 * h),
+                           LoadGroup256<Q>(blk, static_cast<int>(g), 32 * h));
+      }
+    }
+    BlockSumsI8<T, false, G0, G1, Q8>(wide, xb, sums);
+    return;
+  }
   // hadd twice gives [r0 r2 r4 r6 | r1 r3 r5 r7] of 8 rows ((i0 + i1) + (i2 + i3) each); a
   // permutation puts them in order.
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
@@ -168,10 +183,10 @@ struct Avx2 {
   template <int T, typename Q>
   FFLITE_AVX2 static void AddBlock(const uint8_t* blk, const float* const* xb,
                                    const uint8_t* scales, const uint8_t* super, Acc* acc) {
-    if constexpr (Q::kType == QuantType::kQ6K) {
+    if constexpr (Q::kScheme == QuantType::kQ6K) {
       __m256 lo[T][2], hi[T][2];
-      BlockSumsI8<T, false, 0, 4>(blk, xb, lo);
-      BlockSumsI8<T, false, 4, 8>(blk, xb, hi);
+      BlockSumsI8<T, false, 0, 4, Q>(blk, xb, lo);
+      BlockSumsI8<T, false, 4, 8, Q>(blk, xb, hi);
       for (int h = 0; h < 2; ++h) {
         __m256 s_lo, s_hi;
         K6Scales(scales, super, h, &s_lo, &s_hi);
@@ -183,7 +198,7 @@ struct Avx2 {
       return;
     }
     __m256 sums[T][2];
-    BlockSumsI8<T, Q::kBits == 4>(blk, xb, sums);
+    BlockSumsI8<T, Q::kBits == 4, 0, 8, Q>(blk, xb, sums);
     if constexpr (HasMin<Q>()) {
       float sum_x[T];
       for (int t = 0; t < T; ++t) sum_x[t] = BlockSum(xb[t]);
@@ -247,7 +262,7 @@ struct Avx2 {
   FFLITE_AVX2 static void AddBlockPanels(const uint8_t* blk, uint64_t panel_bytes,
                                          const float* const* xb, const uint8_t* scales,
                                          const uint8_t* super, Acc* acc) {
-    if constexpr (Q::kType == QuantType::kQ6K) {
+    if constexpr (Q::kScheme == QuantType::kQ6K) {
       for (int j = 0; j < P; ++j) {
         AddBlock<1, Q>(blk + j * panel_bytes, xb, scales + j * panel_bytes,
                        super + j * panel_bytes, acc + j);
@@ -262,7 +277,7 @@ struct Avx2 {
         DecodeI4BlockF16(blk + j * panel_bytes, q);
         BlockSumsI8<1, true>(q, xb, sums);
       } else {
-        BlockSumsI8<1>(blk + j * panel_bytes, xb, sums);
+        BlockSumsI8<1, false, 0, 8, Q>(blk + j * panel_bytes, xb, sums);
       }
       const uint8_t* s = scales + j * panel_bytes;
       for (int h = 0; h < 2; ++h) {

@@ -41,6 +41,7 @@
 #include <type_traits>
 
 #include "kernels/quant_types.h"
+#include "kernels/quant_unpack_x86.h"
 
 // Per-function target attributes, as in kernels_avx2.cc: no AVX-512 code in shared inline
 // functions.
@@ -58,9 +59,21 @@ namespace {
 // block's 32 activations of token t. vpmovsxbd widens a quarter of a group (rows 4m..4m+3 × the 4
 // k of group g) exactly, so lane 4r' + i of part[t][m] sums row 4m + r' at k = 4g + i, against
 // the group's 4 activations repeated; the 4 sums of a row are added at the end of the block.
-// Groups [G0, G1) only (Q6K: 0-3 and 4-7, the block's halves with their own scales).
-template <int T, size_t G0 = 0, size_t G1 = 8>
+// Groups [G0, G1) only (Q6K: 0-3 and 4-7, the block's halves with their own scales). Q: the
+// packed Q6KP and Q5KP are first decoded, group by group, into the int8 values of Q6K / Q5K in a
+// buffer that the plain loop then reads (its widening loads from memory, instead of a shuffle
+// per quarter of the decoded register on the port the widening uses).
+template <int T, size_t G0 = 0, size_t G1 = 8, typename Q = Q8>
 FFLITE_AVX512 inline void BlockSumsI8(const uint8_t* blk, const float* const* xb, __m512* sums) {
+  if constexpr (Q::kPacked) {
+    alignas(64) uint8_t wide[8 * 64];
+#pragma GCC unroll 8
+    for (size_t g = G0; g < G1; ++g) {
+      _mm512_store_si512(wide + 64 * g, LoadGroup512<Q>(blk, static_cast<int>(g), 0));
+    }
+    BlockSumsI8<T, G0, G1, Q8>(wide, xb, sums);
+    return;
+  }
   __m512 part[T][4];
   for (int t = 0; t < T; ++t) {
     for (int m = 0; m < 4; ++m) part[t][m] = _mm512_setzero_ps();
@@ -236,10 +249,10 @@ struct Avx512 {
   template <int T, typename Q>
   FFLITE_AVX512 static void AddBlock(const uint8_t* blk, const float* const* xb,
                                      const uint8_t* scales, const uint8_t* super, Acc* acc) {
-    if constexpr (Q::kType == QuantType::kQ6K) {
+    if constexpr (Q::kScheme == QuantType::kQ6K) {
       __m512 lo[T], hi[T], s_lo, s_hi;
-      BlockSumsI8<T, 0, 4>(blk, xb, lo);
-      BlockSumsI8<T, 4, 8>(blk, xb, hi);
+      BlockSumsI8<T, 0, 4, Q>(blk, xb, lo);
+      BlockSumsI8<T, 4, 8, Q>(blk, xb, hi);
       K6Scales(scales, super, &s_lo, &s_hi);
       for (int t = 0; t < T; ++t) {
         acc[t].v = _mm512_fmadd_ps(lo[t], s_lo, acc[t].v);
@@ -251,7 +264,7 @@ struct Avx512 {
     if constexpr (Q::kBits == 4) {
       BlockSumsI4<T>(blk, xb, sums);
     } else {
-      BlockSumsI8<T>(blk, xb, sums);
+      BlockSumsI8<T, 0, 8, Q>(blk, xb, sums);
     }
     if constexpr (HasMin<Q>()) {
       __m512 scale, offset;
@@ -271,12 +284,12 @@ struct Avx512 {
   FFLITE_AVX512 static void AddBlockPanels(const uint8_t* blk, uint64_t panel_bytes,
                                            const float* const* xb, const uint8_t* scales,
                                            const uint8_t* super, Acc* acc) {
-    if constexpr (Q::kType == QuantType::kQ6K) {
+    if constexpr (Q::kScheme == QuantType::kQ6K) {
 #pragma GCC unroll 4
       for (int j = 0; j < P; ++j) {
         __m512 lo, hi, s_lo, s_hi;
-        BlockSumsI8<1, 0, 4>(blk + j * panel_bytes, xb, &lo);
-        BlockSumsI8<1, 4, 8>(blk + j * panel_bytes, xb, &hi);
+        BlockSumsI8<1, 0, 4, Q>(blk + j * panel_bytes, xb, &lo);
+        BlockSumsI8<1, 4, 8, Q>(blk + j * panel_bytes, xb, &hi);
         K6Scales(scales + j * panel_bytes, super + j * panel_bytes, &s_lo, &s_hi);
         acc[j].v = _mm512_fmadd_ps(lo, s_lo, acc[j].v);
         acc[j].v = _mm512_fmadd_ps(hi, s_hi, acc[j].v);
@@ -288,7 +301,7 @@ struct Avx512 {
       BlockSumsI4Panels<P>(blk, panel_bytes, xb[0], sums);
     } else {
 #pragma GCC unroll 4
-      for (int j = 0; j < P; ++j) BlockSumsI8<1>(blk + j * panel_bytes, xb, &sums[j]);
+      for (int j = 0; j < P; ++j) BlockSumsI8<1, 0, 8, Q>(blk + j * panel_bytes, xb, &sums[j]);
     }
     if constexpr (HasMin<Q>()) {
       const __m512 sum_x = _mm512_set1_ps(BlockSum(xb[0]));

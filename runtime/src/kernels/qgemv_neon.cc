@@ -28,6 +28,7 @@
 #include <type_traits>
 
 #include "kernels/quant_types.h"
+#include "kernels/quant_unpack_neon.h"
 
 #define FFLITE_QGEMV_TARGET
 #define FFLITE_QGEMV_NS qgemv_neon
@@ -150,8 +151,9 @@ inline void BlockSums(const uint8_t* blk, const float* const* xb, float32x4_t (*
     #pragma GCC unroll 8
     for (size_t g = G0; g < G1; ++g) {
       for (int m = 0; m < 4; ++m) {
-        const int32x4_t v = vreinterpretq_s32_s8(vld1q_s8(
-            reinterpret_cast<const int8_t*>(blk + 64 * g + 16 * m)));
+        // Q6KP, Q5KP: decoded into Q6K's / Q5K's int8 values.
+        const int32x4_t v =
+            vreinterpretq_s32_u8(LoadGroupQ<Q>(blk, static_cast<int>(g), 16 * m));
         Quarter<T, Q, false>(v, xb, 4 * g, m, part);
       }
     }
@@ -210,7 +212,7 @@ struct Neon {
       for (int m = 0; m < 4; ++m) part[t][m] = vdupq_n_f32(0.0f);
     }
     float32x4_t scale[4];
-    if constexpr (Q::kType == QuantType::kQ6K) {
+    if constexpr (Q::kScheme == QuantType::kQ6K) {
       // Each half's sums times its scales d·sc (exact).
       float32x4_t hi[T][4], d[4];
       for (int t = 0; t < T; ++t) {

@@ -61,6 +61,8 @@ struct QuantGeometry {
 // Q8: int8 values in [-127, 127], an f16 scale per block of 32: 8.5 bits per weight.
 struct Q8 {
   static constexpr QuantType kType = QuantType::kQ8;
+  static constexpr QuantType kScheme = QuantType::kQ8;  // scales and arithmetic
+  static constexpr bool kPacked = false;
   static constexpr size_t kBits = 8;
   static constexpr uint64_t kBlockPanelBytes = 8 * 64;
   static constexpr int kMinValue = -127, kMaxValue = 127;  // what the quantiser writes
@@ -87,6 +89,8 @@ struct Q8 {
 // weight.
 struct Q4 {
   static constexpr QuantType kType = QuantType::kQ4;
+  static constexpr QuantType kScheme = QuantType::kQ4;  // scales and arithmetic
+  static constexpr bool kPacked = false;
   static constexpr size_t kBits = 4;
   static constexpr uint64_t kBlockPanelBytes = 4 * 64;
   static constexpr int kMinValue = -8, kMaxValue = 7;
@@ -128,6 +132,8 @@ struct Q4 {
 // row of the panel).
 struct Q4K {
   static constexpr QuantType kType = QuantType::kQ4K;
+  static constexpr QuantType kScheme = QuantType::kQ4K;  // scales and arithmetic
+  static constexpr bool kPacked = false;
   static constexpr size_t kBits = 4;
   static constexpr uint64_t kBlockPanelBytes = 4 * 64;
   static constexpr int kMinValue = 0, kMaxValue = 15;
@@ -155,11 +161,14 @@ struct Q4K {
 //   last 16 int8 [16 rows]
 // (rounded up to 64 bytes after the last super-block). k is a multiple of 256. 8.5625 bits per
 // weight (GGUF's 6.5625: each 6-bit value kept as a byte, which the int8 kernels read as Q8's).
-// The kernels take any value in [-127, 127]: the converter also keeps GGUF's Q3_K (values in
-// [-4, 3], scales in [-32, 31]) and IQ4_XS (levels in [-127, 113], scales in [-32, 31]: d·sc at
-// most 17 significant bits, times a level at most 24, still exact) as Q6K.
+// The kernels take any value in [-127, 127]: the converter keeps GGUF's IQ4_XS (levels in
+// [-127, 113], scales in [-32, 31]: d·sc at most 17 significant bits, times a level at most 24,
+// still exact) as Q6K; GGUF's Q6_K and Q3_K (values in [-4, 3]) go to Q6KP (below), which holds
+// 6 bits. Files of format 1.4 and 1.5 hold their Q6_K and Q5_K in this form.
 struct Q6K {
   static constexpr QuantType kType = QuantType::kQ6K;
+  static constexpr QuantType kScheme = QuantType::kQ6K;  // scales and arithmetic
+  static constexpr bool kPacked = false;
   static constexpr size_t kBits = 8;
   static constexpr uint64_t kBlockPanelBytes = 8 * 64;
   static constexpr int kMinValue = -32, kMaxValue = 31;
@@ -181,6 +190,8 @@ struct Q6K {
 // 8.625 bits per weight (GGUF's 5.5: each value a byte).
 struct Q5K {
   static constexpr QuantType kType = QuantType::kQ5K;
+  static constexpr QuantType kScheme = QuantType::kQ5K;  // scales and arithmetic
+  static constexpr bool kPacked = false;
   static constexpr size_t kBits = 8;
   static constexpr uint64_t kBlockPanelBytes = 8 * 64;
   static constexpr int kMinValue = 0, kMaxValue = 31;
@@ -195,11 +206,70 @@ struct Q5K {
   static constexpr uint64_t ScaleOffset(uint64_t b) { return Q4K::ScaleOffset(b); }
 };
 
+// The packed k-quants: GGUF's Q6_K and Q5_K at GGUF's own sizes. The same scale area, scales and
+// arithmetic as Q6K and Q5K (kScheme), and a block's values in bit planes instead of a byte each.
+// Per block of 16 rows x 32 values, with p = 4r + i the byte position of row r and value i of a
+// group of 4 (as Q8's groups: group g holds values 4g .. 4g + 3):
+//   L[c], c = 0..3, 64 bytes at 64c: byte p's low nibble = the low 4 bits of group 2c's code at p,
+//          its high nibble = those of group 2c + 1;
+//   Q6KP: H[h], h = 0..1, 64 bytes at 256 + 64h: bits 2j, 2j + 1 of byte p = the high 2 bits of
+//          group 4h + j's code (so each half of 16 values, with its own scales, is L[2h], L[2h + 1]
+//          and H[h]); code = q - 32 + 32 = GGUF's 6-bit q, the value q - 32;
+//   Q5KP: H, 64 bytes at 256: bit g of byte p = the fifth bit of group g's n, the value n - 16
+//          as Q5K stores it.
+// A kernel decodes group g's bytes at positions [o, o + w) from the same positions of L[g / 2] and
+// H into exactly the int8 values Q6K / Q5K keep (LoadGroup in each kernel file), then does Q6K's /
+// Q5K's arithmetic: results equal the wide types' bit for bit. 6.5625 bits per weight as GGUF's
+// Q6_K, 5.625 against GGUF's Q5_K's 5.5 (its 6-bit codes kept as bytes, as Q4K's).
+struct Q6KP : Q6K {
+  static constexpr QuantType kType = QuantType::kQ6KP;
+  static constexpr bool kPacked = true;
+  static constexpr uint64_t kBlockPanelBytes = 4 * 64 + 2 * 64;
+  static constexpr uint64_t kHighOffset = 4 * 64;  // H[0]
+  static int Value(const uint8_t* blk, size_t r, size_t j) {
+    const size_t g = j / 4, p = 4 * r + j % 4;
+    const int lo = (blk[(g / 2) * 64 + p] >> (4 * (g % 2))) & 0xf;
+    const int hi = (blk[kHighOffset + (g / 4) * 64 + p] >> (2 * (g % 4))) & 3;
+    return (lo | hi << 4) - 32;
+  }
+  static void SetValue(uint8_t* blk, size_t r, size_t j, int q) {
+    const size_t g = j / 4, p = 4 * r + j % 4;
+    const unsigned code = static_cast<unsigned>(q + 32) & 63u;
+    uint8_t& l = blk[(g / 2) * 64 + p];
+    const unsigned ls = 4 * (g % 2), hs = 2 * (g % 4);
+    l = static_cast<uint8_t>((l & ~(0xfu << ls)) | ((code & 0xfu) << ls));
+    uint8_t& h = blk[kHighOffset + (g / 4) * 64 + p];
+    h = static_cast<uint8_t>((h & ~(3u << hs)) | ((code >> 4) << hs));
+  }
+};
+struct Q5KP : Q5K {
+  static constexpr QuantType kType = QuantType::kQ5KP;
+  static constexpr bool kPacked = true;
+  static constexpr uint64_t kBlockPanelBytes = 4 * 64 + 64;
+  static constexpr uint64_t kHighOffset = 4 * 64;
+  static int Value(const uint8_t* blk, size_t r, size_t j) {  // n in [0, 31]
+    const size_t g = j / 4, p = 4 * r + j % 4;
+    const int lo = (blk[(g / 2) * 64 + p] >> (4 * (g % 2))) & 0xf;
+    const int hi = (blk[kHighOffset + p] >> g) & 1;
+    return lo | hi << 4;
+  }
+  static void SetValue(uint8_t* blk, size_t r, size_t j, int n) {
+    const size_t g = j / 4, p = 4 * r + j % 4;
+    const unsigned code = static_cast<unsigned>(n) & 31u;
+    uint8_t& l = blk[(g / 2) * 64 + p];
+    const unsigned ls = 4 * (g % 2);
+    l = static_cast<uint8_t>((l & ~(0xfu << ls)) | ((code & 0xfu) << ls));
+    uint8_t& h = blk[kHighOffset + p];
+    h = static_cast<uint8_t>((h & ~(1u << g)) | ((code >> 4) << g));
+  }
+};
+
 // Where block b's scales start in a panel (Q8, Q4: its 16 f16; Q4K, Q5K: its sc and m bytes; Q6K:
 // its two halves' sc bytes).
 template <typename Q>
 constexpr uint64_t BlockScaleOffset(uint64_t b) {
-  if constexpr (std::is_same_v<Q, Q4K> || std::is_same_v<Q, Q5K> || std::is_same_v<Q, Q6K>) {
+  if constexpr (Q::kScheme == QuantType::kQ4K || Q::kScheme == QuantType::kQ5K ||
+                Q::kScheme == QuantType::kQ6K) {
     return Q::ScaleOffset(b);
   } else {
     return b * kQuantPanelRows * 2;
@@ -208,22 +278,24 @@ constexpr uint64_t BlockScaleOffset(uint64_t b) {
 // Whether Q has a min per block (W = scale·n - min) rather than a symmetric scale alone.
 template <typename Q>
 constexpr bool HasMin() {
-  return std::is_same_v<Q, Q4K> || std::is_same_v<Q, Q5K>;
+  return Q::kScheme == QuantType::kQ4K || Q::kScheme == QuantType::kQ5K;
 }
 // Whether Q has a scale per half-block of 16 values (Q6K) rather than one per block.
 template <typename Q>
 constexpr bool HasHalfScales() {
-  return std::is_same_v<Q, Q6K>;
+  return Q::kScheme == QuantType::kQ6K;
 }
 // Whether Q's scales are per super-block of 8 blocks (the k-quants: k a multiple of 256).
 template <typename Q>
 constexpr bool HasSuperBlocks() {
-  return std::is_same_v<Q, Q4K> || std::is_same_v<Q, Q5K> || std::is_same_v<Q, Q6K>;
+  return HasMin<Q>() || HasHalfScales<Q>();
 }
 
 // f(Q{}) with the traits of `type`.
 template <typename F>
 decltype(auto) WithQuantTraits(QuantType type, F&& f) {
+  if (type == QuantType::kQ6KP) return f(Q6KP{});
+  if (type == QuantType::kQ5KP) return f(Q5KP{});
   if (type == QuantType::kQ6K) return f(Q6K{});
   if (type == QuantType::kQ5K) return f(Q5K{});
   if (type == QuantType::kQ4K) return f(Q4K{});

@@ -1,0 +1,82 @@
+// The bytes of one group of a quantised block as the wide types keep them (kernels/quant_types.h),
+// for the NEON kernels (aarch64 and 32-bit ARM): LoadGroupQ<Q>(blk, g, o) (16 bytes) and
+// LoadGroupD<Q> (8 bytes) return the bytes at blk + 64g + o of the types with a byte layout (Q8,
+// Q6K and Q5K: their int8 values), and for the packed Q6KP and Q5KP the same int8 values decoded
+// from their bit planes at the same positions, so that the wide types' arithmetic on them gives
+// the same bits:
+//   Q6KP: (L[g/2] >> 4(g%2)) & 15 | ((H[g/4] >> 2(g%4)) & 3) << 4, minus 32;
+//   Q5KP: (L[g/2] >> 4(g%2)) & 15 | ((H >> g) & 1) << 4, minus 16.
+// Shift-left-and-insert (sli #4) puts the high bits over the low nibble's byte, so L needs no mask
+// for the even groups: 3-5 instructions per vector of values. The shifts' immediates are
+// literals in each case of a switch on g, which the kernels' unrolled group loops fold away.
+// Internal linkage: on 32-bit ARM the NEON kernels are compiled apart with -mfpu=neon and share
+// no inline function with the rest.
+#ifndef FFLITE_RUNTIME_SRC_KERNELS_QUANT_UNPACK_NEON_H_
+#define FFLITE_RUNTIME_SRC_KERNELS_QUANT_UNPACK_NEON_H_
+
+#include <arm_neon.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/quant_types.h"
+
+namespace fflite {
+namespace {
+
+// S: the intrinsics' q (16 bytes) or nothing (8 bytes); V its vector type.
+#define FFLITE_UNPACK_GROUP(S, V, LOAD)                                                        \
+  V l = LOAD(blk + 64 * (g / 2) + o);                                                          \
+  if (g % 2 == 1) l = vshr##S##n_u8(l, 4);                                                     \
+  if constexpr (Q::kScheme == QuantType::kQ6K) {                                               \
+    const V h = LOAD(blk + Q::kHighOffset + 64 * (g / 4) + o);                                 \
+    const V three = vdup##S##n_u8(3);                                                          \
+    V f; /* the 2-bit field of group g in bits 0-1, zeros above */                             \
+    switch (g % 4) {                                                                           \
+      case 0: f = vand##S##u8(h, three); break;                                                \
+      case 1: f = vand##S##u8(vshr##S##n_u8(h, 2), three); break;                              \
+      case 2: f = vand##S##u8(vshr##S##n_u8(h, 4), three); break;                              \
+      default: f = vshr##S##n_u8(h, 6); break;                                                 \
+    }                                                                                          \
+    return vsub##S##u8(vsli##S##n_u8(l, f, 4), vdup##S##n_u8(32));                             \
+  } else {                                                                                     \
+    const V h = LOAD(blk + Q::kHighOffset + o);                                                \
+    const V one = vdup##S##n_u8(1);                                                            \
+    V f; /* bit g in bit 0, zeros above */                                                     \
+    switch (g) {                                                                               \
+      case 0: f = vand##S##u8(h, one); break;                                                  \
+      case 1: f = vand##S##u8(vshr##S##n_u8(h, 1), one); break;                                \
+      case 2: f = vand##S##u8(vshr##S##n_u8(h, 2), one); break;                                \
+      case 3: f = vand##S##u8(vshr##S##n_u8(h, 3), one); break;                                \
+      case 4: f = vand##S##u8(vshr##S##n_u8(h, 4), one); break;                                \
+      case 5: f = vand##S##u8(vshr##S##n_u8(h, 5), one); break;                                \
+      case 6: f = vand##S##u8(vshr##S##n_u8(h, 6), one); break;                                \
+      default: f = vshr##S##n_u8(h, 7); break;                                                 \
+    }                                                                                          \
+    return vsub##S##u8(vsli##S##n_u8(l, f, 4), vdup##S##n_u8(16));                             \
+  }
+
+template <typename Q>
+inline uint8x16_t LoadGroupQ(const uint8_t* blk, int g, size_t o) {
+  if constexpr (!Q::kPacked) {
+    return vld1q_u8(blk + 64 * g + o);
+  } else {
+    FFLITE_UNPACK_GROUP(q_, uint8x16_t, vld1q_u8)
+  }
+}
+
+template <typename Q>
+inline uint8x8_t LoadGroupD(const uint8_t* blk, int g, size_t o) {
+  if constexpr (!Q::kPacked) {
+    return vld1_u8(blk + 64 * g + o);
+  } else {
+    FFLITE_UNPACK_GROUP(_, uint8x8_t, vld1_u8)
+  }
+}
+
+#undef FFLITE_UNPACK_GROUP
+
+}  // namespace
+}  // namespace fflite
+
+#endif  // FFLITE_RUNTIME_SRC_KERNELS_QUANT_UNPACK_NEON_H_
