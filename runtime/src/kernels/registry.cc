@@ -366,6 +366,14 @@ size_t DefaultQuantGemmMinTokens(QuantType type, const QGemvKernel& gemv,
   //   i8  qgemm avxvnni       21.9  21.4  15.1   (avx2 22.6 20.3 12.5)
   // AVX-512 without VNNI (Skylake-SP) pairs qgemv avx512 with qgemm avx2, slower at every count
   // up to 4. Q4 and Q4K: the same nibble kernels; Q6K: int8 values, as Q8.
+  // The packed k-quants (Q6KP, Q5KP: bit planes decoded to Q6K's / Q5K's int8 values in the
+  // kernel) make the float path decode-bound: on an AVX-512 VNNI Xeon (one thread, 2 Llama-3-8B
+  // FFN layers, cold, fflite-bench --model X --tokens 1 --cold, two runs each, alternated) q6_k
+  // decodes a token in 37.8-42.7 ms with float activations against 26.3-45.1 with int8 ones,
+  // q5_k in 32.8-45.3 against 25.3-27.4 (85-91% of the read bandwidth); with the AVX2 pair
+  // (--quant_isa avx2) q6_k 59.4-127 against 32.7-36.1. So they take int8 activations from one
+  // token on those pairs (the AVX-512 float kernel with the AVX2 int8 one, Skylake-SP's pair,
+  // measured alike at one token: 30.9-35.5 against 31.7-32.4, keeps 8).
   // The aarch64 NEON pairs: no ARM machine is reachable from this project, so from the model of
   // the kernels' loops instead (scripts/arm_model.py, README "ARM speed"; llvm-mca 16, cycles per
   // block of 16 rows x 32 values, one token, on the Cortex-A76 as LLVM models it):
@@ -378,19 +386,22 @@ size_t DefaultQuantGemmMinTokens(QuantType type, const QGemvKernel& gemv,
   // takes int8 activations from one token (as llama.cpp's ARM path always does); 32-bit ARM is
   // not modelled and keeps 8.
   const bool q4 = type == QuantType::kQ4 || type == QuantType::kQ4K;
+  const bool packed = type == QuantType::kQ6KP || type == QuantType::kQ5KP;
 #if defined(FFLITE_QGEMM_X86)
-  if (gemm.qgemm == QGemmAvx512Vnni) return 2;
+  if (gemm.qgemm == QGemmAvx512Vnni) return packed ? 1 : 2;
   if ((gemm.qgemm == QGemmAvx2 || gemm.qgemm == QGemmAvxVnni) && gemv.qgemv == QGemvAvx2) {
-    return q4 ? 1 : 2;
+    return q4 || packed ? 1 : 2;
   }
 #elif defined(FFLITE_QGEMM_NEON) && defined(FFLITE_QGEMV_NEON) && defined(__aarch64__)
   (void)q4;
+  (void)packed;
   if (gemv.qgemv == QGemvNeon && (gemm.qgemm == QGemmNeon || gemm.qgemm == QGemmNeonDot ||
                                   gemm.qgemm == QGemmNeonI8mm)) {
     return 1;
   }
 #else
   (void)q4;
+  (void)packed;
   (void)gemv;
   (void)gemm;
 #endif
