@@ -240,9 +240,9 @@ uint16_t QuantScaleAt(const QuantGeometry& g, const uint8_t* data, uint64_t r, u
 bool QuantScalesValid(DType dtype, const QuantGeometry& g, const uint8_t* data, uint64_t* bad_row,
                       uint64_t* bad_block, const char** what, const char** problem) {
   const DTypeInfo* info = FindDType(dtype);
-  if (info != nullptr &&
-      (info->quant_type == QuantType::kQ4K || info->quant_type == QuantType::kQ5K ||
-       info->quant_type == QuantType::kQ5KP)) {
+  const QuantType scheme =
+      info != nullptr && info->quantized ? QuantSchemeOf(info->quant_type) : QuantType::kQ8;
+  if (scheme == QuantType::kQ4K || scheme == QuantType::kQ5K) {
     for (uint64_t p = 0; p < g.panels; ++p) {
       const uint8_t* panel = data + p * g.panel_bytes;
       for (uint64_t b = 0; b < g.k_blocks; ++b) {
@@ -264,8 +264,7 @@ bool QuantScalesValid(DType dtype, const QuantGeometry& g, const uint8_t* data, 
     }
     return true;
   }
-  if (info != nullptr &&
-      (info->quant_type == QuantType::kQ6K || info->quant_type == QuantType::kQ6KP)) {
+  if (scheme == QuantType::kQ6K) {
     *what = "super-block's d";
     *problem = "is not finite";
     for (uint64_t p = 0; p < g.panels; ++p) {

@@ -158,25 +158,20 @@ double Kurtosis(const float* w, uint64_t count, double sum) {
 // Q4_K, Q5_K, Q6_K: each panel of 16 rows quantised to GGUF's blocks, then re-laid by the same
 // code that keeps a GGUF file's tensors; the error from the stored panel, dequantised. The
 // search costs ~100x a plain rounding, so the panels run on every core.
-void QuantizeKQuantMatrix(QuantType type, uint64_t rows, uint64_t k, const float* w,
+void QuantizeKQuantMatrix(DType dtype, uint64_t rows, uint64_t k, const float* w,
                           const float* importance, uint8_t* dst, QuantStats* stats) {
-  const bool q5 = type == QuantType::kQ5K || type == QuantType::kQ5KP;
-  const uint64_t block_bytes = type == QuantType::kQ4K ? kQ4KBlockBytes
-                               : q5                    ? kQ5KBlockBytes
-                                                       : kQ6KBlockBytes;
+  const QuantType scheme = QuantSchemeOf(QuantTypeOf(dtype));
+  const uint64_t block_bytes = scheme == QuantType::kQ4K   ? kQ4KBlockBytes
+                               : scheme == QuantType::kQ5K ? kQ5KBlockBytes
+                                                           : kQ6KBlockBytes;
   void (*const quantize_row)(const float*, const float*, uint64_t, uint8_t*) =
-      type == QuantType::kQ4K ? &QuantizeQ4KRow
-      : q5                    ? &QuantizeQ5KRow
-                              : &QuantizeQ6KRow;
-  const DType dtype = type == QuantType::kQ4K    ? DType::Q4_K
-                      : type == QuantType::kQ5K  ? DType::Q5_K
-                      : type == QuantType::kQ5KP ? DType::Q5_K_PACKED
-                      : type == QuantType::kQ6K  ? DType::Q6_K
-                                                 : DType::Q6_K_PACKED;
-  auto pack = [dtype](uint64_t n, uint64_t cols, const uint8_t* gguf, uint8_t* out) {
-    if (dtype == DType::Q4_K) {
+      scheme == QuantType::kQ4K   ? &QuantizeQ4KRow
+      : scheme == QuantType::kQ5K ? &QuantizeQ5KRow
+                                  : &QuantizeQ6KRow;
+  auto pack = [dtype, scheme](uint64_t n, uint64_t cols, const uint8_t* gguf, uint8_t* out) {
+    if (scheme == QuantType::kQ4K) {
       PackQ4KFromGguf(n, cols, gguf, out);
-    } else if (dtype == DType::Q5_K || dtype == DType::Q5_K_PACKED) {
+    } else if (scheme == QuantType::kQ5K) {
       PackQ5KFromGguf(dtype, n, cols, gguf, out);
     } else {
       PackQ6KFromGguf(dtype, n, cols, gguf, out);
@@ -241,9 +236,7 @@ absl::Status QuantizeMatrix(DType dtype, uint64_t rows, uint64_t k, const float*
         "%s: shape [%d, %d] exceeds the limit of %d rows and columns", what, rows, k, kMaxDim));
   }
   const QuantType type = QuantTypeOf(dtype);
-  const bool k_quant = type == QuantType::kQ4K || type == QuantType::kQ5K ||
-                       type == QuantType::kQ6K || type == QuantType::kQ5KP ||
-                       type == QuantType::kQ6KP;
+  const bool k_quant = QuantHasSuperBlocks(type);
   if (k_quant && (k % 256 != 0 || options.rotate)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: dtype %s needs in_features a multiple of 256 and no rotation; got %d columns%s", what,
@@ -273,7 +266,7 @@ absl::Status QuantizeMatrix(DType dtype, uint64_t rows, uint64_t k, const float*
   }
 
   if (k_quant) {
-    QuantizeKQuantMatrix(type, rows, k, w, options.importance, dst, stats);
+    QuantizeKQuantMatrix(dtype, rows, k, w, options.importance, dst, stats);
     if (stats != nullptr) stats->kurtosis = Kurtosis(w, rows * k, sum);
     return absl::OkStatus();
   }

@@ -482,8 +482,8 @@ void RemoveStaleTemporaries(const std::string& path) {
 }  // namespace
 
 bool IsKQuant(DType dtype) {
-  return dtype == DType::Q4_K || dtype == DType::Q5_K || dtype == DType::Q6_K ||
-         dtype == DType::Q5_K_PACKED || dtype == DType::Q6_K_PACKED;
+  const DTypeInfo* info = FindDType(dtype);
+  return info != nullptr && info->quantized && QuantHasSuperBlocks(info->quant_type);
 }
 
 DType KQuantFallback(DType dtype, const std::vector<uint64_t>& stored) {

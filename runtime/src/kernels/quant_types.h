@@ -303,6 +303,15 @@ decltype(auto) WithQuantTraits(QuantType type, F&& f) {
   return f(Q8{});
 }
 
+// By the type's id: its scheme (the arithmetic it shares, kScheme) and whether its scales are per
+// super-block (the k-quants: k a multiple of 256, no rotation).
+inline QuantType QuantSchemeOf(QuantType type) {
+  return WithQuantTraits(type, [](auto q) { return decltype(q)::kScheme; });
+}
+inline bool QuantHasSuperBlocks(QuantType type) {
+  return WithQuantTraits(type, [](auto q) { return HasSuperBlocks<decltype(q)>(); });
+}
+
 // The bytes of one block of a panel (16 rows × 32 values) with its share of the panel's scale
 // area: what the kernels read per block (the performance model's marks, kernels/mca_region.h).
 template <typename Q>
