@@ -142,8 +142,8 @@ absl::Status RelayQ(const View& v, DType dtype, uint8_t* dst) {
   return absl::OkStatus();
 }
 
-// Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS rows kept as they are (Q3_K's and IQ4_XS's as Q6_K's): every
-// super-block's d (and Q4_K's and Q5_K's dmin) must be finite (the loader's check).
+// Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS rows kept as they are (Q3_K's and IQ4_XS's in Q6_K's
+// scales): every super-block's d (and Q4_K's and Q5_K's dmin) must be finite (the loader's check).
 absl::Status CheckKSupers(const View& v) {
   const GgmlType type = v.t->type->type;
   const bool q4k = type == GgmlType::Q4_K || type == GgmlType::Q5_K;  // d and dmin first
@@ -177,11 +177,11 @@ TensorSource Source(const View& v, std::vector<uint64_t> shape, bool matrix, boo
   DType quant = DType::INVALID;
   if (native && matrix && type == GgmlType::Q4_0) quant = DType::I4;
   if (native && matrix && type == GgmlType::Q4_K) quant = DType::Q4_K;
-  // Q6_K and Q3_K (values in [-4, 3]) at 6 bits; IQ4_XS's levels need a byte.
+  // Q6_K and Q3_K (values in [-4, 3]) at 6 bits; IQ4_XS as its level indices.
   if (native && matrix && (type == GgmlType::Q6_K || type == GgmlType::Q3_K)) {
     quant = DType::Q6_K_PACKED;
   }
-  if (native && matrix && type == GgmlType::IQ4_XS) quant = DType::Q6_K;
+  if (native && matrix && type == GgmlType::IQ4_XS) quant = DType::IQ4_XS;
   if (native && matrix && type == GgmlType::Q5_K) quant = DType::Q5_K_PACKED;
   if (native && matrix && int8_ok) quant = DType::I8;
   const DType as_is = FloatDType(type);
@@ -196,7 +196,8 @@ TensorSource Source(const View& v, std::vector<uint64_t> shape, bool matrix, boo
         FFLITE_RETURN_IF_ERROR(CheckKSupers(v));
         PackQ4KFromGguf(v.rows, v.cols, v.Begin(), dst);
       } else if (v.t->type->type == GgmlType::Q3_K || v.t->type->type == GgmlType::IQ4_XS) {
-        // Q3_K, IQ4_XS: each block's d, scales and values, re-laid as Q6_K's are.
+        // Q3_K, IQ4_XS: each block's d, scales and values (IQ4_XS: levels, kept as their
+        // indices), re-laid as Q6_K's are.
         FFLITE_RETURN_IF_ERROR(CheckKSupers(v));
         const GgmlType src_type = v.t->type->type;
         const uint64_t block_bytes = v.t->type->block_bytes;

@@ -816,9 +816,9 @@ TEST_F(GgufTest, KQuantsKeptOrDequantisedExactly) {
                    got.data());
     EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0) << DTypeName(t->dtype);
   }
-  // Q3_K and IQ4_XS: kept as q6_k (their scales and values fit q6_k's: Q3_K's values its 6 bits,
-  // IQ4_XS's levels only the int8 of q6_k_i8), each value the specification's; the CPU backend's
-  // q6_k kernels on them against the reference.
+  // Q3_K and IQ4_XS: kept in q6_k's scales (Q3_K's values in q6_k's 6 bits, IQ4_XS's as their
+  // level indices, iq4_xs), each value the specification's; the CPU backend's kernels on them
+  // against the reference.
   struct Q6Like {
     uint32_t type;
     converter::GgmlType ggml;
@@ -851,7 +851,7 @@ TEST_F(GgufTest, KQuantsKeptOrDequantisedExactly) {
     const TensorView* ts[3] = {&f3.gate, &f3.up, &f3.down};
     for (int i = 0; i < 3; ++i) {
       ASSERT_EQ(ts[i]->dtype,
-                c.ggml == converter::GgmlType::Q3_K ? DType::Q6_K_PACKED : DType::Q6_K);
+                c.ggml == converter::GgmlType::Q3_K ? DType::Q6_K_PACKED : DType::IQ4_XS);
       std::vector<float> want(ts[i]->numel());
       ASSERT_OK(converter::DequantizeGguf(c.ggml, q3[i].data(), want.size(), want.data()));
       std::vector<float> got(ts[i]->numel());

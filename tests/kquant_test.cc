@@ -110,8 +110,64 @@ std::vector<uint8_t> RandomGgufQ5K(uint64_t rows, uint64_t k, std::mt19937& gen,
   return b;
 }
 
+constexpr size_t kGgufIq4Block = 136;  // bytes of an IQ4_XS super-block
+
+// Random GGUF IQ4_XS rows: random scales and indices, d a positive f16 so that values are about
+// ±scale (levels up to 127, scales up to 32).
+std::vector<uint8_t> RandomGgufIq4xs(uint64_t rows, uint64_t k, std::mt19937& gen, float scale) {
+  std::vector<uint8_t> b(rows * k / 256 * kGgufIq4Block);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> unit(0.25f, 1.0f);
+  for (uint8_t& v : b) v = static_cast<uint8_t>(byte(gen));
+  for (size_t i = 0; i < b.size(); i += kGgufIq4Block) {
+    const uint16_t d = F32ToF16(scale / 2048.0f * unit(gen));
+    std::memcpy(&b[i], &d, 2);
+  }
+  return b;
+}
+
+// IQ4_NL's and IQ4_XS's levels, from GGUF's specification (ggml's kvalues_iq4nl).
+constexpr int kSpecIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                    1,    13,   25,  38,  53,  69,  89,  113};
+
+// The test's reading of an IQ4_XS super-block (GGUF's block_iq4_xs: f16 d, u16 scales_h, 4 bytes
+// scales_l, 128 bytes qs): sub-block ib's scale is its 6-bit ls - 32, ls's low 4 bits the nibble
+// ib % 2 of scales_l[ib / 2], its top 2 bits bits 2ib, 2ib + 1 of scales_h; element 32ib + j
+// (j < 16) is the level of qs[16ib + j]'s low nibble, element 32ib + 16 + j of its high one.
+void Iq4xsSpec(const uint8_t* in, uint16_t* d, int scale[8], int level[256]) {
+  std::memcpy(d, in, 2);
+  const uint16_t scales_h = static_cast<uint16_t>(in[2] | in[3] << 8);
+  for (int ib = 0; ib < 8; ++ib) {
+    const int ls = ((in[4 + ib / 2] >> (4 * (ib % 2))) & 0xf) | (((scales_h >> (2 * ib)) & 3) << 4);
+    scale[ib] = ls - 32;
+    for (int j = 0; j < 16; ++j) {
+      const uint8_t q = in[8 + 16 * ib + j];
+      level[32 * ib + j] = kSpecIq4Levels[q & 0xf];
+      level[32 * ib + 16 + j] = kSpecIq4Levels[q >> 4];
+    }
+  }
+}
+
+// IQ4_XS rows stored as `dtype`: IQ4_XS (level indices) or Q6_K (the levels as int8), both through
+// PackQ6KFromBlocks with the test's reading of each super-block.
+std::vector<uint8_t> PackIq4xs(DType dtype, uint64_t rows, uint64_t k,
+                               const std::vector<uint8_t>& gguf) {
+  std::vector<uint8_t> packed(QuantMatrixGeometry(dtype, rows, k).bytes(), 0xee);
+  PackQ6KFromBlocks(
+      dtype, rows, k,
+      [&](uint64_t row, uint64_t s, uint16_t* d, int8_t* scales, int8_t* values) {
+        int scale[8], level[256];
+        Iq4xsSpec(gguf.data() + (row * (k / 256) + s) * kGgufIq4Block, d, scale, level);
+        for (int j = 0; j < 16; ++j) scales[j] = static_cast<int8_t>(scale[j / 2]);
+        for (int e = 0; e < 256; ++e) values[e] = static_cast<int8_t>(level[e]);
+      },
+      packed.data());
+  return packed;
+}
+
 std::vector<uint8_t> RandomGguf(DType dtype, uint64_t rows, uint64_t k, std::mt19937& gen,
                                 float scale, bool centered = false) {
+  if (dtype == DType::IQ4_XS) return RandomGgufIq4xs(rows, k, gen, scale);
   if (dtype == DType::Q5_K || dtype == DType::Q5_K_PACKED) {
     return RandomGgufQ5K(rows, k, gen, scale, centered);
   }
@@ -122,6 +178,7 @@ std::vector<uint8_t> RandomGguf(DType dtype, uint64_t rows, uint64_t k, std::mt1
 // The stored matrix of GGUF rows.
 std::vector<uint8_t> Pack(DType dtype, uint64_t rows, uint64_t k,
                           const std::vector<uint8_t>& gguf) {
+  if (dtype == DType::IQ4_XS) return PackIq4xs(dtype, rows, k, gguf);
   std::vector<uint8_t> packed(QuantMatrixGeometry(dtype, rows, k).bytes(), 0xee);
   if (dtype == DType::Q4_K) {
     PackQ4KFromGguf(rows, k, gguf.data(), packed.data());
@@ -264,6 +321,60 @@ TEST(Q6KTest, PlanesHoldGgufsValues) {
   EXPECT_FALSE(LayoutValidFor(DType::Q6_K_PACKED, Layout::PANEL16_K4_HADAMARD32));
   EXPECT_EQ(TensorBytes(DType::Q6_K_PACKED, {16, 300}, Layout::PANEL16_K4), 0u);
   EXPECT_STREQ(DTypeName(DType::Q6_K_PACKED), "q6_k");
+}
+
+// iq4_xs: every value is d·(ls - 32)·level of its GGUF super-block (the test's reading of the
+// specification), in f32, at 4.5625 bits per weight (2336 bytes per 16 rows x 256 values).
+TEST(Iq4xsTest, IndicesHoldGgufsValues) {
+  std::mt19937 gen(6);
+  for (const auto& [rows, k] : {std::pair<uint64_t, uint64_t>{1, 256}, {17, 512}, {40, 768}}) {
+    const std::vector<uint8_t> gguf = RandomGgufIq4xs(rows, k, gen, 1.0f);
+    const std::vector<uint8_t> packed = Pack(DType::IQ4_XS, rows, k, gguf);
+    const std::vector<float> w = Dequantized(DType::IQ4_XS, rows, k, packed);
+    for (uint64_t r = 0; r < rows; ++r) {
+      for (uint64_t s = 0; s < k / 256; ++s) {
+        uint16_t d;
+        int scale[8], level[256];
+        Iq4xsSpec(gguf.data() + (r * (k / 256) + s) * kGgufIq4Block, &d, scale, level);
+        for (int e = 0; e < 256; ++e) {
+          const float want = F16ToF32(d) * static_cast<float>(scale[e / 32]) *
+                             static_cast<float>(level[e]);
+          ASSERT_EQ(w[r * k + 256 * s + e], want) << "row " << r << " col " << 256 * s + e;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(QuantMatrixGeometry(DType::IQ4_XS, 32, 4096).bytes(),
+            uint64_t{32} * 4096 * 45625 / 80000);
+  EXPECT_DOUBLE_EQ(DTypeBitsPerWeight(DType::IQ4_XS), 4.5625);
+  EXPECT_FALSE(LayoutValidFor(DType::IQ4_XS, Layout::PANEL16_K4_HADAMARD32));
+  EXPECT_EQ(TensorBytes(DType::IQ4_XS, {16, 300}, Layout::PANEL16_K4), 0u);
+  EXPECT_STREQ(DTypeName(DType::IQ4_XS), "iq4_xs");
+}
+
+// IQ4X's index positions, against the layout written out by hand in quant_types.h: the index of
+// row r, value j sits in L[g / 2] (g = j / 4) at byte 4r + j % 4, nibble g % 2; every level is
+// written as its index, and a value between levels (padding's 0) as the nearest.
+TEST(Iq4xsTest, IndicesAreWhereTheLayoutSays) {
+  for (int r = 0; r < 16; r += 5) {
+    for (int j = 0; j < 32; ++j) {
+      const size_t g = j / 4, p = 4 * r + j % 4;
+      for (int i = 0; i < 16; ++i) {
+        uint8_t b[IQ4X::kBlockPanelBytes] = {};
+        IQ4X::SetValue(b, r, j, kSpecIq4Levels[i]);
+        for (size_t at = 0; at < sizeof(b); ++at) {
+          const uint8_t want = at == 64 * (g / 2) + p ? i << (4 * (g % 2)) : 0;
+          ASSERT_EQ(b[at], want) << "byte " << at << " r " << r << " j " << j << " index " << i;
+        }
+        ASSERT_EQ(IQ4X::Value(b, r, j), kSpecIq4Levels[i]);
+      }
+      uint8_t b[IQ4X::kBlockPanelBytes] = {};
+      IQ4X::SetValue(b, r, j, 0);
+      EXPECT_EQ(IQ4X::Value(b, r, j), 1);
+      IQ4X::SetValue(b, r, j, -120);
+      EXPECT_EQ(IQ4X::Value(b, r, j), -127);
+    }
+  }
 }
 
 // The planes' bit positions, against the layout written out by hand in quant_types.h: code q of
@@ -451,8 +562,10 @@ void CheckPackedGivesTheWideBits(DType wide, DType packed_dtype) {
   for (const Case& cs : {Case{1, 256, 1}, Case{17, 256, 2}, Case{37, 512, 3}, Case{64, 768, 5},
                          Case{16, 256, 9}}) {
     const size_t rows = cs.rows, k = cs.k, c = cs.c;
-    const std::vector<uint8_t> gguf = RandomGguf(wide, rows, k, gen, 0.5f);
-    const std::vector<uint8_t> w_wide = Pack(wide, rows, k, gguf);
+    const std::vector<uint8_t> gguf = RandomGguf(packed_dtype, rows, k, gen, 0.5f);
+    const std::vector<uint8_t> w_wide = packed_dtype == DType::IQ4_XS
+                                            ? PackIq4xs(wide, rows, k, gguf)
+                                            : Pack(wide, rows, k, gguf);
     const std::vector<uint8_t> p = Pack(packed_dtype, rows, k, gguf);
     GuardedBuffer w_packed(p.size());  // a read past the packed matrix faults
     std::memcpy(w_packed.As<uint8_t>(), p.data(), p.size());
@@ -487,6 +600,10 @@ TEST(Q5KTest, EveryKernelGivesTheWideFormsBitsOnPlanes) {
 }
 TEST(Q6KTest, EveryKernelGivesTheWideFormsBitsOnPlanes) {
   CheckPackedGivesTheWideBits(DType::Q6_K, DType::Q6_K_PACKED);
+}
+// iq4_xs against the same levels kept as q6_k_i8 (what the converter wrote for IQ4_XS before).
+TEST(Iq4xsTest, EveryKernelGivesTheWideFormsBitsOnIndices) {
+  CheckPackedGivesTheWideBits(DType::Q6_K, DType::IQ4_XS);
 }
 
 // A product split among threads at panel boundaries gives the whole product's bits.
@@ -530,6 +647,7 @@ TEST(Q5KTest, RowSplitsGiveTheSameBits) { CheckRowSplits(DType::Q5_K); }
 TEST(Q6KTest, RowSplitsGiveTheSameBits) { CheckRowSplits(DType::Q6_K); }
 TEST(Q5KTest, PlanesRowSplitsGiveTheSameBits) { CheckRowSplits(DType::Q5_K_PACKED); }
 TEST(Q6KTest, PlanesRowSplitsGiveTheSameBits) { CheckRowSplits(DType::Q6_K_PACKED); }
+TEST(Iq4xsTest, RowSplitsGiveTheSameBits) { CheckRowSplits(DType::IQ4_XS); }
 
 // ---- files ----
 
@@ -604,7 +722,8 @@ double RelError(const std::vector<float>& got, const std::vector<float>& want) {
 TEST(KQuantTest, LayerMatchesTheReference) {
   for (const auto& [dtype, down] : {std::pair<DType, DType>{DType::Q4_K, DType::Q4_K},
                                     {DType::Q6_K, DType::Q6_K}, {DType::Q4_K, DType::Q6_K_PACKED},
-                                    {DType::Q5_K_PACKED, DType::Q6_K_PACKED}}) {
+                                    {DType::Q5_K_PACKED, DType::Q6_K_PACKED},
+                                    {DType::IQ4_XS, DType::IQ4_XS}}) {
     ASSERT_OK_AND_ASSIGN(testing::LoadedModel m,
                          testing::BuildModel(KModel(dtype, down, 256, 512, 21)));
     EXPECT_EQ(m.model->layers()[0].ffn.up.dtype, dtype);

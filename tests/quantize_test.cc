@@ -891,6 +891,11 @@ TEST(KQuantiseTest, BadShapesRotationAndImportanceAreRefusedByName) {
   importance[77] = std::nanf("");
   EXPECT_THAT(Quantise(DType::Q5_K_PACKED, 2, 256, w2, o).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("importance of column 77")));
+  // iq4_xs is only kept from GGUF files: the quantiser says so rather than writing q6_k's codes.
+  EXPECT_THAT(Quantise(DType::IQ4_XS, 2, 256, w2, kSearch).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("w: dtype iq4_xs is kept from GGUF's IQ4_XS; fflite's quantiser "
+                                 "does not write it")));
 }
 
 }  // namespace

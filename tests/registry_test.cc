@@ -139,9 +139,9 @@ TEST(RegistryTest, X86Policies) {
   const KernelLists s = ListKernels(skx, false);
   EXPECT_EQ(DefaultQuantGemmMinTokens(QuantType::kQ4, *s.best_qgemv, *s.best_qgemm), 8u);
   EXPECT_EQ(DefaultQuantGemmMinTokens(QuantType::kQ8, *l.qgemv.front(), *l.qgemm.front()), 8u);
-  // The packed k-quants, whose float path decodes bit planes: int8 from one token on the VNNI
-  // and AVX2 pairs; the wide forms as Q8.
-  for (QuantType t : {QuantType::kQ6KP, QuantType::kQ5KP}) {
+  // The packed types, whose float path decodes bit planes or level indices: int8 from one token on
+  // the VNNI and AVX2 pairs; the wide forms as Q8.
+  for (QuantType t : {QuantType::kQ6KP, QuantType::kQ5KP, QuantType::kIQ4X}) {
     EXPECT_EQ(DefaultQuantGemmMinTokens(t, *v.best_qgemv, *v.best_qgemm), 1u);
     EXPECT_EQ(DefaultQuantGemmMinTokens(t, *l.best_qgemv, *l.best_qgemm), 1u);
     EXPECT_EQ(DefaultQuantGemmMinTokens(t, *s.best_qgemv, *s.best_qgemm), 8u);

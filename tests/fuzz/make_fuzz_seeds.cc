@@ -19,6 +19,7 @@
 #include "format/quant_layout.h"
 #include "format/writer.h"
 #include "fuzz_util.h"
+#include "kernels/quant_types.h"
 #include "testing/gguf_writer.h"
 #include "testing/model_builder.h"
 
@@ -408,8 +409,8 @@ int main(int argc, char** argv) {
     }
     if (!WriteFile(loader + "/model" + std::to_string(n++) + ".fflite", *bytes)) return 1;
   }
-  // The k-quants (format 1.4: GGUF's Q4_K, Q6_K and Q5_K re-laid; 1.6: Q6_K and Q5_K packed; their d, dmin, scales and
-  // values under mutation): a gated layer with up and gate of that dtype [16, 256] and an f32 down;
+  // The k-quants (format 1.4: GGUF's Q4_K, Q6_K and Q5_K re-laid; 1.6: Q6_K and Q5_K packed;
+  // 1.7: IQ4_XS; their d, dmin, scales and values under mutation): a gated layer with up and gate of that dtype [16, 256] and an f32 down;
   // and the q4_k file with a 6-bit code of 64 (it loads; the runs that read that matrix fail).
   struct KSeed {
     DType dtype;
@@ -424,7 +425,9 @@ int main(int argc, char** argv) {
                           {DType::Q5_K, 176, 0, 2, 0x1c00, 0x2400, false},
                           // Format 1.6: the same two at GGUF's sizes (values in bit planes).
                           {DType::Q6_K_PACKED, 210, 208, 208, 0x1800, 0x1800, false},
-                          {DType::Q5_K_PACKED, 176, 0, 2, 0x1c00, 0x2400, false}};
+                          {DType::Q5_K_PACKED, 176, 0, 2, 0x1c00, 0x2400, false},
+                          // Format 1.7: IQ4_XS's level indices in q6_k's scales.
+                          {DType::IQ4_XS, 136, 0, 0, 0x0c00, 0x0c00, false}};
   for (const KSeed& ks : kseeds) {
     testing::Rng rng(7);
     testing::FfnParams fp;
@@ -446,6 +449,22 @@ int main(int argc, char** argv) {
         PackQ4KFromGguf(16, 256, gguf.data(), packed->data());
       } else if (ks.dtype == DType::Q6_K || ks.dtype == DType::Q6_K_PACKED) {
         PackQ6KFromGguf(ks.dtype, 16, 256, gguf.data(), packed->data());
+      } else if (ks.dtype == DType::IQ4_XS) {
+        // IQ4_XS's d, then (the seed's own use of the random bytes) a scale in [-32, 31] per 32
+        // values and a level per value.
+        PackQ6KFromBlocks(
+            ks.dtype, 16, 256,
+            [&](uint64_t row, uint64_t, uint16_t* d, int8_t* scales, int8_t* values) {
+              const uint8_t* in = gguf.data() + row * ks.block;
+              std::memcpy(d, in + ks.d_at, 2);
+              for (int j = 0; j < 16; ++j) {
+                scales[j] = static_cast<int8_t>(in[2 + j / 2] % 64 - 32);
+              }
+              for (int e = 0; e < 256; ++e) {
+                values[e] = kIq4Levels[(in[8 + e / 2] >> (4 * (e % 2))) & 15];
+              }
+            },
+            packed->data());
       } else {
         PackQ5KFromGguf(ks.dtype, 16, 256, gguf.data(), packed->data());
       }

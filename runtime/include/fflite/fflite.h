@@ -76,7 +76,10 @@ typedef enum fflite_dtype {
   /* GGUF's Q6_K and Q5_K at GGUF's sizes, values in bit planes (format 1.6, "q6_k" and "q5_k"):
    * 6.5625 and 5.625 bits per weight as stored */
   FFLITE_DTYPE_Q6_K_PACKED = 9,
-  FFLITE_DTYPE_Q5_K_PACKED = 10
+  FFLITE_DTYPE_Q5_K_PACKED = 10,
+  /* GGUF's IQ4_XS at 4.5625 bits per weight (format 1.7, "iq4_xs"): 4-bit indices into its 16
+   * levels, Q6_K's scales */
+  FFLITE_DTYPE_IQ4_XS = 11
 } fflite_dtype;
 
 typedef enum fflite_activation {

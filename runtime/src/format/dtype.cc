@@ -73,6 +73,9 @@ const DTypeInfo kTable[] = {
     // Q5_K_PACKED: per 256 values, 160 bytes of values in planes, Q4_K's d, dmin, scales, mins.
     {DType::Q5_K_PACKED, "q5_k", 256, 160 + 4 + 16, true, Layout::PANEL16_K4, nullptr,
      FloatType::kF32, QuantType::kQ5KP},
+    // IQ4_XS: per 256 values, 128 bytes of level indices, an f16 d, 16 int8 scales (Q6_K's).
+    {DType::IQ4_XS, "iq4_xs", 256, 128 + 2 + 16, true, Layout::PANEL16_K4, nullptr,
+     FloatType::kF32, QuantType::kIQ4X},
 };
 constexpr size_t kTableSize = sizeof(kTable) / sizeof(kTable[0]);
 static_assert(kTableSize == static_cast<size_t>(DType::MAX) + 1,
@@ -138,7 +141,7 @@ const char* DTypeName(DType dtype) {
 }
 
 const char* KnownDTypesString() {
-  return "f32=1, f16=2, bf16=3, i8=4, i4=5, q4_k=6, q6_k_i8=7, q5_k_i8=8, q6_k=9, q5_k=10";
+  return "f32=1, f16=2, bf16=3, i8=4, i4=5, q4_k=6, q6_k_i8=7, q5_k_i8=8, q6_k=9, q5_k=10, iq4_xs=11";
 }
 
 double DTypeBitsPerWeight(DType dtype) {

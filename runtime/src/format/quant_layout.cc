@@ -194,6 +194,8 @@ void PackQ6KFromBlocks(DType dtype, uint64_t rows, uint64_t k, const Q6KBlockFn&
                        uint8_t* dst) {
   if (dtype == DType::Q6_K_PACKED) {
     PackQ6KBlocks<Q6KP>(rows, k, block, dst);
+  } else if (dtype == DType::IQ4_XS) {
+    PackQ6KBlocks<IQ4X>(rows, k, block, dst);
   } else {
     PackQ6KBlocks<Q6K>(rows, k, block, dst);
   }

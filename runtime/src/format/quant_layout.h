@@ -57,7 +57,8 @@ void PackQ6KFromGguf(DType dtype, uint64_t rows, uint64_t k, const uint8_t* gguf
 // Q6_K from super-blocks of any source: block(row, super, &d, scales, values) gives super-block
 // `super` of row `row`: d's f16 bits, 16 int8 scales (one per 16 values) and the 256 values, int8
 // in [-127, 127] for dtype Q6_K (its kernels take the whole range), in [-32, 31] for
-// Q6_K_PACKED (6 bits; the caller checks), each weight (d·scale)·value.
+// Q6_K_PACKED (6 bits; the caller checks), levels of kIq4Levels for IQ4_XS (the caller checks;
+// anything else is written as the nearest level), each weight (d·scale)·value.
 using Q6KBlockFn = std::function<void(uint64_t row, uint64_t super, uint16_t* d, int8_t* scales,
                                       int8_t* values)>;
 void PackQ6KFromBlocks(DType dtype, uint64_t rows, uint64_t k, const Q6KBlockFn& block,

@@ -201,7 +201,7 @@ void TileNeon(size_t k_blocks, size_t scale_bytes, const uint8_t* w, const QActB
             x1[t] = vreinterpret_s8_s32(vdup_n_s32(Load32(x[t * k_blocks + b].q + 4 * g + 4)));
           }
           for (int i = 0; i < 4; ++i) {
-            // Q6KP, Q5KP: decoded into Q6K's / Q5K's int8 values.
+            // Q6KP, Q5KP, IQ4X: decoded into Q6K's / Q5K's int8 values.
             const int8x8_t w0 = vreinterpret_s8_u8(LoadGroupD<Q>(blk, g, 32 * h + 8 * i));
             const int8x8_t w1 = vreinterpret_s8_u8(LoadGroupD<Q>(blk, g + 1, 32 * h + 8 * i));
             for (int t = 0; t < T; ++t) {
@@ -592,6 +592,10 @@ void QuantizeActivationsNeon(size_t c, size_t k, const float* x, size_t x_stride
       break;                                                                                  \
     case QuantType::kQ5KP:                                                                    \
       QGemmPanels<Q5KP, TILE<Q5KP, WIDE>, TILE<Q5KP, 1>>(c, k, rows, w, bias, xq, y,          \
+                                                          y_stride);                          \
+      break;                                                                                  \
+    case QuantType::kIQ4X:                                                                    \
+      QGemmPanels<IQ4X, TILE<IQ4X, WIDE>, TILE<IQ4X, 1>>(c, k, rows, w, bias, xq, y,          \
                                                           y_stride);                          \
       break;                                                                                  \
     default:                                                                                  \

@@ -64,8 +64,8 @@ constexpr size_t kI8BlockBytes = 8 * 64;
 // bound by them: 22 against 33 GB/s on warm I8 weights, one token, Zen 5.) kF16: blk holds the
 // block's weights as f16 (DecodeI4BlockF16), converted by vcvtph2ps; the same f32 weights.
 // Groups [G0, G1) only (Q6K: 0-3 and 4-7, the block's halves with their own scales). Q: the
-// packed Q6KP and Q5KP are first decoded into the int8 values of Q6K / Q5K in a buffer that the
-// plain loop then reads (as BlockSumsI8 of qgemv_avx512.cc).
+// packed Q6KP, Q5KP and IQ4X are first decoded into the int8 values of Q6K / Q5K in a buffer that
+// the plain loop then reads (as BlockSumsI8 of qgemv_avx512.cc).
 template <int T, bool kF16 = false, size_t G0 = 0, size_t G1 = 8, typename Q = Q8>
 FFLITE_AVX2 inline void BlockSumsI8(const uint8_t* blk, const float* const* xb,
                                     __m256 (*sums)[2]) {

@@ -60,8 +60,8 @@ namespace {
 // k of group g) exactly, so lane 4r' + i of part[t][m] sums row 4m + r' at k = 4g + i, against
 // the group's 4 activations repeated; the 4 sums of a row are added at the end of the block.
 // Groups [G0, G1) only (Q6K: 0-3 and 4-7, the block's halves with their own scales). Q: the
-// packed Q6KP and Q5KP are first decoded, group by group, into the int8 values of Q6K / Q5K in a
-// buffer that the plain loop then reads (its widening loads from memory, instead of a shuffle
+// packed Q6KP, Q5KP, IQ4X are first decoded, group by group, into the int8 values of Q6K / Q5K in
+// a buffer that the plain loop then reads (its widening loads from memory, instead of a shuffle
 // per quarter of the decoded register on the port the widening uses).
 template <int T, size_t G0 = 0, size_t G1 = 8, typename Q = Q8>
 FFLITE_AVX512 inline void BlockSumsI8(const uint8_t* blk, const float* const* xb, __m512* sums) {

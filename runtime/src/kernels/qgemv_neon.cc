@@ -151,7 +151,7 @@ inline void BlockSums(const uint8_t* blk, const float* const* xb, float32x4_t (*
     #pragma GCC unroll 8
     for (size_t g = G0; g < G1; ++g) {
       for (int m = 0; m < 4; ++m) {
-        // Q6KP, Q5KP: decoded into Q6K's / Q5K's int8 values.
+        // Q6KP, Q5KP, IQ4X: decoded into Q6K's / Q5K's int8 values.
         const int32x4_t v =
             vreinterpretq_s32_u8(LoadGroupQ<Q>(blk, static_cast<int>(g), 16 * m));
         Quarter<T, Q, false>(v, xb, 4 * g, m, part);

@@ -61,6 +61,7 @@ struct QuantGeometry {
 // Q8: int8 values in [-127, 127], an f16 scale per block of 32: 8.5 bits per weight.
 struct Q8 {
   static constexpr QuantType kType = QuantType::kQ8;
+  static constexpr bool kLut = false;  // values are codes, not indices into kIq4Levels
   static constexpr QuantType kScheme = QuantType::kQ8;  // scales and arithmetic
   static constexpr bool kPacked = false;
   static constexpr size_t kBits = 8;
@@ -89,6 +90,7 @@ struct Q8 {
 // weight.
 struct Q4 {
   static constexpr QuantType kType = QuantType::kQ4;
+  static constexpr bool kLut = false;
   static constexpr QuantType kScheme = QuantType::kQ4;  // scales and arithmetic
   static constexpr bool kPacked = false;
   static constexpr size_t kBits = 4;
@@ -132,6 +134,7 @@ struct Q4 {
 // row of the panel).
 struct Q4K {
   static constexpr QuantType kType = QuantType::kQ4K;
+  static constexpr bool kLut = false;
   static constexpr QuantType kScheme = QuantType::kQ4K;  // scales and arithmetic
   static constexpr bool kPacked = false;
   static constexpr size_t kBits = 4;
@@ -167,6 +170,7 @@ struct Q4K {
 // 6 bits. Files of format 1.4 and 1.5 hold their Q6_K and Q5_K in this form.
 struct Q6K {
   static constexpr QuantType kType = QuantType::kQ6K;
+  static constexpr bool kLut = false;
   static constexpr QuantType kScheme = QuantType::kQ6K;  // scales and arithmetic
   static constexpr bool kPacked = false;
   static constexpr size_t kBits = 8;
@@ -190,6 +194,7 @@ struct Q6K {
 // 8.625 bits per weight (GGUF's 5.5: each value a byte).
 struct Q5K {
   static constexpr QuantType kType = QuantType::kQ5K;
+  static constexpr bool kLut = false;
   static constexpr QuantType kScheme = QuantType::kQ5K;  // scales and arithmetic
   static constexpr bool kPacked = false;
   static constexpr size_t kBits = 8;
@@ -264,6 +269,55 @@ struct Q5KP : Q5K {
   }
 };
 
+// IQ4X: GGUF's IQ4_XS at its size. Q6K's super-blocks, scale area, scales and arithmetic (each
+// block's 6-bit scale ls - 32 of GGUF kept as both halves' sc), and each value a 4-bit index into
+// the 16 non-uniform levels kIq4Levels (GGUF's IQ4_NL/IQ4_XS table, int8 in [-127, 113]):
+//   W[r, j] = (d·sc)·kIq4Levels[i], each product in f32,
+// exactly GGUF's dequantisation (d·sc at most 17 significant bits, times a level at most 24). The
+// indices sit in Q6KP's nibble planes: L[c], c = 0..3, 64 bytes at 64c, byte p = 4r + i's low
+// nibble group 2c's index at p, its high nibble group 2c + 1's. A kernel decodes a group with one
+// table lookup (pshufb, tbl) into the int8 levels Q6K would keep, then runs Q6K's arithmetic:
+// results equal Q6K's on the same levels bit for bit. 4.5625 bits per weight (GGUF's 4.25: the
+// 6-bit scales kept as bytes, per 16 values as Q6K's).
+inline constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                          1,    13,   25,  38,  53,  69,  89,  113};
+struct IQ4X : Q6K {
+  static constexpr QuantType kType = QuantType::kIQ4X;
+  static constexpr bool kPacked = true;
+  static constexpr bool kLut = true;
+  static constexpr uint64_t kBlockPanelBytes = 4 * 64;
+  static constexpr int kMinValue = -127, kMaxValue = 113;
+  static int Index(const uint8_t* blk, size_t r, size_t j) {
+    const size_t g = j / 4, p = 4 * r + j % 4;
+    return (blk[(g / 2) * 64 + p] >> (4 * (g % 2))) & 0xf;
+  }
+  static int Value(const uint8_t* blk, size_t r, size_t j) { return kIq4Levels[Index(blk, r, j)]; }
+  // The index of the level nearest q (the lower one on a tie).
+  static constexpr unsigned NearestIndex(int q) {
+    unsigned best = 0;
+    for (unsigned i = 1; i < 16; ++i) {
+      const int e = kIq4Levels[i] - q, b = kIq4Levels[best] - q;
+      if (e * e < b * b) best = i;
+    }
+    return best;
+  }
+  // Writes the index of the level nearest q: a level exactly when q is one; the only other values
+  // written are the zeros of padding blocks, whose scales are zero.
+  static void SetValue(uint8_t* blk, size_t r, size_t j, int q) {
+    static constexpr struct Table {
+      uint8_t index[256] = {};
+      constexpr Table() {
+        for (int v = -128; v < 128; ++v) index[v + 128] = static_cast<uint8_t>(NearestIndex(v));
+      }
+    } kNearest;
+    const unsigned best = q < -128 ? 0u : q > 127 ? 15u : kNearest.index[q + 128];
+    const size_t g = j / 4, p = 4 * r + j % 4;
+    uint8_t& l = blk[(g / 2) * 64 + p];
+    const unsigned ls = 4 * (g % 2);
+    l = static_cast<uint8_t>((l & ~(0xfu << ls)) | (best << ls));
+  }
+};
+
 // Where block b's scales start in a panel (Q8, Q4: its 16 f16; Q4K, Q5K: its sc and m bytes; Q6K:
 // its two halves' sc bytes).
 template <typename Q>
@@ -294,6 +348,7 @@ constexpr bool HasSuperBlocks() {
 // f(Q{}) with the traits of `type`.
 template <typename F>
 decltype(auto) WithQuantTraits(QuantType type, F&& f) {
+  if (type == QuantType::kIQ4X) return f(IQ4X{});
   if (type == QuantType::kQ6KP) return f(Q6KP{});
   if (type == QuantType::kQ5KP) return f(Q5KP{});
   if (type == QuantType::kQ6K) return f(Q6K{});
@@ -310,6 +365,11 @@ inline QuantType QuantSchemeOf(QuantType type) {
 }
 inline bool QuantHasSuperBlocks(QuantType type) {
   return WithQuantTraits(type, [](auto q) { return HasSuperBlocks<decltype(q)>(); });
+}
+// Whether `type`'s values are decoded from packed fields (bit planes, level indices) by the
+// kernels, rather than read as bytes or nibbles.
+inline bool QuantIsPacked(QuantType type) {
+  return WithQuantTraits(type, [](auto q) { return decltype(q)::kPacked; });
 }
 
 // The bytes of one block of a panel (16 rows × 32 values) with its share of the panel's scale

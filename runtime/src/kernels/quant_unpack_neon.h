@@ -1,11 +1,12 @@
 // The bytes of one group of a quantised block as the wide types keep them (kernels/quant_types.h),
 // for the NEON kernels (aarch64 and 32-bit ARM): LoadGroupQ<Q>(blk, g, o) (16 bytes) and
 // LoadGroupD<Q> (8 bytes) return the bytes at blk + 64g + o of the types with a byte layout (Q8,
-// Q6K and Q5K: their int8 values), and for the packed Q6KP and Q5KP the same int8 values decoded
-// from their bit planes at the same positions, so that the wide types' arithmetic on them gives
-// the same bits:
+// Q6K and Q5K: their int8 values), and for the packed Q6KP, Q5KP and IQ4X the same int8 values
+// decoded from their bit planes or level indices at the same positions, so that the wide types'
+// arithmetic on them gives the same bits:
 //   Q6KP: (L[g/2] >> 4(g%2)) & 15 | ((H[g/4] >> 2(g%4)) & 3) << 4, minus 32;
-//   Q5KP: (L[g/2] >> 4(g%2)) & 15 | ((H >> g) & 1) << 4, minus 16.
+//   Q5KP: (L[g/2] >> 4(g%2)) & 15 | ((H >> g) & 1) << 4, minus 16;
+//   IQ4X: kIq4Levels[(L[g/2] >> 4(g%2)) & 15], one table lookup.
 // Shift-left-and-insert (sli #4) puts the high bits over the low nibble's byte, so L needs no mask
 // for the even groups: 3-5 instructions per vector of values. The shifts' immediates are
 // literals in each case of a switch on g, which the kernels' unrolled group loops fold away.
@@ -24,11 +25,38 @@
 namespace fflite {
 namespace {
 
+// kIq4Levels[i] for each byte i (< 16) of a vector: one tbl (aarch64) or two vtbl2 (32-bit).
+inline uint8x16_t Iq4Lookup(uint8x16_t i) {
+  const uint8_t* levels = reinterpret_cast<const uint8_t*>(kIq4Levels);
+#if defined(__aarch64__)
+  return vqtbl1q_u8(vld1q_u8(levels), i);
+#else
+  uint8x8x2_t t;
+  t.val[0] = vld1_u8(levels);
+  t.val[1] = vld1_u8(levels + 8);
+  return vcombine_u8(vtbl2_u8(t, vget_low_u8(i)), vtbl2_u8(t, vget_high_u8(i)));
+#endif
+}
+inline uint8x8_t Iq4Lookup(uint8x8_t i) {
+  const uint8_t* levels = reinterpret_cast<const uint8_t*>(kIq4Levels);
+#if defined(__aarch64__)
+  return vqtbl1_u8(vld1q_u8(levels), i);
+#else
+  uint8x8x2_t t;
+  t.val[0] = vld1_u8(levels);
+  t.val[1] = vld1_u8(levels + 8);
+  return vtbl2_u8(t, i);
+#endif
+}
+
 // S: the intrinsics' q (16 bytes) or nothing (8 bytes); V its vector type.
 #define FFLITE_UNPACK_GROUP(S, V, LOAD)                                                        \
   V l = LOAD(blk + 64 * (g / 2) + o);                                                          \
   if (g % 2 == 1) l = vshr##S##n_u8(l, 4);                                                     \
-  if constexpr (Q::kScheme == QuantType::kQ6K) {                                               \
+  if constexpr (Q::kLut) {                                                                     \
+    if (g % 2 == 0) l = vand##S##u8(l, vdup##S##n_u8(0x0f));                                   \
+    return Iq4Lookup(l);                                                                       \
+  } else if constexpr (Q::kScheme == QuantType::kQ6K) {                                        \
     const V h = LOAD(blk + Q::kHighOffset + 64 * (g / 4) + o);                                 \
     const V three = vdup##S##n_u8(3);                                                          \
     V f; /* the 2-bit field of group g in bits 0-1, zeros above */                             \

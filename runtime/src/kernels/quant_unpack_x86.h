@@ -1,7 +1,8 @@
 // The bytes of one group of a quantised block as the wide types keep them (kernels/quant_types.h),
 // for the x86 kernels: LoadGroup*<Q>(blk, g, o) returns the bytes at blk + 64g + o of the types
-// with a byte or nibble layout (Q8, Q6K and Q5K: their int8 values), and for the packed Q6KP and
-// Q5KP the same int8 values decoded from their bit planes at the same positions: the wide types'
+// with a byte or nibble layout (Q8, Q6K and Q5K: their int8 values), and for the packed Q6KP,
+// Q5KP and IQ4X the same int8 values decoded from their bit planes or level indices at the same
+// positions: the wide types'
 // arithmetic on them then gives the same bits. Each function carries its own target and internal
 // linkage (one copy per including file: no SIMD code shared between files; see kernels_avx2.cc).
 // No lambdas: they would not inherit the target.
@@ -22,13 +23,17 @@ namespace {
 // same operations on 16-bit lanes: every shift is at most 4 and the masks keep only bits that
 // came from the same byte):
 //   Q6KP: (L[g/2] >> 4(g%2)) & 15 | ((H[g/4] >> 2(g%4)) & 3) << 4, minus 32;
-//   Q5KP: (L[g/2] >> 4(g%2)) & 15 | ((H >> g) & 1) << 4, minus 16.
-// kCodes: the unsigned codes (Q6KP: value + 32, Q5KP: n), without the subtraction.
-#define FFLITE_UNPACK_GROUP(V, LOAD, SRLI, SLLI, AND, OR, SUB, SET1)                      \
+//   Q5KP: (L[g/2] >> 4(g%2)) & 15 | ((H >> g) & 1) << 4, minus 16;
+//   IQ4X: kIq4Levels[(L[g/2] >> 4(g%2)) & 15], one byte shuffle (the table in every 16 bytes).
+// kCodes: the unsigned codes (Q6KP: value + 32, Q5KP: n, IQ4X: level + 128), without the
+// subtraction.
+#define FFLITE_UNPACK_GROUP(V, LOAD, SRLI, SLLI, AND, OR, SUB, SET1, LOOKUP)              \
   V l = LOAD(reinterpret_cast<const V*>(blk + 64 * (g / 2) + o));                         \
   if (g % 2 == 1) l = SRLI(l, 4);                                                         \
   l = AND(l, SET1(0x0f));                                                                 \
-  if constexpr (Q::kScheme == QuantType::kQ6K) {                                          \
+  if constexpr (Q::kLut) {                                                                \
+    return LOOKUP(l);                                                                     \
+  } else if constexpr (Q::kScheme == QuantType::kQ6K) {                                   \
     V h = LOAD(reinterpret_cast<const V*>(blk + Q::kHighOffset + 64 * (g / 4) + o));      \
     const int j = g % 4; /* bits 2j, 2j + 1 to bits 4, 5 */                               \
     h = j == 0 ? SLLI(h, 4) : j == 1 ? SLLI(h, 2) : j == 2 ? h : SRLI(h, 2);              \
@@ -41,13 +46,32 @@ namespace {
     return SUB(OR(l, AND(h, SET1(0x10))), SET1(16));                                      \
   }
 
+// kIq4Levels (kCodes: each plus 128, as unsigned bytes) in the 16 bytes of an SSE vector.
+template <bool kCodes>
+__attribute__((target("avx2"))) inline __m128i Iq4Table() {
+  const __m128i levels = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Levels));
+  return kCodes ? _mm_xor_si128(levels, _mm_set1_epi8(static_cast<char>(0x80))) : levels;
+}
+template <bool kCodes>
+__attribute__((target("avx2"))) inline __m128i Iq4Lookup128(__m128i i) {
+  return _mm_shuffle_epi8(Iq4Table<kCodes>(), i);
+}
+template <bool kCodes>
+__attribute__((target("avx2"))) inline __m256i Iq4Lookup256(__m256i i) {
+  return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(Iq4Table<kCodes>()), i);
+}
+template <bool kCodes>
+__attribute__((target("avx512f,avx512bw"))) inline __m512i Iq4Lookup512(__m512i i) {
+  return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(Iq4Table<kCodes>()), i);
+}
+
 template <typename Q, bool kCodes = false>
 __attribute__((target("avx2"))) inline __m128i LoadGroup128(const uint8_t* blk, int g, size_t o) {
   if constexpr (!Q::kPacked) {
     return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 64 * g + o));
   } else {
     FFLITE_UNPACK_GROUP(__m128i, _mm_loadu_si128, _mm_srli_epi16, _mm_slli_epi16, _mm_and_si128,
-                        _mm_or_si128, _mm_sub_epi8, _mm_set1_epi8)
+                        _mm_or_si128, _mm_sub_epi8, _mm_set1_epi8, Iq4Lookup128<kCodes>)
   }
 }
 
@@ -57,7 +81,8 @@ __attribute__((target("avx2"))) inline __m256i LoadGroup256(const uint8_t* blk, 
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * g + o));
   } else {
     FFLITE_UNPACK_GROUP(__m256i, _mm256_loadu_si256, _mm256_srli_epi16, _mm256_slli_epi16,
-                        _mm256_and_si256, _mm256_or_si256, _mm256_sub_epi8, _mm256_set1_epi8)
+                        _mm256_and_si256, _mm256_or_si256, _mm256_sub_epi8, _mm256_set1_epi8,
+                        Iq4Lookup256<kCodes>)
   }
 }
 
@@ -68,7 +93,8 @@ __attribute__((target("avx512f,avx512bw"))) inline __m512i LoadGroup512(const ui
     return _mm512_loadu_si512(blk + 64 * g + o);
   } else {
     FFLITE_UNPACK_GROUP(__m512i, _mm512_loadu_si512, _mm512_srli_epi16, _mm512_slli_epi16,
-                        _mm512_and_si512, _mm512_or_si512, _mm512_sub_epi8, _mm512_set1_epi8)
+                        _mm512_and_si512, _mm512_or_si512, _mm512_sub_epi8, _mm512_set1_epi8,
+                        Iq4Lookup512<kCodes>)
   }
 }
 

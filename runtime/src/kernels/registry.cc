@@ -4,6 +4,8 @@
 
 #include <utility>
 
+#include "kernels/quant_types.h"
+
 namespace fflite {
 
 namespace {
@@ -386,7 +388,7 @@ size_t DefaultQuantGemmMinTokens(QuantType type, const QGemvKernel& gemv,
   // takes int8 activations from one token (as llama.cpp's ARM path always does); 32-bit ARM is
   // not modelled and keeps 8.
   const bool q4 = type == QuantType::kQ4 || type == QuantType::kQ4K;
-  const bool packed = type == QuantType::kQ6KP || type == QuantType::kQ5KP;
+  const bool packed = QuantIsPacked(type);
 #if defined(FFLITE_QGEMM_X86)
   if (gemm.qgemm == QGemmAvx512Vnni) return packed ? 1 : 2;
   if ((gemm.qgemm == QGemmAvx2 || gemm.qgemm == QGemmAvxVnni) && gemv.qgemv == QGemvAvx2) {

@@ -11,9 +11,11 @@
 #include "base/aligned_buffer.h"
 #include "base/half.h"
 #include "format/dtype.h"
+#include "format/quant_layout.h"
 #include "format/quantize.h"
 #include "kernels/kernels.h"
 #include "kernels/quant_kernels.h"
+#include "kernels/quant_types.h"
 
 namespace fflite {
 namespace bench {
@@ -47,7 +49,20 @@ bool MakeMatrix(const DTypeInfo& info, uint64_t rows, uint64_t k, AlignedBuffer<
   const uint64_t bytes = TensorBytes(info.dtype, {rows, k}, info.layout);
   if (base_bytes == 0 || bytes == 0 || !out->Allocate(bytes, 64)) return false;
   uint8_t* dst = out->data();
-  if (info.quantized) {
+  if (info.dtype == DType::IQ4_XS) {
+    // Kept from GGUF only (the quantiser does not write it): random levels and scales.
+    std::uniform_int_distribution<int> index(0, 15), scale(-32, 31);
+    PackQ6KFromBlocks(
+        info.dtype, base_rows, k,
+        [&](uint64_t, uint64_t, uint16_t* d, int8_t* scales, int8_t* values) {
+          *d = F32ToF16(1e-5f);
+          for (int j = 0; j < 16; j += 2) {
+            scales[j] = scales[j + 1] = static_cast<int8_t>(scale(rng));
+          }
+          for (int e = 0; e < 256; ++e) values[e] = kIq4Levels[index(rng)];
+        },
+        dst);
+  } else if (info.quantized) {
     QuantizeOptions q;
     q.search = false;
     if (!QuantizeMatrix(info.dtype, base_rows, k, w.data(), q, "bench", dst, nullptr).ok()) {
