@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "format/quant_layout.h"
+#include "kernels/quant_types.h"
 
 namespace fflite {
 namespace converter {
@@ -86,11 +87,12 @@ DType FloatDType(GgmlType t) {
 // nibbles q + 8, byte j holding element j (low) and j + 16 (high); fflite's I4 byte c·64 + 4r + i
 // of a block holds row r's elements 4c + i and 4c + i + 16 (low and high nibble): the GGUF
 // block's byte 4c + i, so each row's block is four-byte pieces moved as they are. The I8 types
-// (GgufBlockAsInt8: Q8_0, Q5_0, IQ4_NL, MXFP4) give an f16 scale and 32 integers; fflite's I8
-// byte g·64 + 4r + i holds row r's element 4g + i. Scales must be finite (the loader's check);
+// (GgufBlockAsInt8: Q8_0, Q5_0, MXFP4) give an f16 scale and 32 integers; fflite's I8
+// byte g·64 + 4r + i holds row r's element 4g + i. IQ4_NL (f16 d, then 16 bytes of level indices)
+// keeps its indices in IQ4N's nibbles. Scales must be finite (the loader's check);
 // Q8_0's -128 is outside I8's [-127, 127].
 absl::Status RelayQ(const View& v, DType dtype, uint8_t* dst) {
-  const bool q8 = dtype == DType::I8;
+  const bool q8 = dtype == DType::I8, nl = dtype == DType::IQ4_NL;
   const GgmlType type = v.t->type->type;
   const size_t block_bytes = v.t->type->block_bytes;
   const QuantGeometry g = QuantMatrixGeometry(dtype, v.rows, v.cols);
@@ -103,7 +105,7 @@ absl::Status RelayQ(const View& v, DType dtype, uint8_t* dst) {
     for (uint64_t b = 0; b < g.k_blocks; ++b) {
       uint8_t* blk = panel + g.scale_bytes + b * g.block_panel_bytes;
       if (r >= v.rows) {
-        if (!q8) {
+        if (!q8 && !nl) {
           for (size_t c = 0; c < 4; ++c) std::memset(blk + c * 64 + 4 * pr, 0x88, 4);
         }
         continue;
@@ -134,6 +136,11 @@ absl::Status RelayQ(const View& v, DType dtype, uint8_t* dst) {
           }
         }
         for (size_t k = 0; k < 8; ++k) std::memcpy(blk + k * 64 + 4 * pr, q8v + 4 * k, 4);
+      } else if (nl) {
+        // Element j < 16 is the low nibble of qs[j], element j + 16 its high one.
+        for (size_t j = 0; j < 32; ++j) {
+          IQ4N::SetIndex(blk, pr, j, j < 16 ? in[2 + j] & 0xf : in[2 + j - 16] >> 4);
+        }
       } else {
         for (size_t c = 0; c < 4; ++c) std::memcpy(blk + c * 64 + 4 * pr, in + 2 + 4 * c, 4);
       }
@@ -184,6 +191,8 @@ TensorSource Source(const View& v, std::vector<uint64_t> shape, bool matrix, boo
   if (native && matrix && type == GgmlType::IQ4_XS) quant = DType::IQ4_XS;
   if (native && matrix && type == GgmlType::Q5_K) quant = DType::Q5_K_PACKED;
   if (native && matrix && int8_ok) quant = DType::I8;
+  // IQ4_NL (an f16 scale and 32 level indices per block) as its indices, at its own size.
+  if (native && matrix && type == GgmlType::IQ4_NL) quant = DType::IQ4_NL;
   const DType as_is = FloatDType(type);
   const uint64_t begin = v.first_row * v.RowBytes(), end = begin + v.rows * v.RowBytes();
   if (quant != DType::INVALID) {

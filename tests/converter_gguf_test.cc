@@ -671,10 +671,11 @@ TEST_F(GgufTest, Q8AndQ4KeptAsStored) {
   });
 }
 
-// Q5_0, IQ4_NL and MXFP4 are an integer times an f16 scale per 32 too: stored as I8, each value
-// exactly the specification's (DequantizeGguf, checked against the specification in
-// gguf_types_test); an MXFP4 tensor with a scale f16 cannot hold is stored as f32 instead.
-TEST_F(GgufTest, Q5_0Iq4nlMxfp4KeptAsI8) {
+// Q5_0 and MXFP4 are an integer times an f16 scale per 32 too: stored as I8, IQ4_NL as iq4_nl (its
+// level indices), each value exactly the specification's (DequantizeGguf, checked against the
+// specification in gguf_types_test); an MXFP4 tensor with a scale f16 cannot hold is stored as
+// f32 instead.
+TEST_F(GgufTest, Q5_0Mxfp4KeptAsI8Iq4nlAsIq4nl) {
   constexpr uint32_t kFf = 96;
   Rng rng(8);
   auto blocks = [&](uint32_t type, uint64_t rows, uint64_t cols, int mxfp4_exp) {
@@ -692,7 +693,7 @@ TEST_F(GgufTest, Q5_0Iq4nlMxfp4KeptAsI8) {
     return b;
   };
   for (const auto& [type, exp, stored] :
-       {std::tuple<uint32_t, int, DType>{6, 0, DType::I8}, {20, 0, DType::I8},
+       {std::tuple<uint32_t, int, DType>{6, 0, DType::I8}, {20, 0, DType::IQ4_NL},
         {39, 120, DType::I8}, {39, 100, DType::F32} /* 2^-28: below f16 */}) {
     SCOPED_TRACE(type);
     GgufWriter g;
@@ -719,10 +720,10 @@ TEST_F(GgufTest, Q5_0Iq4nlMxfp4KeptAsI8) {
         }
         continue;
       }
-      const QuantGeometry geo = QuantMatrixGeometry(DType::I8, t->shape[0], t->shape[1]);
+      const QuantGeometry geo = QuantMatrixGeometry(stored, t->shape[0], t->shape[1]);
       for (uint64_t r = 0; r < rows; ++r) {
         for (uint64_t j = 0; j < k; ++j) {
-          const float v = static_cast<float>(QuantValueAt(DType::I8, geo, t->data, r, j)) *
+          const float v = static_cast<float>(QuantValueAt(stored, geo, t->data, r, j)) *
                           F16ToF32(QuantScaleAt(geo, t->data, r, j / 32));
           ASSERT_EQ(FloatBits(v), FloatBits(want[r * k + j])) << "row " << r << " col " << j;
         }

@@ -165,9 +165,51 @@ std::vector<uint8_t> PackIq4xs(DType dtype, uint64_t rows, uint64_t k,
   return packed;
 }
 
+constexpr size_t kGgufIq4nlBlock = 18;  // bytes of an IQ4_NL block of 32
+
+// Random GGUF IQ4_NL rows: an f16 d per 32 (positive, values about ±scale) and random indices.
+std::vector<uint8_t> RandomGgufIq4nl(uint64_t rows, uint64_t k, std::mt19937& gen, float scale) {
+  std::vector<uint8_t> b(rows * k / 32 * kGgufIq4nlBlock);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> unit(0.25f, 1.0f);
+  for (uint8_t& v : b) v = static_cast<uint8_t>(byte(gen));
+  for (size_t i = 0; i < b.size(); i += kGgufIq4nlBlock) {
+    const uint16_t d = F32ToF16(scale / 128.0f * unit(gen));
+    std::memcpy(&b[i], &d, 2);
+  }
+  return b;
+}
+
+// The test's reading of an IQ4_NL block (GGUF's block_iq4_nl: f16 d, 16 bytes qs): element j < 16
+// is the level of qs[j]'s low nibble, element j + 16 of its high one.
+void Iq4nlSpec(const uint8_t* in, uint16_t* d, int level[32]) {
+  std::memcpy(d, in, 2);
+  for (int j = 0; j < 16; ++j) {
+    level[j] = kSpecIq4Levels[in[2 + j] & 0xf];
+    level[j + 16] = kSpecIq4Levels[in[2 + j] >> 4];
+  }
+}
+
+// IQ4_NL rows stored as `dtype`: IQ4_NL (level indices) or I8 (the levels), through
+// PackQuantMatrix with the test's reading of each block.
+std::vector<uint8_t> PackIq4nl(DType dtype, uint64_t rows, uint64_t k,
+                               const std::vector<uint8_t>& gguf) {
+  std::vector<int8_t> q(rows * k);
+  std::vector<uint16_t> scales(rows * k / 32);
+  for (uint64_t i = 0; i < rows * k / 32; ++i) {
+    int level[32];
+    Iq4nlSpec(gguf.data() + i * kGgufIq4nlBlock, &scales[i], level);
+    for (int j = 0; j < 32; ++j) q[32 * i + j] = static_cast<int8_t>(level[j]);
+  }
+  std::vector<uint8_t> packed(QuantMatrixGeometry(dtype, rows, k).bytes(), 0xee);
+  PackQuantMatrix(dtype, rows, k, q.data(), scales.data(), packed.data());
+  return packed;
+}
+
 std::vector<uint8_t> RandomGguf(DType dtype, uint64_t rows, uint64_t k, std::mt19937& gen,
                                 float scale, bool centered = false) {
   if (dtype == DType::IQ4_XS) return RandomGgufIq4xs(rows, k, gen, scale);
+  if (dtype == DType::IQ4_NL) return RandomGgufIq4nl(rows, k, gen, scale);
   if (dtype == DType::Q5_K || dtype == DType::Q5_K_PACKED) {
     return RandomGgufQ5K(rows, k, gen, scale, centered);
   }
@@ -179,6 +221,7 @@ std::vector<uint8_t> RandomGguf(DType dtype, uint64_t rows, uint64_t k, std::mt1
 std::vector<uint8_t> Pack(DType dtype, uint64_t rows, uint64_t k,
                           const std::vector<uint8_t>& gguf) {
   if (dtype == DType::IQ4_XS) return PackIq4xs(dtype, rows, k, gguf);
+  if (dtype == DType::IQ4_NL) return PackIq4nl(dtype, rows, k, gguf);
   std::vector<uint8_t> packed(QuantMatrixGeometry(dtype, rows, k).bytes(), 0xee);
   if (dtype == DType::Q4_K) {
     PackQ4KFromGguf(rows, k, gguf.data(), packed.data());
@@ -350,6 +393,30 @@ TEST(Iq4xsTest, IndicesHoldGgufsValues) {
   EXPECT_FALSE(LayoutValidFor(DType::IQ4_XS, Layout::PANEL16_K4_HADAMARD32));
   EXPECT_EQ(TensorBytes(DType::IQ4_XS, {16, 300}, Layout::PANEL16_K4), 0u);
   EXPECT_STREQ(DTypeName(DType::IQ4_XS), "iq4_xs");
+}
+
+// iq4_nl: every value is d·level of its GGUF block (the test's reading of the specification), in
+// f32, at GGUF's 4.5 bits per weight (16 rows x 32 values: 256 bytes of indices, 32 of scales),
+// odd row counts and k not a multiple of 256 included.
+TEST(Iq4nlTest, IndicesHoldGgufsValues) {
+  std::mt19937 gen(7);
+  for (const auto& [rows, k] : {std::pair<uint64_t, uint64_t>{1, 32}, {17, 96}, {40, 512}}) {
+    const std::vector<uint8_t> gguf = RandomGgufIq4nl(rows, k, gen, 1.0f);
+    const std::vector<uint8_t> packed = Pack(DType::IQ4_NL, rows, k, gguf);
+    const std::vector<float> w = Dequantized(DType::IQ4_NL, rows, k, packed);
+    for (uint64_t i = 0; i < rows * k / 32; ++i) {
+      uint16_t d;
+      int level[32];
+      Iq4nlSpec(gguf.data() + i * kGgufIq4nlBlock, &d, level);
+      for (int j = 0; j < 32; ++j) {
+        ASSERT_EQ(w[32 * i + j], F16ToF32(d) * static_cast<float>(level[j]))
+            << "element " << 32 * i + j;
+      }
+    }
+  }
+  EXPECT_EQ(QuantMatrixGeometry(DType::IQ4_NL, 32, 4096).bytes(), uint64_t{32} * 4096 * 45 / 80);
+  EXPECT_DOUBLE_EQ(DTypeBitsPerWeight(DType::IQ4_NL), 4.5);
+  EXPECT_STREQ(DTypeName(DType::IQ4_NL), "iq4_nl");
 }
 
 // IQ4X's index positions, against the layout written out by hand in quant_types.h: the index of
@@ -563,9 +630,10 @@ void CheckPackedGivesTheWideBits(DType wide, DType packed_dtype) {
                          Case{16, 256, 9}}) {
     const size_t rows = cs.rows, k = cs.k, c = cs.c;
     const std::vector<uint8_t> gguf = RandomGguf(packed_dtype, rows, k, gen, 0.5f);
-    const std::vector<uint8_t> w_wide = packed_dtype == DType::IQ4_XS
-                                            ? PackIq4xs(wide, rows, k, gguf)
-                                            : Pack(wide, rows, k, gguf);
+    const std::vector<uint8_t> w_wide =
+        packed_dtype == DType::IQ4_XS   ? PackIq4xs(wide, rows, k, gguf)
+        : packed_dtype == DType::IQ4_NL ? PackIq4nl(wide, rows, k, gguf)
+                                        : Pack(wide, rows, k, gguf);
     const std::vector<uint8_t> p = Pack(packed_dtype, rows, k, gguf);
     GuardedBuffer w_packed(p.size());  // a read past the packed matrix faults
     std::memcpy(w_packed.As<uint8_t>(), p.data(), p.size());
@@ -604,6 +672,10 @@ TEST(Q6KTest, EveryKernelGivesTheWideFormsBitsOnPlanes) {
 // iq4_xs against the same levels kept as q6_k_i8 (what the converter wrote for IQ4_XS before).
 TEST(Iq4xsTest, EveryKernelGivesTheWideFormsBitsOnIndices) {
   CheckPackedGivesTheWideBits(DType::Q6_K, DType::IQ4_XS);
+}
+// iq4_nl against the same levels kept as i8 (what the converter wrote for IQ4_NL before).
+TEST(Iq4nlTest, EveryKernelGivesI8sBitsOnIndices) {
+  CheckPackedGivesTheWideBits(DType::I8, DType::IQ4_NL);
 }
 
 // A product split among threads at panel boundaries gives the whole product's bits.
@@ -648,6 +720,7 @@ TEST(Q6KTest, RowSplitsGiveTheSameBits) { CheckRowSplits(DType::Q6_K); }
 TEST(Q5KTest, PlanesRowSplitsGiveTheSameBits) { CheckRowSplits(DType::Q5_K_PACKED); }
 TEST(Q6KTest, PlanesRowSplitsGiveTheSameBits) { CheckRowSplits(DType::Q6_K_PACKED); }
 TEST(Iq4xsTest, RowSplitsGiveTheSameBits) { CheckRowSplits(DType::IQ4_XS); }
+TEST(Iq4nlTest, RowSplitsGiveTheSameBits) { CheckRowSplits(DType::IQ4_NL); }
 
 // ---- files ----
 
@@ -723,7 +796,8 @@ TEST(KQuantTest, LayerMatchesTheReference) {
   for (const auto& [dtype, down] : {std::pair<DType, DType>{DType::Q4_K, DType::Q4_K},
                                     {DType::Q6_K, DType::Q6_K}, {DType::Q4_K, DType::Q6_K_PACKED},
                                     {DType::Q5_K_PACKED, DType::Q6_K_PACKED},
-                                    {DType::IQ4_XS, DType::IQ4_XS}}) {
+                                    {DType::IQ4_XS, DType::IQ4_XS},
+                                    {DType::IQ4_NL, DType::IQ4_XS}}) {
     ASSERT_OK_AND_ASSIGN(testing::LoadedModel m,
                          testing::BuildModel(KModel(dtype, down, 256, 512, 21)));
     EXPECT_EQ(m.model->layers()[0].ffn.up.dtype, dtype);

@@ -896,6 +896,9 @@ TEST(KQuantiseTest, BadShapesRotationAndImportanceAreRefusedByName) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("w: dtype iq4_xs is kept from GGUF's IQ4_XS; fflite's quantiser "
                                  "does not write it")));
+  EXPECT_THAT(Quantise(DType::IQ4_NL, 2, 256, w2, kSearch).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("w: dtype iq4_nl is kept from GGUF's IQ4_NL")));
 }
 
 }  // namespace

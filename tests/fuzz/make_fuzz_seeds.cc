@@ -410,7 +410,7 @@ int main(int argc, char** argv) {
     if (!WriteFile(loader + "/model" + std::to_string(n++) + ".fflite", *bytes)) return 1;
   }
   // The k-quants (format 1.4: GGUF's Q4_K, Q6_K and Q5_K re-laid; 1.6: Q6_K and Q5_K packed;
-  // 1.7: IQ4_XS; their d, dmin, scales and values under mutation): a gated layer with up and gate of that dtype [16, 256] and an f32 down;
+  // 1.7: IQ4_XS and IQ4_NL; their d, dmin, scales and values under mutation): a gated layer with up and gate of that dtype [16, 256] and an f32 down;
   // and the q4_k file with a 6-bit code of 64 (it loads; the runs that read that matrix fail).
   struct KSeed {
     DType dtype;
@@ -427,7 +427,9 @@ int main(int argc, char** argv) {
                           {DType::Q6_K_PACKED, 210, 208, 208, 0x1800, 0x1800, false},
                           {DType::Q5_K_PACKED, 176, 0, 2, 0x1c00, 0x2400, false},
                           // Format 1.7: IQ4_XS's level indices in q6_k's scales.
-                          {DType::IQ4_XS, 136, 0, 0, 0x0c00, 0x0c00, false}};
+                          {DType::IQ4_XS, 136, 0, 0, 0x0c00, 0x0c00, false},
+                          // and IQ4_NL's, an f16 scale per 32 (i8's).
+                          {DType::IQ4_NL, 18, 0, 0, 0x1c00, 0x1c00, false}};
   for (const KSeed& ks : kseeds) {
     testing::Rng rng(7);
     testing::FfnParams fp;
@@ -449,6 +451,11 @@ int main(int argc, char** argv) {
         PackQ4KFromGguf(16, 256, gguf.data(), packed->data());
       } else if (ks.dtype == DType::Q6_K || ks.dtype == DType::Q6_K_PACKED) {
         PackQ6KFromGguf(ks.dtype, 16, 256, gguf.data(), packed->data());
+      } else if (ks.dtype == DType::IQ4_NL) {
+        std::vector<int8_t> q(16 * 256);
+        std::vector<uint16_t> scales(16 * 256 / 32, ks.d);
+        for (size_t i = 0; i < q.size(); ++i) q[i] = kIq4Levels[gguf[i % gguf.size()] & 15];
+        PackQuantMatrix(ks.dtype, 16, 256, q.data(), scales.data(), packed->data());
       } else if (ks.dtype == DType::IQ4_XS) {
         // IQ4_XS's d, then (the seed's own use of the random bytes) a scale in [-32, 31] per 32
         // values and a level per value.

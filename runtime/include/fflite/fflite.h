@@ -79,7 +79,10 @@ typedef enum fflite_dtype {
   FFLITE_DTYPE_Q5_K_PACKED = 10,
   /* GGUF's IQ4_XS at 4.5625 bits per weight (format 1.7, "iq4_xs"): 4-bit indices into its 16
    * levels, Q6_K's scales */
-  FFLITE_DTYPE_IQ4_XS = 11
+  FFLITE_DTYPE_IQ4_XS = 11,
+  /* GGUF's IQ4_NL at 4.5 bits per weight (format 1.7, "iq4_nl"): 4-bit indices into the same
+   * levels, i8's f16 scale per 32 */
+  FFLITE_DTYPE_IQ4_NL = 12
 } fflite_dtype;
 
 typedef enum fflite_activation {

@@ -76,6 +76,9 @@ const DTypeInfo kTable[] = {
     // IQ4_XS: per 256 values, 128 bytes of level indices, an f16 d, 16 int8 scales (Q6_K's).
     {DType::IQ4_XS, "iq4_xs", 256, 128 + 2 + 16, true, Layout::PANEL16_K4, nullptr,
      FloatType::kF32, QuantType::kIQ4X},
+    // IQ4_NL: per 32 values, 16 bytes of level indices and an f16 scale (I8's).
+    {DType::IQ4_NL, "iq4_nl", kQuantBlock, 16 + 2, true, Layout::PANEL16_K4, nullptr,
+     FloatType::kF32, QuantType::kIQ4N},
 };
 constexpr size_t kTableSize = sizeof(kTable) / sizeof(kTable[0]);
 static_assert(kTableSize == static_cast<size_t>(DType::MAX) + 1,
@@ -141,7 +144,8 @@ const char* DTypeName(DType dtype) {
 }
 
 const char* KnownDTypesString() {
-  return "f32=1, f16=2, bf16=3, i8=4, i4=5, q4_k=6, q6_k_i8=7, q5_k_i8=8, q6_k=9, q5_k=10, iq4_xs=11";
+  return "f32=1, f16=2, bf16=3, i8=4, i4=5, q4_k=6, q6_k_i8=7, q5_k_i8=8, q6_k=9, q5_k=10, "
+         "iq4_xs=11, iq4_nl=12";
 }
 
 double DTypeBitsPerWeight(DType dtype) {

@@ -235,10 +235,10 @@ absl::Status QuantizeMatrix(DType dtype, uint64_t rows, uint64_t k, const float*
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: shape [%d, %d] exceeds the limit of %d rows and columns", what, rows, k, kMaxDim));
   }
-  if (dtype == DType::IQ4_XS) {
+  if (dtype == DType::IQ4_XS || dtype == DType::IQ4_NL) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: dtype iq4_xs is kept from GGUF's IQ4_XS; fflite's quantiser does not write it (use "
-        "q4_k, q5_k or i4)", what));
+        "%s: dtype %s is kept from GGUF's %s; fflite's quantiser does not write it (use q4_k, "
+        "q5_k or i4)", what, DTypeName(dtype), dtype == DType::IQ4_XS ? "IQ4_XS" : "IQ4_NL"));
   }
   const QuantType type = QuantTypeOf(dtype);
   const bool k_quant = QuantHasSuperBlocks(type);

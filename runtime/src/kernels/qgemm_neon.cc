@@ -598,6 +598,10 @@ void QuantizeActivationsNeon(size_t c, size_t k, const float* x, size_t x_stride
       QGemmPanels<IQ4X, TILE<IQ4X, WIDE>, TILE<IQ4X, 1>>(c, k, rows, w, bias, xq, y,          \
                                                           y_stride);                          \
       break;                                                                                  \
+    case QuantType::kIQ4N:                                                                    \
+      QGemmPanels<IQ4N, TILE<IQ4N, WIDE>, TILE<IQ4N, 1>>(c, k, rows, w, bias, xq, y,          \
+                                                          y_stride);                          \
+      break;                                                                                  \
     default:                                                                                  \
       QGemmPanels<Q8, TILE<Q8, WIDE>, TILE<Q8, 1>>(c, k, rows, w, bias, xq, y, y_stride);     \
       break;                                                                                  \

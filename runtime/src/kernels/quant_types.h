@@ -281,17 +281,18 @@ struct Q5KP : Q5K {
 // 6-bit scales kept as bytes, per 16 values as Q6K's).
 inline constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                           1,    13,   25,  38,  53,  69,  89,  113};
-struct IQ4X : Q6K {
-  static constexpr QuantType kType = QuantType::kIQ4X;
-  static constexpr bool kPacked = true;
-  static constexpr bool kLut = true;
-  static constexpr uint64_t kBlockPanelBytes = 4 * 64;
-  static constexpr int kMinValue = -127, kMaxValue = 113;
+// The level indices of IQ4X and IQ4N in Q6KP's nibble planes.
+struct Iq4Nibbles {
   static int Index(const uint8_t* blk, size_t r, size_t j) {
     const size_t g = j / 4, p = 4 * r + j % 4;
     return (blk[(g / 2) * 64 + p] >> (4 * (g % 2))) & 0xf;
   }
-  static int Value(const uint8_t* blk, size_t r, size_t j) { return kIq4Levels[Index(blk, r, j)]; }
+  static void SetIndex(uint8_t* blk, size_t r, size_t j, unsigned index) {
+    const size_t g = j / 4, p = 4 * r + j % 4;
+    uint8_t& l = blk[(g / 2) * 64 + p];
+    const unsigned ls = 4 * (g % 2);
+    l = static_cast<uint8_t>((l & ~(0xfu << ls)) | ((index & 0xfu) << ls));
+  }
   // The index of the level nearest q (the lower one on a tie).
   static constexpr unsigned NearestIndex(int q) {
     unsigned best = 0;
@@ -301,6 +302,7 @@ struct IQ4X : Q6K {
     }
     return best;
   }
+  static int Value(const uint8_t* blk, size_t r, size_t j) { return kIq4Levels[Index(blk, r, j)]; }
   // Writes the index of the level nearest q: a level exactly when q is one; the only other values
   // written are the zeros of padding blocks, whose scales are zero.
   static void SetValue(uint8_t* blk, size_t r, size_t j, int q) {
@@ -310,12 +312,31 @@ struct IQ4X : Q6K {
         for (int v = -128; v < 128; ++v) index[v + 128] = static_cast<uint8_t>(NearestIndex(v));
       }
     } kNearest;
-    const unsigned best = q < -128 ? 0u : q > 127 ? 15u : kNearest.index[q + 128];
-    const size_t g = j / 4, p = 4 * r + j % 4;
-    uint8_t& l = blk[(g / 2) * 64 + p];
-    const unsigned ls = 4 * (g % 2);
-    l = static_cast<uint8_t>((l & ~(0xfu << ls)) | (best << ls));
+    SetIndex(blk, r, j, q < -128 ? 0u : q > 127 ? 15u : kNearest.index[q + 128]);
   }
+};
+struct IQ4X : Q6K, Iq4Nibbles {
+  static constexpr QuantType kType = QuantType::kIQ4X;
+  static constexpr bool kPacked = true;
+  static constexpr bool kLut = true;
+  static constexpr uint64_t kBlockPanelBytes = 4 * 64;
+  static constexpr int kMinValue = -127, kMaxValue = 113;
+  using Iq4Nibbles::SetValue;
+  using Iq4Nibbles::Value;
+};
+
+// IQ4N: GGUF's IQ4_NL at its size. Q8's f16 scale per block of 32 and arithmetic, each value a
+// 4-bit index into kIq4Levels in IQ4X's nibble planes: W[r, j] = d·kIq4Levels[i] in f32, exactly
+// GGUF's dequantisation. Decoded as IQ4X's into the int8 levels Q8 keeps, then Q8's arithmetic:
+// results equal Q8's (i8's) on the same levels bit for bit. 4.5 bits per weight, GGUF's own.
+struct IQ4N : Q8, Iq4Nibbles {
+  static constexpr QuantType kType = QuantType::kIQ4N;
+  static constexpr bool kPacked = true;
+  static constexpr bool kLut = true;
+  static constexpr uint64_t kBlockPanelBytes = 4 * 64;
+  static constexpr int kMinValue = -127, kMaxValue = 113;
+  using Iq4Nibbles::SetValue;
+  using Iq4Nibbles::Value;
 };
 
 // Where block b's scales start in a panel (Q8, Q4: its 16 f16; Q4K, Q5K: its sc and m bytes; Q6K:
@@ -349,6 +370,7 @@ constexpr bool HasSuperBlocks() {
 template <typename F>
 decltype(auto) WithQuantTraits(QuantType type, F&& f) {
   if (type == QuantType::kIQ4X) return f(IQ4X{});
+  if (type == QuantType::kIQ4N) return f(IQ4N{});
   if (type == QuantType::kQ6KP) return f(Q6KP{});
   if (type == QuantType::kQ5KP) return f(Q5KP{});
   if (type == QuantType::kQ6K) return f(Q6K{});

@@ -16,9 +16,9 @@ inline constexpr size_t FloatTypeBytes(FloatType t) { return t == FloatType::kF3
 // Block-quantised weights as the quantised kernels read them (kernels/quant_types.h: their
 // traits).
 // kQ6KP, kQ5KP: GGUF's Q6_K and Q5_K at their own sizes (values in bit planes, quant_types.h).
-// kIQ4X: GGUF's IQ4_XS at its size (level indices in nibbles).
-enum class QuantType : uint8_t { kQ8, kQ4, kQ4K, kQ6K, kQ5K, kQ6KP, kQ5KP, kIQ4X };
-inline constexpr size_t kQuantTypeCount = 8;
+// kIQ4X, kIQ4N: GGUF's IQ4_XS and IQ4_NL at their sizes (level indices in nibbles).
+enum class QuantType : uint8_t { kQ8, kQ4, kQ4K, kQ6K, kQ5K, kQ6KP, kQ5KP, kIQ4X, kIQ4N };
+inline constexpr size_t kQuantTypeCount = 9;
 
 // The element-wise activations.
 enum class ActKind : uint8_t { kRelu, kGeluErf, kGeluTanh, kSilu, kSigmoid, kSwigluOai };

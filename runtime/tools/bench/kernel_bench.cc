@@ -50,7 +50,7 @@ bool MakeMatrix(const DTypeInfo& info, uint64_t rows, uint64_t k, AlignedBuffer<
   if (base_bytes == 0 || bytes == 0 || !out->Allocate(bytes, 64)) return false;
   uint8_t* dst = out->data();
   if (info.dtype == DType::IQ4_XS) {
-    // Kept from GGUF only (the quantiser does not write it): random levels and scales.
+    // Kept from GGUF only (the quantiser does not write it, nor iq4_nl): random levels and scales.
     std::uniform_int_distribution<int> index(0, 15), scale(-32, 31);
     PackQ6KFromBlocks(
         info.dtype, base_rows, k,
@@ -62,6 +62,12 @@ bool MakeMatrix(const DTypeInfo& info, uint64_t rows, uint64_t k, AlignedBuffer<
           for (int e = 0; e < 256; ++e) values[e] = kIq4Levels[index(rng)];
         },
         dst);
+  } else if (info.dtype == DType::IQ4_NL) {
+    std::uniform_int_distribution<int> index(0, 15);
+    std::vector<int8_t> q(base_rows * k);
+    std::vector<uint16_t> scales(base_rows * k / kQuantBlock, F32ToF16(1e-4f));
+    for (int8_t& v : q) v = kIq4Levels[index(rng)];
+    PackQuantMatrix(info.dtype, base_rows, k, q.data(), scales.data(), dst);
   } else if (info.quantized) {
     QuantizeOptions q;
     q.search = false;
