@@ -238,18 +238,12 @@ absl::StatusOr<std::vector<size_t>> ParseLayerSelection(const std::string& spec,
 }
 
 absl::StatusOr<DType> ParseDType(const std::string& name) {
-  if (name == "f32") return DType::F32;
-  if (name == "f16") return DType::F16;
-  if (name == "bf16") return DType::BF16;
-  if (name == "i8") return DType::I8;
-  if (name == "i4") return DType::I4;
-  if (name == "q4_k") return DType::Q4_K;
-  // GGUF's sizes; q5_k_i8 and q6_k_i8 keep a byte per value (format 1.4's forms, which files of
-  // older fflite versions hold).
-  if (name == "q5_k") return DType::Q5_K_PACKED;
-  if (name == "q6_k") return DType::Q6_K_PACKED;
-  if (name == "q5_k_i8") return DType::Q5_K;
-  if (name == "q6_k_i8") return DType::Q6_K;
+  // The table's names (q5_k and q6_k: GGUF's sizes; q5_k_i8 and q6_k_i8 a byte per value, format
+  // 1.4's forms), all but the ones kept from GGUF files alone (iq4_xs, iq4_nl: no quantiser).
+  const DTypeInfo* info = FindDTypeNamed(name);
+  if (info != nullptr && info->dtype != DType::IQ4_XS && info->dtype != DType::IQ4_NL) {
+    return info->dtype;
+  }
   return absl::InvalidArgumentError(absl::StrFormat(
       "dtype \"%s\" is not one of f32, f16, bf16, i8, i4, q4_k, q5_k, q6_k, q5_k_i8, q6_k_i8",
       name));

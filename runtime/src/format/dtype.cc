@@ -143,6 +143,13 @@ const char* DTypeName(DType dtype) {
   return info != nullptr ? info->name : "invalid";
 }
 
+const DTypeInfo* FindDTypeNamed(const std::string& name) {
+  for (const DTypeInfo& info : kTable) {
+    if (info.dtype != DType::INVALID && name == info.name) return &info;
+  }
+  return nullptr;
+}
+
 const char* KnownDTypesString() {
   return "f32=1, f16=2, bf16=3, i8=4, i4=5, q4_k=6, q6_k_i8=7, q5_k_i8=8, q6_k=9, q5_k=10, "
          "iq4_xs=11, iq4_nl=12";

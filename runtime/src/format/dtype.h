@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "fflite/schema/fflite_generated.h"
@@ -40,6 +41,9 @@ struct DTypeInfo {
 const DTypeInfo* FindDType(DType dtype);
 // Name of a dtype ("invalid" for unknown values).
 const char* DTypeName(DType dtype);
+// The row whose name is `name` ("q4_k"), or nullptr: the one lookup of a dtype by name, for the
+// tools' flags.
+const DTypeInfo* FindDTypeNamed(const std::string& name);
 // The table's names, "f32=1, f16=2, ...", for error messages.
 const char* KnownDTypesString();
 // Bits per weight as stored (scales included): 32, 16, 8.5, 4.5.

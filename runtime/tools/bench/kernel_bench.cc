@@ -28,14 +28,6 @@ using Clock = std::chrono::steady_clock;
 // for which 16 rows (one panel) fit the case's size.
 constexpr uint64_t kK = 4096;
 
-const DTypeInfo* DTypeNamed(const std::string& name) {
-  for (int d = 1; d <= static_cast<int>(DType::MAX); ++d) {
-    const DTypeInfo* info = FindDType(static_cast<DType>(d));
-    if (info != nullptr && name == info->name) return info;
-  }
-  return nullptr;
-}
-
 // A [rows, kK] matrix of `info`'s dtype from Gaussian weights: `base_rows` rows made (quantised
 // by the converter's quantiser, without the search: only the rate is read), repeated to `rows`
 // (the panels of a matrix are independent, so copies of a matrix's panels are a matrix).
@@ -154,7 +146,7 @@ int RunKernelBench(const KernelBenchOptions& options) {
       return 2;
     }
     for (const std::string& dname : options.dtypes) {
-      const DTypeInfo* info = DTypeNamed(dname);
+      const DTypeInfo* info = FindDTypeNamed(dname);
       if (info == nullptr) {
         std::fprintf(stderr, "--kernel_dtypes: unknown dtype '%s'\n", dname.c_str());
         return 2;
