@@ -410,8 +410,8 @@ int main(int argc, char** argv) {
     if (!WriteFile(loader + "/model" + std::to_string(n++) + ".fflite", *bytes)) return 1;
   }
   // The k-quants (format 1.4: GGUF's Q4_K, Q6_K and Q5_K re-laid; 1.6: Q6_K and Q5_K packed;
-  // 1.7: IQ4_XS and IQ4_NL; their d, dmin, scales and values under mutation): a gated layer with up and gate of that dtype [16, 256] and an f32 down;
-  // and the q4_k file with a 6-bit code of 64 (it loads; the runs that read that matrix fail).
+  // 1.7: IQ4_XS and IQ4_NL; their d, dmin, scales and values under mutation): a gated layer with
+  // up and gate of that dtype [16, 256] and an f32 down; and the q4_k file with a 6-bit code of 64 (it loads; the runs that read that matrix fail).
   struct KSeed {
     DType dtype;
     size_t block;          // GGUF block bytes
