@@ -315,8 +315,10 @@ struct Iq4Nibbles {
     SetIndex(blk, r, j, q < -128 ? 0u : q > 127 ? 15u : kNearest.index[q + 128]);
   }
 };
-struct IQ4X : Q6K, Iq4Nibbles {
-  static constexpr QuantType kType = QuantType::kIQ4X;
+// A level-index type over the scales and arithmetic of Scheme (Q6K, Q8).
+template <typename Scheme, QuantType kId>
+struct Iq4Type : Scheme, Iq4Nibbles {
+  static constexpr QuantType kType = kId;
   static constexpr bool kPacked = true;
   static constexpr bool kLut = true;
   static constexpr uint64_t kBlockPanelBytes = 4 * 64;
@@ -324,20 +326,13 @@ struct IQ4X : Q6K, Iq4Nibbles {
   using Iq4Nibbles::SetValue;
   using Iq4Nibbles::Value;
 };
+struct IQ4X : Iq4Type<Q6K, QuantType::kIQ4X> {};
 
 // IQ4N: GGUF's IQ4_NL at its size. Q8's f16 scale per block of 32 and arithmetic, each value a
 // 4-bit index into kIq4Levels in IQ4X's nibble planes: W[r, j] = d·kIq4Levels[i] in f32, exactly
 // GGUF's dequantisation. Decoded as IQ4X's into the int8 levels Q8 keeps, then Q8's arithmetic:
 // results equal Q8's (i8's) on the same levels bit for bit. 4.5 bits per weight, GGUF's own.
-struct IQ4N : Q8, Iq4Nibbles {
-  static constexpr QuantType kType = QuantType::kIQ4N;
-  static constexpr bool kPacked = true;
-  static constexpr bool kLut = true;
-  static constexpr uint64_t kBlockPanelBytes = 4 * 64;
-  static constexpr int kMinValue = -127, kMaxValue = 113;
-  using Iq4Nibbles::SetValue;
-  using Iq4Nibbles::Value;
-};
+struct IQ4N : Iq4Type<Q8, QuantType::kIQ4N> {};
 
 // Where block b's scales start in a panel (Q8, Q4: its 16 f16; Q4K, Q5K: its sc and m bytes; Q6K:
 // its two halves' sc bytes).

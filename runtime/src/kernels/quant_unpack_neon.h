@@ -25,18 +25,8 @@
 namespace fflite {
 namespace {
 
-// kIq4Levels[i] for each byte i (< 16) of a vector: one tbl (aarch64) or two vtbl2 (32-bit).
-inline uint8x16_t Iq4Lookup(uint8x16_t i) {
-  const uint8_t* levels = reinterpret_cast<const uint8_t*>(kIq4Levels);
-#if defined(__aarch64__)
-  return vqtbl1q_u8(vld1q_u8(levels), i);
-#else
-  uint8x8x2_t t;
-  t.val[0] = vld1_u8(levels);
-  t.val[1] = vld1_u8(levels + 8);
-  return vcombine_u8(vtbl2_u8(t, vget_low_u8(i)), vtbl2_u8(t, vget_high_u8(i)));
-#endif
-}
+// kIq4Levels[i] for each byte i (< 16) of a vector: one tbl (aarch64) or vtbl2 per 8 bytes
+// (32-bit).
 inline uint8x8_t Iq4Lookup(uint8x8_t i) {
   const uint8_t* levels = reinterpret_cast<const uint8_t*>(kIq4Levels);
 #if defined(__aarch64__)
@@ -46,6 +36,13 @@ inline uint8x8_t Iq4Lookup(uint8x8_t i) {
   t.val[0] = vld1_u8(levels);
   t.val[1] = vld1_u8(levels + 8);
   return vtbl2_u8(t, i);
+#endif
+}
+inline uint8x16_t Iq4Lookup(uint8x16_t i) {
+#if defined(__aarch64__)
+  return vqtbl1q_u8(vld1q_u8(reinterpret_cast<const uint8_t*>(kIq4Levels)), i);
+#else
+  return vcombine_u8(Iq4Lookup(vget_low_u8(i)), Iq4Lookup(vget_high_u8(i)));
 #endif
 }
 
