@@ -239,11 +239,9 @@ absl::StatusOr<std::vector<size_t>> ParseLayerSelection(const std::string& spec,
 
 absl::StatusOr<DType> ParseDType(const std::string& name) {
   // The table's names (q5_k and q6_k: GGUF's sizes; q5_k_i8 and q6_k_i8 a byte per value, format
-  // 1.4's forms), all but the ones kept from GGUF files alone (iq4_xs, iq4_nl: no quantiser).
+  // 1.4's forms), all but the ones kept from GGUF files alone (no quantiser).
   const DTypeInfo* info = FindDTypeNamed(name);
-  if (info != nullptr && info->dtype != DType::IQ4_XS && info->dtype != DType::IQ4_NL) {
-    return info->dtype;
-  }
+  if (info != nullptr && (!info->quantized || QuantiserWrites(info->dtype))) return info->dtype;
   return absl::InvalidArgumentError(absl::StrFormat(
       "dtype \"%s\" is not one of f32, f16, bf16, i8, i4, q4_k, q5_k, q6_k, q5_k_i8, q6_k_i8",
       name));

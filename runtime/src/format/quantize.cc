@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
 #include "base/half.h"
 #include "format/quant_layout.h"
@@ -223,6 +224,12 @@ void QuantizeKQuantMatrix(DType dtype, uint64_t rows, uint64_t k, const float* w
 
 }  // namespace
 
+bool QuantiserWrites(DType dtype) {
+  const DTypeInfo* info = FindDType(dtype);
+  return info != nullptr && info->quantized &&
+         !WithQuantTraits(info->quant_type, [](auto q) { return decltype(q)::kLut; });
+}
+
 absl::Status QuantizeMatrix(DType dtype, uint64_t rows, uint64_t k, const float* w,
                             const QuantizeOptions& options, const std::string& what, uint8_t* dst,
                             QuantStats* stats) {
@@ -235,10 +242,10 @@ absl::Status QuantizeMatrix(DType dtype, uint64_t rows, uint64_t k, const float*
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: shape [%d, %d] exceeds the limit of %d rows and columns", what, rows, k, kMaxDim));
   }
-  if (dtype == DType::IQ4_XS || dtype == DType::IQ4_NL) {
+  if (!QuantiserWrites(dtype)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: dtype %s is kept from GGUF's %s; fflite's quantiser does not write it (use q4_k, "
-        "q5_k or i4)", what, DTypeName(dtype), dtype == DType::IQ4_XS ? "IQ4_XS" : "IQ4_NL"));
+        "q5_k or i4)", what, DTypeName(dtype), absl::AsciiStrToUpper(DTypeName(dtype))));
   }
   const QuantType type = QuantTypeOf(dtype);
   const bool k_quant = QuantHasSuperBlocks(type);

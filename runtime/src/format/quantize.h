@@ -34,6 +34,10 @@ struct QuantStats {
   double kurtosis = 0;       // of the source weights: E[(w−μ)^4] / σ^4 (3 for a Gaussian); 0 if σ = 0
 };
 
+// Whether QuantizeMatrix writes `dtype`: every quantised dtype but those whose values index a
+// fixed table of levels (iq4_xs, iq4_nl: kept from GGUF files only).
+bool QuantiserWrites(DType dtype);
+
 // Quantises w [rows, k] (f32, row-major, not owned, only read) to `dtype` (I8, I4, or the k-quants
 // Q4_K, Q5_K, Q6_K: k a multiple of 256, never rotated; see quantize_kquant.h) in the stored
 // layout, writing exactly TensorBytes(dtype, {rows, k}, layout) bytes to dst (caller-owned;

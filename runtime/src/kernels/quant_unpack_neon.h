@@ -1,12 +1,12 @@
 // The bytes of one group of a quantised block as the wide types keep them (kernels/quant_types.h),
 // for the NEON kernels (aarch64 and 32-bit ARM): LoadGroupQ<Q>(blk, g, o) (16 bytes) and
 // LoadGroupD<Q> (8 bytes) return the bytes at blk + 64g + o of the types with a byte layout (Q8,
-// Q6K and Q5K: their int8 values), and for the packed Q6KP, Q5KP and IQ4X the same int8 values
+// Q6K and Q5K: their int8 values), and for the packed Q6KP, Q5KP, IQ4X, IQ4N the same int8 values
 // decoded from their bit planes or level indices at the same positions, so that the wide types'
 // arithmetic on them gives the same bits:
 //   Q6KP: (L[g/2] >> 4(g%2)) & 15 | ((H[g/4] >> 2(g%4)) & 3) << 4, minus 32;
 //   Q5KP: (L[g/2] >> 4(g%2)) & 15 | ((H >> g) & 1) << 4, minus 16;
-//   IQ4X: kIq4Levels[(L[g/2] >> 4(g%2)) & 15], one table lookup.
+//   IQ4X, IQ4N (kLut): kIq4Levels[(L[g/2] >> 4(g%2)) & 15], one table lookup.
 // Shift-left-and-insert (sli #4) puts the high bits over the low nibble's byte, so L needs no mask
 // for the even groups: 3-5 instructions per vector of values. The shifts' immediates are
 // literals in each case of a switch on g, which the kernels' unrolled group loops fold away.

@@ -1,11 +1,10 @@
 // The bytes of one group of a quantised block as the wide types keep them (kernels/quant_types.h),
 // for the x86 kernels: LoadGroup*<Q>(blk, g, o) returns the bytes at blk + 64g + o of the types
 // with a byte or nibble layout (Q8, Q6K and Q5K: their int8 values), and for the packed Q6KP,
-// Q5KP and IQ4X the same int8 values decoded from their bit planes or level indices at the same
-// positions: the wide types'
-// arithmetic on them then gives the same bits. Each function carries its own target and internal
-// linkage (one copy per including file: no SIMD code shared between files; see kernels_avx2.cc).
-// No lambdas: they would not inherit the target.
+// Q5KP, IQ4X and IQ4N the same int8 values decoded from their bit planes or level indices at the
+// same positions: the wide types' arithmetic on them then gives the same bits. Each function
+// carries its own target and internal linkage (one copy per including file: no SIMD code shared
+// between files; see kernels_avx2.cc). No lambdas: they would not inherit the target.
 #ifndef FFLITE_RUNTIME_SRC_KERNELS_QUANT_UNPACK_X86_H_
 #define FFLITE_RUNTIME_SRC_KERNELS_QUANT_UNPACK_X86_H_
 
@@ -24,8 +23,9 @@ namespace {
 // came from the same byte):
 //   Q6KP: (L[g/2] >> 4(g%2)) & 15 | ((H[g/4] >> 2(g%4)) & 3) << 4, minus 32;
 //   Q5KP: (L[g/2] >> 4(g%2)) & 15 | ((H >> g) & 1) << 4, minus 16;
-//   IQ4X: kIq4Levels[(L[g/2] >> 4(g%2)) & 15], one byte shuffle (the table in every 16 bytes).
-// kCodes: the unsigned codes (Q6KP: value + 32, Q5KP: n, IQ4X: level + 128), without the
+//   IQ4X, IQ4N (kLut): kIq4Levels[(L[g/2] >> 4(g%2)) & 15], one byte shuffle (the table in
+//   every 16 bytes).
+// kCodes: the unsigned codes (Q6KP: value + 32, Q5KP: n, IQ4X and IQ4N: level + 128), without the
 // subtraction.
 #define FFLITE_UNPACK_GROUP(V, LOAD, SRLI, SLLI, AND, OR, SUB, SET1, LOOKUP)              \
   V l = LOAD(reinterpret_cast<const V*>(blk + 64 * (g / 2) + o));                         \
