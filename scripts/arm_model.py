@@ -21,6 +21,7 @@ Usage: scripts/arm_model.py [--arch aarch64|x86] [--cxx COMPILER] [--cpus a,b] [
 
 import argparse
 import collections
+import concurrent.futures
 import functools
 import os
 import re
@@ -106,7 +107,7 @@ def parse_enum(name):
 
 # The dtype table's names (format/dtype.cc): q5_k and q6_k are the packed forms (GGUF's sizes).
 QUANT_NAMES = {"q8": "i8", "q4": "i4", "q4k": "q4_k", "q6k": "q6_k_i8", "q5k": "q5_k_i8",
-               "q6kp": "q6_k", "q5kp": "q5_k", "iq4x": "iq4_xs",
+               "q6kp": "q6_k", "q5kp": "q5_k", "iq4x": "iq4_xs", "q3kp": "q3_k",
                "iq4n": "iq4_nl"}
 
 
@@ -318,6 +319,20 @@ def print_pi5(res, ghz):
                                                           total / (rate * 1e9) * 1e3, pre_s))
 
 
+def region_info(r, arch):
+    """A region's kind (decode, prefill), the CPU features its kernel needs, the multiply
+    instruction whose peak a prefill kernel is measured against, and its type's name."""
+    kind, needs, instr = KERNEL_INFO.get(r.kernel, ("decode", set(), None))
+    if arch == "x86":
+        needs = needs | X86_SOURCE_FEATURES.get(r.source, set())
+    tname = type_name(r.kernel, r.type)
+    if r.kernel == "gemm_neon":
+        instr = "bfdot" if tname == "bf16" else "fmla"
+        if tname == "bf16":
+            needs = {"bf16"}
+    return kind, needs, instr, tname
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--arch", default="aarch64", choices=["aarch64", "x86"])
@@ -355,9 +370,13 @@ def main():
     problems = []
     regions = []
     results = {}
+    # The compiles and llvm-mca's runs are independent processes: run on every core (the kernels'
+    # compiles were most of the test's minute on one core).
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2)
     with tempfile.TemporaryDirectory() as work:
-        for source in SOURCES[arch]:
-            text = compile_source(cxx, args.flags.split(), arch, source, work)
+        texts = pool.map(lambda s: compile_source(cxx, args.flags.split(), arch, s, work),
+                         SOURCES[arch])
+        for source, text in zip(SOURCES[arch], texts):
             found = extract_regions(text, source)
             if not found:
                 problems.append("%s: no marked region in the assembly" % source)
@@ -390,22 +409,21 @@ def main():
         print("%-13s %-6s %6s %8s %10s %10s %s" % ("kernel", "type", "tokens", "cyc/iter",
                                                    "cyc/32w", "GB/s/core", "peak share"))
         peaks = {}
-        for key in sorted(best, key=lambda k: (k[3], k[0], k[1], k[2])):
+        # Each region's llvm-mca run, started on every core in the table's order; read in order.
+        order = sorted(best, key=lambda k: (k[3], k[0], k[1], k[2]))
+        runs = {}
+        for key in order:
             r = best[key]
-            kind, needs, instr = KERNEL_INFO.get(r.kernel, ("decode", set(), None))
-            if arch == "x86":
-                needs = needs | X86_SOURCE_FEATURES.get(r.source, set())
-            tname = type_name(r.kernel, r.type)
-            if r.kernel == "gemm_neon":
-                instr = "bfdot" if tname == "bf16" else "fmla"
-                if tname == "bf16":
-                    needs = {"bf16"}
-            if not needs <= features:
+            _, needs, _, _ = region_info(r, arch)
+            if needs <= features:
+                mattr = ",".join("+" + f for f in sorted(needs)) if arch == "aarch64" else ""
+                runs[key] = pool.submit(run_mca, mca, arch, cpu, mattr, r.lines)
+        for key in order:
+            if key not in runs:
                 continue
-            mattr = ""
-            if arch == "aarch64":
-                mattr = ",".join("+" + f for f in sorted(needs))
-            cyc, err = run_mca(mca, arch, cpu, mattr, r.lines)
+            r = best[key]
+            kind, needs, instr, tname = region_info(r, arch)
+            cyc, err = runs[key].result()
             label = r.kernel
             if cyc is None:
                 problems.append("%s %s %s t=%d on %s: %s" % (r.source, r.kernel, tname,
