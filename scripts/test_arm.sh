@@ -6,8 +6,9 @@
 #           and QEMU_CPU=cortex-a53 (plain ARMv8.0 NEON: the Raspberry Pi 3's core);
 #   armhf   (build-armhf/, qemu-arm): QEMU_CPU=cortex-a7 (ARMv7 NEON + VFPv4 FMA + fp16
 #           conversions: the Raspberry Pi 2's core) and QEMU_CPU=cortex-a8 (NEON, no FMA).
-# The second model runs only the tests whose code paths depend on the CPU's features (every test
-# not labelled cpu_independent in tests/CMakeLists.txt).
+# The second model runs only the tests of the code whose paths depend on the CPU's features: the
+# kernels, their registry, the platform probe and the CPU backend (every test labelled neither
+# cpu_independent nor above_backend in tests/CMakeLists.txt).
 # Installs what is missing (as root; platforms/raspberrypi/build.sh), builds with -Werror.
 # FFLITE_ARM_TARGETS chooses the targets (default "aarch64 armhf").
 # Prints ctest's summary per run and a total line (skipped tests are listed, not counted as

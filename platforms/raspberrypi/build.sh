@@ -8,7 +8,8 @@
 #   armhf     32-bit Raspberry Pi OS on ARMv7 or later (Pi 2 v1.1+, 3, 4, 5, Zero 2): armhf
 #   --test    after building, run the whole suite under qemu once per CPU model in
 #             FFLITE_QEMU_CPUS (default for aarch64: "max cortex-a53"; armhf: "cortex-a7 cortex-a8");
-#             after the first model, the tests labelled cpu_independent are left out
+#             after the first model, the tests labelled cpu_independent or above_backend are
+#             left out
 #   --build-dir DIR   default build-<arch> in the repository root
 # Environment: FFLITE_SYSROOT_BASE (default /opt/fflite-sysroot): where the target's libraries are
 # unpacked, one folder per architecture; nothing of the target is installed into the host's /usr.
@@ -16,7 +17,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 
-usage() { sed -n '6,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '6,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ $# -ge 1 ] || usage
 arch=$1
 shift
@@ -168,7 +169,9 @@ test_under_qemu() {
   local jobs status=0 cpu
   jobs=$(nproc 2>/dev/null || echo 2)
   # The first model runs every test; each later one leaves out the tests labelled
-  # cpu_independent (no code path of theirs depends on the CPU's features: tests/CMakeLists.txt).
+  # cpu_independent (no code path of theirs depends on the CPU's features) or above_backend (their
+  # CPU-dependent paths are the backend's, tested under each model by its own tests):
+  # tests/CMakeLists.txt.
   local select=()
   for cpu in ${FFLITE_QEMU_CPUS:-$cpus_default}; do
     local logf="$build_dir.ctest-$cpu.log" start=$SECONDS
@@ -187,7 +190,7 @@ test_under_qemu() {
       grep -A40 -E '\*\*\*Failed|\*\*\*Timeout|\*\*\*Exception' "$logf" | head -120 >&2
       log "tests FAILED with QEMU_CPU=$cpu (log: $logf)"
     fi
-    select=(-LE cpu_independent)
+    select=(-LE 'cpu_independent|above_backend')
   done
   return $status
 }
