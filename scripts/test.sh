@@ -71,7 +71,8 @@ total_passed=$((total_passed + ${p:-0})); total_failed=$((total_failed + ${f:-1}
 echo "[fuzz] took $((SECONDS - t0)) s (build and runs)"
 
 # 5. Cross-built for aarch64 and armhf, the whole suite under qemu-user with two CPU models each
-#    (the second without the tests labelled cpu_independent or above_backend).
+#    (the second without the tests labelled cpu_independent, above_backend or
+#    threads_and_shapes).
 scripts/test_arm.sh 2>&1 | tee build-arm.log; [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 read -r p f s < <(sed -nE 's/^arm: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped.*/\1 \2 \3/p' build-arm.log)
 total_passed=$((total_passed + ${p:-0})); total_failed=$((total_failed + ${f:-1})); total_skipped=$((total_skipped + ${s:-0}))

@@ -25,3 +25,23 @@ while(fflite_test_costs)
   list(POP_FRONT fflite_test_costs name cost)
   set_tests_properties(${name} PROPERTIES COST ${cost})
 endwhile()
+
+# Under the ARM stages' second CPU model (platforms/raspberrypi/build.sh) these are left out too
+# (label threads_and_shapes): the CPU backend's tests of many thread counts, shapes, budgets and
+# larger layers, the longest of that run (126 s of the cortex-a8's 336 s of test time). Their
+# CPU-dependent code is the kernels', every one of which the first model's kernel tests run (its
+# kernel lists are a superset), and the backend's choice among the second model's kernels is run
+# by the CPU backend's other tests. They are in binaries without a label of their own.
+set(fflite_first_model_only
+  QuantShapeTest.OddShapesTokensAndThreads
+  CpuOptionsTest.EveryPackedEngineMatchesReference
+  GemmTest.EveryKernelMatchesTheDoubleProduct
+  QuantMoeTest.ExpertProductsSharedAmongThreads
+  CpuMoeStreamTest.ReadAheadKeepsTheBitsAndIsUsed
+  QuantThreadsTest.SameBitsForOneAndThreeThreads
+  CpuLargerTest.LlamaLikeSwiGlu
+  CpuMoeThreadsTest.ExpertsAloneGiveTheSameBits
+)
+foreach(name IN LISTS fflite_first_model_only)
+  set_tests_properties(${name} PROPERTIES LABELS threads_and_shapes)
+endforeach()

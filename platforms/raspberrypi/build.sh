@@ -8,8 +8,8 @@
 #   armhf     32-bit Raspberry Pi OS on ARMv7 or later (Pi 2 v1.1+, 3, 4, 5, Zero 2): armhf
 #   --test    after building, run the whole suite under qemu once per CPU model in
 #             FFLITE_QEMU_CPUS (default for aarch64: "max cortex-a53"; armhf: "cortex-a7 cortex-a8");
-#             after the first model, the tests labelled cpu_independent or above_backend are
-#             left out
+#             after the first model, the tests labelled cpu_independent, above_backend or
+#             threads_and_shapes are left out
 #   --build-dir DIR   default build-<arch> in the repository root
 # Environment: FFLITE_SYSROOT_BASE (default /opt/fflite-sysroot): where the target's libraries are
 # unpacked, one folder per architecture; nothing of the target is installed into the host's /usr.
@@ -169,9 +169,9 @@ test_under_qemu() {
   local jobs status=0 cpu
   jobs=$(nproc 2>/dev/null || echo 2)
   # The first model runs every test; each later one leaves out the tests labelled
-  # cpu_independent (no code path of theirs depends on the CPU's features) or above_backend (their
-  # CPU-dependent paths are the backend's, tested under each model by its own tests):
-  # tests/CMakeLists.txt.
+  # cpu_independent (no code path of theirs depends on the CPU's features), above_backend (their
+  # CPU-dependent paths are the backend's, tested under each model by its own tests) or
+  # threads_and_shapes (the backend's longest variations: tests/test_costs.cmake).
   local select=()
   for cpu in ${FFLITE_QEMU_CPUS:-$cpus_default}; do
     local logf="$build_dir.ctest-$cpu.log" start=$SECONDS
@@ -190,7 +190,7 @@ test_under_qemu() {
       grep -A40 -E '\*\*\*Failed|\*\*\*Timeout|\*\*\*Exception' "$logf" | head -120 >&2
       log "tests FAILED with QEMU_CPU=$cpu (log: $logf)"
     fi
-    select=(-LE 'cpu_independent|above_backend')
+    select=(-LE 'cpu_independent|above_backend|threads_and_shapes')
   done
   return $status
 }
