@@ -120,8 +120,8 @@ absl::Status CheckExpertDTypes(const LayerSpec& l) {
 }
 
 // The stored dtype of the matrix at `path` ("layers[3].moe.experts[5].down"): that of the first
-// --keep rule matching its layer and role, else `quantized` (Q6_K for the down matrices the _M
-// recipe picks when `k_mixed`, of `layers` layers).
+// --keep rule matching its layer and role, else `quantized` (for the down matrices the _M
+// recipes pick when `k_mixed`, of `layers` layers: Q6_K; for Q3_K_M Q5_K or Q4_K).
 DType MatrixDType(const std::string& path, const std::vector<KeepRule>& keep, DType quantized,
                   bool k_mixed, size_t layers) {
   size_t layer = 0;
@@ -137,6 +137,9 @@ DType MatrixDType(const std::string& path, const std::vector<KeepRule>& keep, DT
       continue;
     }
     return r.dtype;
+  }
+  if (k_mixed && role == "down" && layer < layers && quantized == DType::Q3_K_PACKED) {
+    return layer < layers / 16 ? DType::Q5_K_PACKED : DType::Q4_K;
   }
   if (k_mixed && role == "down" && layer < layers && KMixedMoreBits(layer, layers)) {
     return DType::Q6_K_PACKED;
@@ -243,7 +246,8 @@ absl::StatusOr<DType> ParseDType(const std::string& name) {
   const DTypeInfo* info = FindDTypeNamed(name);
   if (info != nullptr && (!info->quantized || QuantiserWrites(info->dtype))) return info->dtype;
   return absl::InvalidArgumentError(absl::StrFormat(
-      "dtype \"%s\" is not one of f32, f16, bf16, i8, i4, q4_k, q5_k, q6_k, q5_k_i8, q6_k_i8",
+      "dtype \"%s\" is not one of f32, f16, bf16, i8, i4, q3_k, q4_k, q5_k, q6_k, q5_k_i8, "
+      "q6_k_i8",
       name));
 }
 
@@ -267,7 +271,8 @@ absl::StatusOr<std::vector<KeepRule>> ParseKeepRules(const std::string& spec, si
     auto dtype = ParseDType(rule.substr(0, colon));
     if (!dtype.ok() || *dtype == DType::I4) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "--keep rule \"%s\": dtype \"%s\" is not one of f32, f16, bf16, i8, q4_k, q5_k, q6_k",
+          "--keep rule \"%s\": dtype \"%s\" is not one of f32, f16, bf16, i8, q3_k, q4_k, q5_k, "
+          "q6_k",
           rule, rule.substr(0, colon)));
     }
     r.dtype = *dtype;
@@ -300,14 +305,17 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const std::string& dir, const st
   const bool k_quant = options.quantize.has_value() && IsKQuant(*options.quantize);
   const bool k_quant_kept =
       options.quantize.has_value() && options.keep.find("_k:") != std::string::npos;
-  if (options.k_mixed && (!options.quantize.has_value() || (*options.quantize != DType::Q4_K &&
-                                                            *options.quantize != DType::Q5_K_PACKED))) {
-    return absl::InvalidArgumentError("the _M recipe applies to q4_k and q5_k (--dtype q4_k_m, "
-                                      "q5_k_m)");
+  if (options.k_mixed &&
+      (!options.quantize.has_value() ||
+       (*options.quantize != DType::Q4_K && *options.quantize != DType::Q5_K_PACKED &&
+        *options.quantize != DType::Q3_K_PACKED))) {
+    return absl::InvalidArgumentError("the _M recipe applies to q3_k, q4_k and q5_k (--dtype "
+                                      "q3_k_m, q4_k_m, q5_k_m)");
   }
   if (!options.imatrix.empty() && !k_quant) {
     return absl::InvalidArgumentError(
-        "--imatrix applies only with a k-quant --dtype (q4_k, q5_k, q6_k, q4_k_m, q5_k_m)");
+        "--imatrix applies only with a k-quant --dtype (q3_k, q4_k, q5_k, q6_k, q3_k_m, q4_k_m, "
+        "q5_k_m)");
   }
   // A k-quant down matrix needs d_ff padded to whole super-blocks of 256.
   const uint64_t d_ff_alignment = k_quant || k_quant_kept

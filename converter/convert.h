@@ -43,15 +43,18 @@ struct QuantRecord {
 
 struct ConvertOptions {
   std::optional<DType> dtype;     // output dtype of every tensor; unset: each tensor's own
-  // I8, I4, Q4_K, Q5_K(_PACKED) or Q6_K(_PACKED): quantise the FFN weight matrices (up, gate, down of dense layers,
+  // I8, I4, Q3_K_PACKED, Q4_K, Q5_K(_PACKED) or Q6_K(_PACKED): quantise the FFN weight matrices
+  // (up, gate, down of dense layers,
   // routed and shared experts) to this; routers, norms, biases and the shared-expert gate are
   // then stored as `dtype` or, unset, f32. Unset: nothing is quantised. A k-quant rounds
   // d_ff_alignment up to a multiple of 256 (its super-blocks); a matrix whose d_model is not a
-  // multiple of 256 falls back to I4 (Q4_K) or I8 (Q5_K, Q6_K): KQuantFallback.
+  // multiple of 256 falls back to I4 (Q3_K, Q4_K) or I8 (Q5_K, Q6_K): KQuantFallback.
   std::optional<DType> quantize;
-  // The mixed k-quant recipes (--dtype q4_k_m, q5_k_m): with `quantize` Q4_K or Q5_K_PACKED, the
-  // down matrices of the first and last eighth of the layers and of every third layer between
-  // them are Q6_K_PACKED, as the llama.cpp recipes of those names choose.
+  // The mixed k-quant recipes (--dtype q4_k_m, q5_k_m, q3_k_m): with `quantize` Q4_K or
+  // Q5_K_PACKED, the down matrices of the first and last eighth of the layers and of every third
+  // layer between them are Q6_K_PACKED; with Q3_K_PACKED, every down matrix is Q4_K but those of
+  // the first sixteenth of the layers, Q5_K_PACKED: as the llama.cpp recipes of those names
+  // choose for FFN matrices.
   bool k_mixed = false;
   // An importance matrix (a safetensors file of f32 vectors, written by fflite-imatrix from a
   // calibration run): with a k-quant, each matrix's squared error is weighted per column by the

@@ -173,6 +173,23 @@ absl::Status CheckKSupers(const View& v) {
   return absl::OkStatus();
 }
 
+// The dtype a native conversion keeps a matrix of `type` in with its bits, re-laid (INVALID:
+// none; the integer types i8 takes are Int8Fits' answer, per tensor): Q4_0 as i4, the k-quants
+// at GGUF's sizes (Q6_K at 6 bits, Q3_K at 3, both in Q6_K's scales), IQ4_XS and IQ4_NL as their
+// level indices.
+DType KeptDType(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q4_0: return DType::I4;
+    case GgmlType::Q4_K: return DType::Q4_K;
+    case GgmlType::Q5_K: return DType::Q5_K_PACKED;
+    case GgmlType::Q6_K: return DType::Q6_K_PACKED;
+    case GgmlType::Q3_K: return DType::Q3_K_PACKED;
+    case GgmlType::IQ4_XS: return DType::IQ4_XS;
+    case GgmlType::IQ4_NL: return DType::IQ4_NL;
+    default: return DType::INVALID;
+  }
+}
+
 // The source of a view: as stored (float types; Q4_0 as I4 and the I8 types when native and
 // `int8_ok`: the whole tensor's scales fit, so that every expert of a 3-D tensor gets one dtype),
 // or dequantised to f32.
@@ -181,18 +198,9 @@ TensorSource Source(const View& v, std::vector<uint64_t> shape, bool matrix, boo
   TensorSource s;
   s.shape = std::move(shape);
   const GgmlType type = v.t->type->type;
-  DType quant = DType::INVALID;
-  if (native && matrix && type == GgmlType::Q4_0) quant = DType::I4;
-  if (native && matrix && type == GgmlType::Q4_K) quant = DType::Q4_K;
-  // Q6_K and Q3_K (values in [-4, 3]) at 6 bits; IQ4_XS as its level indices.
-  if (native && matrix && (type == GgmlType::Q6_K || type == GgmlType::Q3_K)) {
-    quant = DType::Q6_K_PACKED;
-  }
-  if (native && matrix && type == GgmlType::IQ4_XS) quant = DType::IQ4_XS;
-  if (native && matrix && type == GgmlType::Q5_K) quant = DType::Q5_K_PACKED;
-  if (native && matrix && int8_ok) quant = DType::I8;
-  // IQ4_NL (an f16 scale and 32 level indices per block) as its indices, at its own size.
-  if (native && matrix && type == GgmlType::IQ4_NL) quant = DType::IQ4_NL;
+  // IQ4_NL's scales fit i8 too; its level indices keep it at its own size.
+  DType quant = native && matrix ? KeptDType(type) : DType::INVALID;
+  if (native && matrix && int8_ok && quant == DType::INVALID) quant = DType::I8;
   const DType as_is = FloatDType(type);
   const uint64_t begin = v.first_row * v.RowBytes(), end = begin + v.rows * v.RowBytes();
   if (quant != DType::INVALID) {
@@ -617,18 +625,8 @@ std::string DescribeGguf(GgufPtr file) {
       const GgmlType ty = t.type->type;
       if (FloatDType(ty) != DType::INVALID) {
         h = "as is";
-      } else if (ty == GgmlType::Q4_0) {
-        h = "i4, bits kept";
-      } else if (ty == GgmlType::Q4_K) {
-        h = "q4_k, bits kept";
-      } else if (ty == GgmlType::Q6_K) {
-        h = "q6_k, bits kept";
-      } else if (ty == GgmlType::Q3_K) {
-        h = "q6_k, values kept (each 3-bit value as q6_k's 6 bits)";
-      } else if (ty == GgmlType::IQ4_XS) {
-        h = "q6_k_i8, values kept (each level as an int8)";
-      } else if (ty == GgmlType::Q5_K) {
-        h = "q5_k, bits kept";
+      } else if (KeptDType(ty) != DType::INVALID) {
+        h = std::string(DTypeName(KeptDType(ty))) + ", bits kept";
       } else if (ty == GgmlType::MXFP4) {
         h = "i8, bits kept (f32, exact, where a scale leaves f16's range)";
       } else if (GgufScalesFitInt8(ty, nullptr, 0)) {

@@ -765,9 +765,8 @@ TEST_F(GgufTest, Mxfp4ExpertsShareOneDtype) {
 // Q4_K, Q5_K and Q6_K are kept as q4_k, q5_k and q6_k, their bits re-laid: each value fflite
 // dequantises (DequantizeRows, what the reference backend multiplies) is the specification's
 // (DequantizeGguf,
-// itself checked against the specification in gguf_types_test) bit for bit. Types fflite has no
-// kernels for yet (Q3_K here, in a second file) are stored as f32, each value exactly the
-// specification's dequantisation.
+// itself checked against the specification in gguf_types_test) bit for bit; Q3_K and IQ4_XS (in
+// further files) likewise as q3_k and iq4_xs, and fflite-inspect's summary says so.
 TEST_F(GgufTest, KQuantsKeptOrDequantisedExactly) {
   GgufWriter g;
   constexpr uint32_t kFf = 256;  // a k-quant block is 256 values of a row
@@ -817,8 +816,8 @@ TEST_F(GgufTest, KQuantsKeptOrDequantisedExactly) {
                    got.data());
     EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0) << DTypeName(t->dtype);
   }
-  // Q3_K and IQ4_XS: kept in q6_k's scales (Q3_K's values in q6_k's 6 bits, IQ4_XS's as their
-  // level indices, iq4_xs), each value the specification's; the CPU backend's kernels on them
+  // Q3_K and IQ4_XS: kept in q6_k's scales (Q3_K's values in 3-bit planes, q3_k; IQ4_XS's as
+  // their level indices, iq4_xs), each value the specification's; the CPU backend's kernels on them
   // against the reference.
   struct Q6Like {
     uint32_t type;
@@ -847,12 +846,16 @@ TEST_F(GgufTest, KQuantsKeptOrDequantisedExactly) {
     g3.Tensor("blk.0.ffn_up.weight", {256, kFf}, c.type, q3[1]);
     g3.Tensor("blk.0.ffn_down.weight", {kFf, 256}, c.type, q3[2]);
     const std::string name = "q6like" + std::to_string(c.type);
-    ASSERT_OK_AND_ASSIGN(auto m3, ConvertGguf(WriteGguf(g3, name + ".gguf"), {}, name + ".fflite"));
+    const std::string gguf_path = WriteGguf(g3, name + ".gguf");
+    ASSERT_OK_AND_ASSIGN(auto m3, ConvertGguf(gguf_path, {}, name + ".fflite"));
+    EXPECT_THAT(converter::DescribeGguf(*GgufFile::Open(gguf_path)),
+                HasSubstr(c.ggml == converter::GgmlType::Q3_K ? "-> q3_k, bits kept"
+                                                                : "-> iq4_xs, bits kept"));
     const FfnView& f3 = m3->layers()[0].ffn;
     const TensorView* ts[3] = {&f3.gate, &f3.up, &f3.down};
     for (int i = 0; i < 3; ++i) {
       ASSERT_EQ(ts[i]->dtype,
-                c.ggml == converter::GgmlType::Q3_K ? DType::Q6_K_PACKED : DType::IQ4_XS);
+                c.ggml == converter::GgmlType::Q3_K ? DType::Q3_K_PACKED : DType::IQ4_XS);
       std::vector<float> want(ts[i]->numel());
       ASSERT_OK(converter::DequantizeGguf(c.ggml, q3[i].data(), want.size(), want.data()));
       std::vector<float> got(ts[i]->numel());

@@ -165,6 +165,59 @@ std::vector<uint8_t> PackIq4xs(DType dtype, uint64_t rows, uint64_t k,
   return packed;
 }
 
+constexpr size_t kGgufQ3Block = 110;  // bytes of a Q3_K super-block
+
+// Random GGUF Q3_K rows: random bytes (every scale code and value), d a positive f16 so that values
+// are about ±scale (values up to 4, scales up to 32).
+std::vector<uint8_t> RandomGgufQ3K(uint64_t rows, uint64_t k, std::mt19937& gen, float scale) {
+  std::vector<uint8_t> b(rows * k / 256 * kGgufQ3Block);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> unit(0.25f, 1.0f);
+  for (uint8_t& v : b) v = static_cast<uint8_t>(byte(gen));
+  for (size_t i = 0; i < b.size(); i += kGgufQ3Block) {
+    const uint16_t d = F32ToF16(scale / 128.0f * unit(gen));
+    std::memcpy(&b[i + 108], &d, 2);
+  }
+  return b;
+}
+
+// The test's reading of a Q3_K super-block (GGUF's block_q3_K: hmask[32], qs[64], scales[12], f16
+// d): element e = 128n + 32j + l (n < 2, j < 4, l < 32) is ((qs[32n + l] >> 2j) & 3) minus 4 when
+// bit 4n + j of hmask[l] is clear; its scale, of sub-block i = e / 16, is the 6-bit code minus 32
+// whose low 4 bits are nibble i / 8 of scales[i % 8] and whose top 2 are bits 2(i / 4),
+// 2(i / 4) + 1 of scales[8 + i % 4].
+void Q3kSpec(const uint8_t* in, uint16_t* d, int scale[16], int value[256]) {
+  std::memcpy(d, in + 108, 2);
+  const uint8_t* sc = in + 96;
+  for (int i = 0; i < 16; ++i) {
+    const int low = (sc[i % 8] >> (4 * (i / 8))) & 0xf, high = (sc[8 + i % 4] >> (2 * (i / 4))) & 3;
+    scale[i] = (low | high << 4) - 32;
+  }
+  for (int e = 0; e < 256; ++e) {
+    const int n = e / 128, j = e % 128 / 32, l = e % 32;
+    const int low = (in[32 + 32 * n + l] >> (2 * j)) & 3;
+    const bool high = (in[l] >> (4 * n + j)) & 1;
+    value[e] = low - (high ? 0 : 4);
+  }
+}
+
+// Q3_K rows stored as `dtype`: Q3_K_PACKED (3-bit planes) or Q6_K (the values as int8), both
+// through PackQ6KFromBlocks with the test's reading of each super-block.
+std::vector<uint8_t> PackQ3k(DType dtype, uint64_t rows, uint64_t k,
+                             const std::vector<uint8_t>& gguf) {
+  std::vector<uint8_t> packed(QuantMatrixGeometry(dtype, rows, k).bytes(), 0xee);
+  PackQ6KFromBlocks(
+      dtype, rows, k,
+      [&](uint64_t row, uint64_t s, uint16_t* d, int8_t* scales, int8_t* values) {
+        int scale[16], value[256];
+        Q3kSpec(gguf.data() + (row * (k / 256) + s) * kGgufQ3Block, d, scale, value);
+        for (int j = 0; j < 16; ++j) scales[j] = static_cast<int8_t>(scale[j]);
+        for (int e = 0; e < 256; ++e) values[e] = static_cast<int8_t>(value[e]);
+      },
+      packed.data());
+  return packed;
+}
+
 constexpr size_t kGgufIq4nlBlock = 18;  // bytes of an IQ4_NL block of 32
 
 // Random GGUF IQ4_NL rows: an f16 d per 32 (positive, values about ±scale) and random indices.
@@ -210,6 +263,7 @@ std::vector<uint8_t> RandomGguf(DType dtype, uint64_t rows, uint64_t k, std::mt1
                                 float scale, bool centered = false) {
   if (dtype == DType::IQ4_XS) return RandomGgufIq4xs(rows, k, gen, scale);
   if (dtype == DType::IQ4_NL) return RandomGgufIq4nl(rows, k, gen, scale);
+  if (dtype == DType::Q3_K_PACKED) return RandomGgufQ3K(rows, k, gen, scale);
   if (dtype == DType::Q5_K || dtype == DType::Q5_K_PACKED) {
     return RandomGgufQ5K(rows, k, gen, scale, centered);
   }
@@ -222,6 +276,7 @@ std::vector<uint8_t> Pack(DType dtype, uint64_t rows, uint64_t k,
                           const std::vector<uint8_t>& gguf) {
   if (dtype == DType::IQ4_XS) return PackIq4xs(dtype, rows, k, gguf);
   if (dtype == DType::IQ4_NL) return PackIq4nl(dtype, rows, k, gguf);
+  if (dtype == DType::Q3_K_PACKED) return PackQ3k(dtype, rows, k, gguf);
   std::vector<uint8_t> packed(QuantMatrixGeometry(dtype, rows, k).bytes(), 0xee);
   if (dtype == DType::Q4_K) {
     PackQ4KFromGguf(rows, k, gguf.data(), packed.data());
@@ -395,6 +450,40 @@ TEST(Iq4xsTest, IndicesHoldGgufsValues) {
   EXPECT_STREQ(DTypeName(DType::IQ4_XS), "iq4_xs");
 }
 
+// q3_k: every value is d·(sc - 32)·v of its GGUF super-block (the test's reading of the
+// specification), in f32, at 3.5625 bits per weight (1824 bytes per 16 rows x 256 values).
+TEST(Q3kTest, PlanesHoldGgufsValues) {
+  std::mt19937 gen(8);
+  for (const auto& [rows, k] : {std::pair<uint64_t, uint64_t>{1, 256}, {17, 512}, {40, 768}}) {
+    const std::vector<uint8_t> gguf = RandomGgufQ3K(rows, k, gen, 1.0f);
+    const std::vector<uint8_t> packed = Pack(DType::Q3_K_PACKED, rows, k, gguf);
+    const std::vector<float> w = Dequantized(DType::Q3_K_PACKED, rows, k, packed);
+    for (uint64_t r = 0; r < rows; ++r) {
+      for (uint64_t s = 0; s < k / 256; ++s) {
+        uint16_t d;
+        int scale[16], value[256];
+        Q3kSpec(gguf.data() + (r * (k / 256) + s) * kGgufQ3Block, &d, scale, value);
+        for (int e = 0; e < 256; ++e) {
+          const float want = F16ToF32(d) * static_cast<float>(scale[e / 16]) *
+                             static_cast<float>(value[e]);
+          ASSERT_EQ(w[r * k + 256 * s + e], want) << "row " << r << " col " << 256 * s + e;
+        }
+      }
+    }
+    const QuantGeometry g = QuantMatrixGeometry(DType::Q3_K_PACKED, rows, k);
+    std::vector<float> all(g.panels * kQuantPanelRows * k);
+    DequantizeRows(DType::Q3_K_PACKED, Layout::PANEL16_K4, g.panels * kQuantPanelRows, k,
+                   packed.data(), 0, g.panels * kQuantPanelRows, all.data());
+    for (uint64_t i = rows * k; i < all.size(); ++i) ASSERT_EQ(all[i], 0.0f) << i;
+  }
+  EXPECT_EQ(QuantMatrixGeometry(DType::Q3_K_PACKED, 32, 4096).bytes(),
+            uint64_t{32} * 4096 * 35625 / 80000);
+  EXPECT_DOUBLE_EQ(DTypeBitsPerWeight(DType::Q3_K_PACKED), 3.5625);
+  EXPECT_FALSE(LayoutValidFor(DType::Q3_K_PACKED, Layout::PANEL16_K4_HADAMARD32));
+  EXPECT_EQ(TensorBytes(DType::Q3_K_PACKED, {16, 300}, Layout::PANEL16_K4), 0u);
+  EXPECT_STREQ(DTypeName(DType::Q3_K_PACKED), "q3_k");
+}
+
 // iq4_nl: every value is d·level of its GGUF block (the test's reading of the specification), in
 // f32, at GGUF's 4.5 bits per weight (16 rows x 32 values: 256 bytes of indices, 32 of scales),
 // odd row counts and k not a multiple of 256 included.
@@ -468,6 +557,30 @@ TEST(KQuantTest, PlanesAreWhereTheLayoutSays) {
       }
       EXPECT_EQ(Q6KP::Value(b6, r, j), -9);
       EXPECT_EQ(Q5KP::Value(b5, r, j), 23);
+    }
+  }
+}
+
+// Q3KP's bit positions, against the layout written out by hand in quant_types.h: the code v + 4
+// of row r, value j (g = j / 4) sits in L[g / 4] at byte 4r + j % 4, bits 2(g % 4) and
+// 2(g % 4) + 1 (its low 2 bits), and in H (byte 128 + 4r + j % 4) at bit g (its third); every
+// value in [-4, 3] reads back.
+TEST(Q3kTest, PlanesAreWhereTheLayoutSays) {
+  for (int r = 0; r < 16; r += 5) {
+    for (int j = 0; j < 32; ++j) {
+      const size_t g = j / 4, p = 4 * r + j % 4;
+      for (int v = -4; v <= 3; ++v) {
+        uint8_t b[Q3KP::kBlockPanelBytes] = {};
+        Q3KP::SetValue(b, r, j, v);
+        const unsigned code = static_cast<unsigned>(v + 4);
+        for (size_t i = 0; i < sizeof(b); ++i) {
+          const unsigned want = i == 64 * (g / 4) + p ? (code & 3) << (2 * (g % 4))
+                                : i == 128 + p        ? (code >> 2) << g
+                                                      : 0;
+          ASSERT_EQ(b[i], want) << "byte " << i << " r " << r << " j " << j << " v " << v;
+        }
+        ASSERT_EQ(Q3KP::Value(b, r, j), v);
+      }
     }
   }
 }
@@ -631,9 +744,10 @@ void CheckPackedGivesTheWideBits(DType wide, DType packed_dtype) {
     const size_t rows = cs.rows, k = cs.k, c = cs.c;
     const std::vector<uint8_t> gguf = RandomGguf(packed_dtype, rows, k, gen, 0.5f);
     const std::vector<uint8_t> w_wide =
-        packed_dtype == DType::IQ4_XS   ? PackIq4xs(wide, rows, k, gguf)
-        : packed_dtype == DType::IQ4_NL ? PackIq4nl(wide, rows, k, gguf)
-                                        : Pack(wide, rows, k, gguf);
+        packed_dtype == DType::IQ4_XS        ? PackIq4xs(wide, rows, k, gguf)
+        : packed_dtype == DType::IQ4_NL      ? PackIq4nl(wide, rows, k, gguf)
+        : packed_dtype == DType::Q3_K_PACKED ? PackQ3k(wide, rows, k, gguf)
+                                             : Pack(wide, rows, k, gguf);
     const std::vector<uint8_t> p = Pack(packed_dtype, rows, k, gguf);
     GuardedBuffer w_packed(p.size());  // a read past the packed matrix faults
     std::memcpy(w_packed.As<uint8_t>(), p.data(), p.size());
@@ -672,6 +786,10 @@ TEST(Q6KTest, EveryKernelGivesTheWideFormsBitsOnPlanes) {
 // iq4_xs against the same levels kept as q6_k_i8 (what the converter wrote for IQ4_XS before).
 TEST(Iq4xsTest, EveryKernelGivesTheWideFormsBitsOnIndices) {
   CheckPackedGivesTheWideBits(DType::Q6_K, DType::IQ4_XS);
+}
+// q3_k against the same values kept as q6_k_i8 (q6_k's planes held them before).
+TEST(Q3kTest, EveryKernelGivesTheWideFormsBitsOnPlanes) {
+  CheckPackedGivesTheWideBits(DType::Q6_K, DType::Q3_K_PACKED);
 }
 // iq4_nl against the same levels kept as i8 (what the converter wrote for IQ4_NL before).
 TEST(Iq4nlTest, EveryKernelGivesI8sBitsOnIndices) {
@@ -721,6 +839,7 @@ TEST(Q5KTest, PlanesRowSplitsGiveTheSameBits) { CheckRowSplits(DType::Q5_K_PACKE
 TEST(Q6KTest, PlanesRowSplitsGiveTheSameBits) { CheckRowSplits(DType::Q6_K_PACKED); }
 TEST(Iq4xsTest, RowSplitsGiveTheSameBits) { CheckRowSplits(DType::IQ4_XS); }
 TEST(Iq4nlTest, RowSplitsGiveTheSameBits) { CheckRowSplits(DType::IQ4_NL); }
+TEST(Q3kTest, RowSplitsGiveTheSameBits) { CheckRowSplits(DType::Q3_K_PACKED); }
 
 // ---- files ----
 
@@ -797,7 +916,8 @@ TEST(KQuantTest, LayerMatchesTheReference) {
                                     {DType::Q6_K, DType::Q6_K}, {DType::Q4_K, DType::Q6_K_PACKED},
                                     {DType::Q5_K_PACKED, DType::Q6_K_PACKED},
                                     {DType::IQ4_XS, DType::IQ4_XS},
-                                    {DType::IQ4_NL, DType::IQ4_XS}}) {
+                                    {DType::IQ4_NL, DType::IQ4_XS},
+                                    {DType::Q3_K_PACKED, DType::Q4_K}}) {
     ASSERT_OK_AND_ASSIGN(testing::LoadedModel m,
                          testing::BuildModel(KModel(dtype, down, 256, 512, 21)));
     EXPECT_EQ(m.model->layers()[0].ffn.up.dtype, dtype);

@@ -751,7 +751,10 @@ std::vector<float> PlainKMinRow(const float* x, uint64_t k, int nmax) {
 
 // Round-to-nearest Q6_K of one row, dequantised: per sub-block of 16 the element of largest
 // magnitude maps to −32, d the largest |scale| / 127 in f16, int8 codes, q rounded to [−32, 31].
-std::vector<float> PlainQ6KRow(const float* x, uint64_t k) {
+// Q3_K (qmax 3, scmax 31): the same with −4, 31, codes in [−32, 31] and q in [−4, 3].
+std::vector<float> PlainQ6KRow(const float* x, uint64_t k, int qmax = 31, int scmax = 127) {
+  const float qlo = -static_cast<float>(qmax + 1), qhi = static_cast<float>(qmax);
+  const float sclo = -static_cast<float>(scmax + 1), schi = static_cast<float>(scmax);
   std::vector<float> out(k);
   for (uint64_t s = 0; s < k; s += 256) {
     float scale[16], max_abs = 0;
@@ -760,15 +763,15 @@ std::vector<float> PlainQ6KRow(const float* x, uint64_t k) {
       for (int i = 0; i < 16; ++i) {
         if (std::fabs(x[s + 16 * j + i]) > std::fabs(m)) m = x[s + 16 * j + i];
       }
-      scale[j] = m / -32.0f;
+      scale[j] = m / qlo;
       max_abs = std::max(max_abs, std::fabs(scale[j]));
     }
-    const float d = F16ToF32(F32ToF16(max_abs / 127));
+    const float d = F16ToF32(F32ToF16(max_abs / schi));
     for (int j = 0; j < 16; ++j) {
-      const float sc = d > 0 ? std::clamp(std::round(scale[j] / d), -128.0f, 127.0f) : 0;
+      const float sc = d > 0 ? std::clamp(std::round(scale[j] / d), sclo, schi) : 0;
       for (int i = 0; i < 16; ++i) {
         const float q = d * sc != 0 ? std::clamp(std::round(x[s + 16 * j + i] / (d * sc)),
-                                                 -32.0f, 31.0f)
+                                                 qlo, qhi)
                                     : 0.0f;
         out[s + 16 * j + i] = d * sc * q;
       }
@@ -781,9 +784,10 @@ std::vector<float> PlainKQuant(DType dtype, const std::vector<float>& w, uint64_
                                uint64_t k) {
   std::vector<float> out;
   for (uint64_t r = 0; r < rows; ++r) {
-    const std::vector<float> row = dtype == DType::Q6_K_PACKED
-                                       ? PlainQ6KRow(&w[r * k], k)
-                                       : PlainKMinRow(&w[r * k], k, dtype == DType::Q4_K ? 15 : 31);
+    const std::vector<float> row =
+        dtype == DType::Q6_K_PACKED   ? PlainQ6KRow(&w[r * k], k)
+        : dtype == DType::Q3_K_PACKED ? PlainQ6KRow(&w[r * k], k, 3, 31)
+                                      : PlainKMinRow(&w[r * k], k, dtype == DType::Q4_K ? 15 : 31);
     out.insert(out.end(), row.begin(), row.end());
   }
   return out;
@@ -803,7 +807,7 @@ std::vector<float> KQuantWeights(uint64_t rows, uint64_t k, uint32_t seed) {
 TEST(KQuantiseTest, EveryTypeBeatsRoundToNearestAndStoresValidScales) {
   const uint64_t rows = 37, k = 512;
   const std::vector<float> w = KQuantWeights(rows, k, 11);
-  for (DType dtype : {DType::Q4_K, DType::Q5_K_PACKED, DType::Q6_K_PACKED}) {
+  for (DType dtype : {DType::Q4_K, DType::Q5_K_PACKED, DType::Q6_K_PACKED, DType::Q3_K_PACKED}) {
     SCOPED_TRACE(DTypeName(dtype));
     QuantStats stats;
     ASSERT_OK_AND_ASSIGN(auto q, Quantise(dtype, rows, k, w, kSearch, &stats));
@@ -829,7 +833,7 @@ TEST(KQuantiseTest, ZeroRowsAreExactTwoLevelRowsNearlySo) {
   std::vector<float> w(rows * k, 0.0f);
   for (uint64_t j = 0; j < k; ++j) w[k + j] = -0.25f;
   for (uint64_t j = 0; j < k; ++j) w[2 * k + j] = j % 2 == 0 ? 0.5f : 0.0f;
-  for (DType dtype : {DType::Q4_K, DType::Q5_K_PACKED, DType::Q6_K_PACKED}) {
+  for (DType dtype : {DType::Q4_K, DType::Q5_K_PACKED, DType::Q6_K_PACKED, DType::Q3_K_PACKED}) {
     SCOPED_TRACE(DTypeName(dtype));
     ASSERT_OK_AND_ASSIGN(auto q, Quantise(dtype, rows, k, w, kSearch));
     const auto wq = Dequantise(dtype, Layout::PANEL16_K4, rows, k, q);
@@ -860,7 +864,7 @@ TEST(KQuantiseTest, ImportanceLowersTheWeightedError) {
     }
     return e;
   };
-  for (DType dtype : {DType::Q4_K, DType::Q5_K_PACKED, DType::Q6_K_PACKED}) {
+  for (DType dtype : {DType::Q4_K, DType::Q5_K_PACKED, DType::Q6_K_PACKED, DType::Q3_K_PACKED}) {
     SCOPED_TRACE(DTypeName(dtype));
     QuantizeOptions with = kSearch;
     with.importance = importance.data();

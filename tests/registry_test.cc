@@ -141,7 +141,8 @@ TEST(RegistryTest, X86Policies) {
   EXPECT_EQ(DefaultQuantGemmMinTokens(QuantType::kQ8, *l.qgemv.front(), *l.qgemm.front()), 8u);
   // The packed types, whose float path decodes bit planes or level indices: int8 from one token on
   // the VNNI and AVX2 pairs; the wide forms as Q8.
-  for (QuantType t : {QuantType::kQ6KP, QuantType::kQ5KP, QuantType::kIQ4X, QuantType::kIQ4N}) {
+  for (QuantType t : {QuantType::kQ6KP, QuantType::kQ5KP, QuantType::kIQ4X, QuantType::kIQ4N,
+                      QuantType::kQ3KP}) {
     EXPECT_EQ(DefaultQuantGemmMinTokens(t, *v.best_qgemv, *v.best_qgemm), 1u);
     EXPECT_EQ(DefaultQuantGemmMinTokens(t, *l.best_qgemv, *l.best_qgemm), 1u);
     EXPECT_EQ(DefaultQuantGemmMinTokens(t, *s.best_qgemv, *s.best_qgemm), 8u);

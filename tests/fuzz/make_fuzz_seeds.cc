@@ -410,7 +410,8 @@ int main(int argc, char** argv) {
     if (!WriteFile(loader + "/model" + std::to_string(n++) + ".fflite", *bytes)) return 1;
   }
   // The k-quants (format 1.4: GGUF's Q4_K, Q6_K and Q5_K re-laid; 1.6: Q6_K and Q5_K packed;
-  // 1.7: IQ4_XS and IQ4_NL; their d, dmin, scales and values under mutation): a gated layer with
+  // 1.7: IQ4_XS and IQ4_NL; 1.8: Q3_K in 3-bit planes; their d, dmin, scales and values under
+  // mutation): a gated layer with
   // up and gate of that dtype [16, 256] and an f32 down; and the q4_k file with a 6-bit code of 64 (it loads; the runs that read that matrix fail).
   struct KSeed {
     DType dtype;
@@ -429,7 +430,9 @@ int main(int argc, char** argv) {
                           // Format 1.7: IQ4_XS's level indices in q6_k's scales.
                           {DType::IQ4_XS, 136, 0, 0, 0x0c00, 0x0c00, false},
                           // and IQ4_NL's, an f16 scale per 32 (i8's).
-                          {DType::IQ4_NL, 18, 0, 0, 0x1c00, 0x1c00, false}};
+                          {DType::IQ4_NL, 18, 0, 0, 0x1c00, 0x1c00, false},
+                          // Format 1.8: Q3_K's values in 3-bit planes, q6_k's scales.
+                          {DType::Q3_K_PACKED, 110, 108, 108, 0x1c00, 0x1c00, false}};
   for (const KSeed& ks : kseeds) {
     testing::Rng rng(7);
     testing::FfnParams fp;
@@ -456,6 +459,22 @@ int main(int argc, char** argv) {
         std::vector<uint16_t> scales(16 * 256 / 32, ks.d);
         for (size_t i = 0; i < q.size(); ++i) q[i] = kIq4Levels[gguf[i % gguf.size()] & 15];
         PackQuantMatrix(ks.dtype, 16, 256, q.data(), scales.data(), packed->data());
+      } else if (ks.dtype == DType::Q3_K_PACKED) {
+        // Q3_K's d, then (the seed's own use of the random bytes) a scale in [-32, 31] per 16
+        // values and a value in [-4, 3] per value.
+        PackQ6KFromBlocks(
+            ks.dtype, 16, 256,
+            [&](uint64_t row, uint64_t, uint16_t* d, int8_t* scales, int8_t* values) {
+              const uint8_t* in = gguf.data() + row * ks.block;
+              std::memcpy(d, in + ks.d_at, 2);
+              for (int j = 0; j < 16; ++j) {
+                scales[j] = static_cast<int8_t>(in[96 + j % 12] % 64 - 32);
+              }
+              for (int e = 0; e < 256; ++e) {
+                values[e] = static_cast<int8_t>(((in[e / 4] >> (2 * (e % 4))) & 7) - 4);
+              }
+            },
+            packed->data());
       } else if (ks.dtype == DType::IQ4_XS) {
         // IQ4_XS's d, then (the seed's own use of the random bytes) a scale in [-32, 31] per 32
         // values and a level per value.

@@ -82,7 +82,10 @@ typedef enum fflite_dtype {
   FFLITE_DTYPE_IQ4_XS = 11,
   /* GGUF's IQ4_NL at 4.5 bits per weight (format 1.7, "iq4_nl"): 4-bit indices into the same
    * levels, i8's f16 scale per 32 */
-  FFLITE_DTYPE_IQ4_NL = 12
+  FFLITE_DTYPE_IQ4_NL = 12,
+  /* GGUF's Q3_K at 3.5625 bits per weight (format 1.8, "q3_k"): 3-bit values in bit planes,
+   * Q6_K's scales (an int8 per 16 values, an f16 per 256) */
+  FFLITE_DTYPE_Q3_K_PACKED = 13
 } fflite_dtype;
 
 typedef enum fflite_activation {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include "base/half.h"
 #include "format/quant_layout.h"
@@ -79,6 +80,10 @@ const DTypeInfo kTable[] = {
     // IQ4_NL: per 32 values, 16 bytes of level indices and an f16 scale (I8's).
     {DType::IQ4_NL, "iq4_nl", kQuantBlock, 16 + 2, true, Layout::PANEL16_K4, nullptr,
      FloatType::kF32, QuantType::kIQ4N},
+    // Q3_K_PACKED: per 256 values, 96 bytes of values in planes, an f16 d, 16 int8 scales
+    // (Q6_K's).
+    {DType::Q3_K_PACKED, "q3_k", 256, 96 + 2 + 16, true, Layout::PANEL16_K4, nullptr,
+     FloatType::kF32, QuantType::kQ3KP},
 };
 constexpr size_t kTableSize = sizeof(kTable) / sizeof(kTable[0]);
 static_assert(kTableSize == static_cast<size_t>(DType::MAX) + 1,
@@ -151,8 +156,17 @@ const DTypeInfo* FindDTypeNamed(const std::string& name) {
 }
 
 const char* KnownDTypesString() {
-  return "f32=1, f16=2, bf16=3, i8=4, i4=5, q4_k=6, q6_k_i8=7, q5_k_i8=8, q6_k=9, q5_k=10, "
-         "iq4_xs=11, iq4_nl=12";
+  // From the table, once (a static initialised on first use: thread-safe).
+  static const std::string kNames = [] {
+    std::string s;
+    for (size_t i = 1; i < kTableSize; ++i) {
+      if (i > 1) s += ", ";
+      s += kTable[i].name;
+      s += "=" + std::to_string(static_cast<int>(kTable[i].dtype));
+    }
+    return s;
+  }();
+  return kNames.c_str();
 }
 
 double DTypeBitsPerWeight(DType dtype) {

@@ -192,13 +192,11 @@ void PackQ6KBlocks(uint64_t rows, uint64_t k, const Q6KBlockFn& block, uint8_t* 
 
 void PackQ6KFromBlocks(DType dtype, uint64_t rows, uint64_t k, const Q6KBlockFn& block,
                        uint8_t* dst) {
-  if (dtype == DType::Q6_K_PACKED) {
-    PackQ6KBlocks<Q6KP>(rows, k, block, dst);
-  } else if (dtype == DType::IQ4_XS) {
-    PackQ6KBlocks<IQ4X>(rows, k, block, dst);
-  } else {
-    PackQ6KBlocks<Q6K>(rows, k, block, dst);
-  }
+  // Any type of Q6K's scales (q6_k_i8, q6_k, q3_k, iq4_xs), by its traits.
+  WithQuantTraits(FindDType(dtype)->quant_type, [&](auto traits) {
+    using Q = decltype(traits);
+    if constexpr (HasHalfScales<Q>()) PackQ6KBlocks<Q>(rows, k, block, dst);
+  });
 }
 
 void PackQ6KFromGguf(DType dtype, uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* dst) {

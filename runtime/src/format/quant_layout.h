@@ -52,13 +52,16 @@ void PackQ4KFromGguf(uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* ds
 // Q5_K_PACKED (GGUF's size) or Q5_K (a byte per value).
 void PackQ5KFromGguf(DType dtype, uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* dst);
 // Q6_K: the same from GGUF's Q6_K rows (each row k / 256 blocks of 210 bytes: 128 bytes of low
-// nibbles, 64 of high bit pairs, 16 int8 scales, f16 d), as dtype Q6_K_PACKED or Q6_K.
+// nibbles, 64 of high bit pairs, 16 int8 scales, f16 d), as dtype Q6_K_PACKED or Q6_K (or
+// Q3_K_PACKED, for blocks whose values are all in [-4, 3]: fflite's own Q3_K quantiser writes
+// them so).
 void PackQ6KFromGguf(DType dtype, uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* dst);
 // Q6_K from super-blocks of any source: block(row, super, &d, scales, values) gives super-block
 // `super` of row `row`: d's f16 bits, 16 int8 scales (one per 16 values) and the 256 values, int8
 // in [-127, 127] for dtype Q6_K (its kernels take the whole range), in [-32, 31] for
-// Q6_K_PACKED (6 bits; the caller checks), levels of kIq4Levels for IQ4_XS (the caller checks;
-// anything else is written as the nearest level), each weight (d·scale)·value.
+// Q6_K_PACKED (6 bits; the caller checks), in [-4, 3] for Q3_K_PACKED (3 bits; the caller
+// checks), levels of kIq4Levels for IQ4_XS (the caller checks; anything else is written as the
+// nearest level), each weight (d·scale)·value. A dtype without Q6_K's scales writes nothing.
 using Q6KBlockFn = std::function<void(uint64_t row, uint64_t super, uint16_t* d, int8_t* scales,
                                       int8_t* values)>;
 void PackQ6KFromBlocks(DType dtype, uint64_t rows, uint64_t k, const Q6KBlockFn& block,

@@ -156,9 +156,10 @@ double Kurtosis(const float* w, uint64_t count, double sum) {
   return m2 > 1e-24 * mean * mean && m2 > 0 ? m4 / (m2 * m2) : 0.0;
 }
 
-// Q4_K, Q5_K, Q6_K: each panel of 16 rows quantised to GGUF's blocks, then re-laid by the same
-// code that keeps a GGUF file's tensors; the error from the stored panel, dequantised. The
-// search costs ~100x a plain rounding, so the panels run on every core.
+// Q4_K, Q5_K, Q6_K, Q3_K: each panel of 16 rows quantised to GGUF's blocks (Q3_K's in Q6_K's
+// bytes), then re-laid by the same code that keeps a GGUF file's tensors; the error from the
+// stored panel, dequantised. The search costs ~100x a plain rounding, so the panels run on every
+// core.
 void QuantizeKQuantMatrix(DType dtype, uint64_t rows, uint64_t k, const float* w,
                           const float* importance, uint8_t* dst, QuantStats* stats) {
   const QuantType scheme = QuantSchemeOf(QuantTypeOf(dtype));
@@ -167,8 +168,9 @@ void QuantizeKQuantMatrix(DType dtype, uint64_t rows, uint64_t k, const float* w
                                                            : kQ6KBlockBytes;
   void (*const quantize_row)(const float*, const float*, uint64_t, uint8_t*) =
       scheme == QuantType::kQ4K   ? &QuantizeQ4KRow
-      : scheme == QuantType::kQ5K ? &QuantizeQ5KRow
-                                  : &QuantizeQ6KRow;
+      : scheme == QuantType::kQ5K        ? &QuantizeQ5KRow
+      : dtype == DType::Q3_K_PACKED      ? &QuantizeQ3KRowAsQ6K
+                                         : &QuantizeQ6KRow;
   auto pack = [dtype, scheme](uint64_t n, uint64_t cols, const uint8_t* gguf, uint8_t* out) {
     if (scheme == QuantType::kQ4K) {
       PackQ4KFromGguf(n, cols, gguf, out);

@@ -195,16 +195,19 @@ void PutHalf(uint16_t h, uint8_t* out) {
   out[1] = static_cast<uint8_t>(h >> 8);
 }
 
-// ---- Q6_K: value = d · sc · q, q in [−32, 31], sc an int8 per sub-block of 16.
+// ---- Q6_K: value = d · sc · q, q in [−32, 31], sc an int8 per sub-block of 16; Q3_K the same
+// with q in [−4, 3] and sc in [−32, 31] (its 6-bit scale minus 32). qmax: 31 or 3.
 
 struct Symmetric {
   float scale = 0;
   float err = std::numeric_limits<float>::infinity();
 };
 
-// Candidates map the largest-magnitude element m near −32 or near +31, each scale refitted
-// (s = Σwqx / Σwq²); the best is then alternated twice.
-Symmetric SearchSymmetric16(const float* x, const float* w) {
+// Candidates map the largest-magnitude element m near −(qmax + 1) or near +qmax (in steps of
+// (qmax + 1) / 320), each scale refitted (s = Σwqx / Σwq²); the best is then alternated twice.
+Symmetric SearchSymmetric16(const float* x, const float* w, int qmax) {
+  const float lo = -static_cast<float>(qmax + 1), hi = static_cast<float>(qmax);
+  const float step = static_cast<float>(qmax + 1) / 320.0f;
   float amax = 0, m = 0;
   for (int i = 0; i < 16; ++i) {
     if (std::fabs(x[i]) > amax) {
@@ -223,7 +226,7 @@ Symmetric SearchSymmetric16(const float* x, const float* w) {
   auto score = [&](float iscale, float* s) {
     float sqx = 0, sqq = 0;
     for (int i = 0; i < 16; ++i) {
-      const float q = Clamp(RoundNearest(x[i] * iscale), -32.0f, 31.0f);
+      const float q = Clamp(RoundNearest(x[i] * iscale), lo, hi);
       sqx += w[i] * q * x[i];
       sqq += w[i] * q * q;
     }
@@ -232,9 +235,9 @@ Symmetric SearchSymmetric16(const float* x, const float* w) {
     return sxx - sqx * sqx / sqq;
   };
   for (int t = -10; t <= 10; ++t) {
-    for (const float target : {-32.0f, 31.0f}) {
+    for (const float target : {lo, hi}) {
       float s = 0;
-      const float err = score((target + 0.1f * static_cast<float>(t)) / m, &s);
+      const float err = score((target + step * static_cast<float>(t)) / m, &s);
       if (err < best.err) best = {s, err};
     }
   }
@@ -294,7 +297,13 @@ void QuantizeQ5KRow(const float* x, const float* importance, uint64_t k, uint8_t
   });
 }
 
-void QuantizeQ6KRow(const float* x, const float* importance, uint64_t k, uint8_t* out) {
+namespace {
+
+// Q6_K's blocks (values in [-(qmax + 1), qmax], scales in [-(scmax + 1), scmax]): Q6_K itself
+// (31, 127) and Q3_K's values and scales (3, 31) in Q6_K's bytes, which the packers re-lay.
+void QuantizeSymmetricRow(const float* x, const float* importance, uint64_t k, int qmax, int scmax,
+                          uint8_t* out) {
+  const float qlo = -static_cast<float>(qmax + 1), qhi = static_cast<float>(qmax);
   float w[kSuper];
   for (uint64_t s = 0; s < k / kSuper; ++s, out += kQ6KBlockBytes) {
     const float* xs = x + s * kSuper;
@@ -302,25 +311,28 @@ void QuantizeQ6KRow(const float* x, const float* importance, uint64_t k, uint8_t
     Symmetric sub[16];
     float max_abs = 0;
     for (int j = 0; j < 16; ++j) {
-      sub[j] = SearchSymmetric16(xs + 16 * j, w + 16 * j);
+      sub[j] = SearchSymmetric16(xs + 16 * j, w + 16 * j, qmax);
       max_abs = std::max(max_abs, std::fabs(sub[j].scale));
     }
-    const uint16_t d16 = ScaleBits(max_abs / 127.0f);
+    const uint16_t d16 = ScaleBits(max_abs / static_cast<float>(scmax));
     const float d = F16ToF32(d16);
     int8_t sc[16];
     int8_t q[kSuper];
     for (int j = 0; j < 16; ++j) {
       const float* xj = xs + 16 * j;
       const float* wj = w + 16 * j;
-      const int c0 = d > 0 ? static_cast<int>(Clamp(RoundNearest(sub[j].scale / d), -128, 127)) : 0;
+      const int c0 = d > 0 ? static_cast<int>(Clamp(RoundNearest(sub[j].scale / d),
+                                                    static_cast<float>(-scmax - 1),
+                                                    static_cast<float>(scmax)))
+                           : 0;
       float best = std::numeric_limits<float>::infinity();
-      for (int c = std::max(c0 - 1, -128); c <= std::min(c0 + 1, 127); ++c) {
+      for (int c = std::max(c0 - 1, -scmax - 1); c <= std::min(c0 + 1, scmax); ++c) {
         const float scale = d * static_cast<float>(c);
         const float inv = scale != 0 ? 1.0f / scale : 0.0f;
         int8_t qj[16];
         float err = 0;
         for (int i = 0; i < 16; ++i) {
-          qj[i] = static_cast<int8_t>(Clamp(RoundNearest(xj[i] * inv), -32.0f, 31.0f));
+          qj[i] = static_cast<int8_t>(Clamp(RoundNearest(xj[i] * inv), qlo, qhi));
           const float e = scale * qj[i] - xj[i];
           err += wj[i] * e * e;
         }
@@ -333,6 +345,16 @@ void QuantizeQ6KRow(const float* x, const float* importance, uint64_t k, uint8_t
     }
     PackQ6KBlock(q, sc, d16, out);
   }
+}
+
+}  // namespace
+
+void QuantizeQ6KRow(const float* x, const float* importance, uint64_t k, uint8_t* out) {
+  QuantizeSymmetricRow(x, importance, k, 31, 127, out);
+}
+
+void QuantizeQ3KRowAsQ6K(const float* x, const float* importance, uint64_t k, uint8_t* out) {
+  QuantizeSymmetricRow(x, importance, k, 3, 31, out);
 }
 
 void PackQ6KBlock(const int8_t v[256], const int8_t scales[16], uint16_t d, uint8_t* out) {

@@ -23,6 +23,10 @@ inline constexpr uint64_t kQ6KBlockBytes = 210;
 void QuantizeQ4KRow(const float* x, const float* importance, uint64_t k, uint8_t* out);
 void QuantizeQ5KRow(const float* x, const float* importance, uint64_t k, uint8_t* out);
 void QuantizeQ6KRow(const float* x, const float* importance, uint64_t k, uint8_t* out);
+// Q3_K's values (in [-4, 3]) and scales (in [-32, 31], its 6-bit codes minus 32) with Q6_K's
+// search, written as Q6_K's blocks (PackQ6KFromGguf re-lays them as dtype Q3_K_PACKED): the same
+// weights GGUF's Q3_K block of those values, scales and d gives.
+void QuantizeQ3KRowAsQ6K(const float* x, const float* importance, uint64_t k, uint8_t* out);
 
 // Writes GGUF's 210-byte Q6_K block from its parts: the values v[256] in [-32, 31] in element
 // order, the 16 int8 scales (scale j: elements 16j .. 16j + 15) and d's f16 bits.

@@ -488,7 +488,8 @@ bool IsKQuant(DType dtype) {
 
 DType KQuantFallback(DType dtype, const std::vector<uint64_t>& stored) {
   if (!IsKQuant(dtype) || (stored.size() == 2 && stored[1] % 256 == 0)) return dtype;
-  return dtype == DType::Q4_K ? DType::I4 : DType::I8;
+  // The block-of-32 type nearest in bits: i4 for q3_k and q4_k, i8 for q5_k and q6_k.
+  return DTypeBitsPerWeight(dtype) < 5 ? DType::I4 : DType::I8;
 }
 
 absl::Status CheckExpertAlignment(uint64_t a) {

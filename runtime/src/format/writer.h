@@ -116,8 +116,8 @@ struct WriteOptions {
   // it would have otherwise (`dtype`, or as given). Unset: that dtype. A quantised result (I8, I4)
   // makes the writer quantise the matrix (QuantizeMatrix with `quantize`); every other tensor
   // (routers, norms, biases, the shared-expert gate) keeps a float dtype.
-  // A k-quant (Q4_K, Q5_K, Q6_K) on a matrix whose stored in_features is not a multiple of 256
-  // falls back as KQuantFallback says; k-quant matrices are never rotated.
+  // A k-quant (Q3_K, Q4_K, Q5_K, Q6_K) on a matrix whose stored in_features is not a multiple of
+  // 256 falls back as KQuantFallback says; k-quant matrices are never rotated.
   std::function<DType(const std::string& path, DType stored)> matrix_dtype;
   QuantizeOptions quantize;
   // For each matrix quantised to a k-quant: the importance of its k stored columns (path, k; see
@@ -135,9 +135,9 @@ struct WriteOptions {
 // Q4_K, Q5_K or Q6_K.
 bool IsKQuant(DType dtype);
 // The dtype a weight matrix of stored shape [rows, k] is quantised to when `dtype` is asked: a
-// k-quant needs whole super-blocks of 256 along k, so on another k Q4_K falls back to I4 and Q5_K
-// and Q6_K to I8 (as GGUF's quantisers fall back to a type with blocks of 32); any other dtype,
-// or a k that fits, keeps `dtype`.
+// k-quant needs whole super-blocks of 256 along k, so on another k Q3_K and Q4_K fall back to I4
+// and Q5_K and Q6_K to I8 (as GGUF's quantisers fall back to a type with blocks of 32); any
+// other dtype, or a k that fits, keeps `dtype`.
 DType KQuantFallback(DType dtype, const std::vector<uint64_t>& stored);
 
 // Writes `spec` to `path` atomically: into an unnamed temporary file in the same folder, which is

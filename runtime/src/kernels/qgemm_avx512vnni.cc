@@ -66,9 +66,11 @@ FFLITE_VNNI void Tile(size_t k_blocks, size_t scale_bytes, size_t panel_bytes, c
   // 8·Σq_x. Either is removed by starting the accumulator at -offset·sum.
   // Q6KP, Q5KP: their codes are unsigned already (value + 32, n = (n - 16) + 16), so they are the
   // u8 operand as decoded, with offsets 32 and 16: the same exact int32 dot products as Q6K's
-  // and Q5K's, without the xor. IQ4X: its table lookup gives the level + 128 (the xor's bytes).
+  // and Q5K's, without the xor; Q3KP's likewise (value + 4, offset 4). IQ4X: its table lookup
+  // gives the level + 128 (the xor's bytes).
   constexpr int kShift = Q::kBits == 4                  ? 3
                          : !Q::kPacked || Q::kLut       ? 7
+                         : Q::kType == QuantType::kQ3KP ? 2
                          : Q::kScheme == QuantType::kQ6K ? 5
                                                         : 4;
   const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));

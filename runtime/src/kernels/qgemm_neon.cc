@@ -571,57 +571,30 @@ void QuantizeActivationsNeon(size_t c, size_t k, const float* x, size_t x_stride
   }
 }
 
-// The panels' product for the weights' type with the tile TILE (WIDE tokens, and one).
-#define FFLITE_QGEMM_BY_TYPE(TILE, WIDE)                                                      \
-  switch (type) {                                                                             \
-    case QuantType::kQ4:                                                                      \
-      QGemmPanels<Q4, TILE<Q4, WIDE>, TILE<Q4, 1>>(c, k, rows, w, bias, xq, y, y_stride);     \
-      break;                                                                                  \
-    case QuantType::kQ4K:                                                                     \
-      QGemmPanels<Q4K, TILE<Q4K, WIDE>, TILE<Q4K, 1>>(c, k, rows, w, bias, xq, y, y_stride);  \
-      break;                                                                                  \
-    case QuantType::kQ6K:                                                                     \
-      QGemmPanels<Q6K, TILE<Q6K, WIDE>, TILE<Q6K, 1>>(c, k, rows, w, bias, xq, y, y_stride);  \
-      break;                                                                                  \
-    case QuantType::kQ5K:                                                                     \
-      QGemmPanels<Q5K, TILE<Q5K, WIDE>, TILE<Q5K, 1>>(c, k, rows, w, bias, xq, y, y_stride);  \
-      break;                                                                                  \
-    case QuantType::kQ6KP:                                                                    \
-      QGemmPanels<Q6KP, TILE<Q6KP, WIDE>, TILE<Q6KP, 1>>(c, k, rows, w, bias, xq, y,          \
-                                                          y_stride);                          \
-      break;                                                                                  \
-    case QuantType::kQ5KP:                                                                    \
-      QGemmPanels<Q5KP, TILE<Q5KP, WIDE>, TILE<Q5KP, 1>>(c, k, rows, w, bias, xq, y,          \
-                                                          y_stride);                          \
-      break;                                                                                  \
-    case QuantType::kIQ4X:                                                                    \
-      QGemmPanels<IQ4X, TILE<IQ4X, WIDE>, TILE<IQ4X, 1>>(c, k, rows, w, bias, xq, y,          \
-                                                          y_stride);                          \
-      break;                                                                                  \
-    case QuantType::kIQ4N:                                                                    \
-      QGemmPanels<IQ4N, TILE<IQ4N, WIDE>, TILE<IQ4N, 1>>(c, k, rows, w, bias, xq, y,          \
-                                                          y_stride);                          \
-      break;                                                                                  \
-    default:                                                                                  \
-      QGemmPanels<Q8, TILE<Q8, WIDE>, TILE<Q8, 1>>(c, k, rows, w, bias, xq, y, y_stride);     \
-      break;                                                                                  \
-  }
+// The panels' product for the weights' type with the tile TILE (WIDE tokens, and one). (The
+// lambda's type is this file's own, so its instantiations are never shared with a caller compiled
+// without NEON on 32-bit ARM.)
+#define FFLITE_QGEMM_BY_TYPE(TILE, WIDE)                                                 \
+  WithQuantTraits(type, [&](auto traits) {                                               \
+    using Q = decltype(traits);                                                          \
+    QGemmPanels<Q, TILE<Q, WIDE>, TILE<Q, 1>>(c, k, rows, w, bias, xq, y, y_stride);     \
+  })
 
 void QGemmNeon(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type, const float* bias,
                const QActBlock* xq, float* y, size_t y_stride) {
-  FFLITE_QGEMM_BY_TYPE(TileNeon, kMaxTokens)
+  FFLITE_QGEMM_BY_TYPE(TileNeon, kMaxTokens);
 }
 
 #if defined(__aarch64__)
 void QGemmNeonDot(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
                   const float* bias, const QActBlock* xq, float* y, size_t y_stride) {
-  FFLITE_QGEMM_BY_TYPE(TileDot, kMaxTokens)
+  FFLITE_QGEMM_BY_TYPE(TileDot, kMaxTokens);
 }
 
 void QGemmNeonI8mm(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
                    const float* bias, const QActBlock* xq, float* y, size_t y_stride) {
   static_assert(kMaxTokens == 2, "QGemmPanels steps by kMaxTokens; TileI8mm takes one pair");
-  FFLITE_QGEMM_BY_TYPE(TileI8mm, 2)
+  FFLITE_QGEMM_BY_TYPE(TileI8mm, 2);
 }
 #endif
 

@@ -229,6 +229,7 @@ struct Q5K {
 struct Q6KP : Q6K {
   static constexpr QuantType kType = QuantType::kQ6KP;
   static constexpr bool kPacked = true;
+  static constexpr int kCodeOffset = 32;  // the decoded code (GGUF's q) = value + 32
   static constexpr uint64_t kBlockPanelBytes = 4 * 64 + 2 * 64;
   static constexpr uint64_t kHighOffset = 4 * 64;  // H[0]
   static int Value(const uint8_t* blk, size_t r, size_t j) {
@@ -250,6 +251,7 @@ struct Q6KP : Q6K {
 struct Q5KP : Q5K {
   static constexpr QuantType kType = QuantType::kQ5KP;
   static constexpr bool kPacked = true;
+  static constexpr int kCodeOffset = 16;  // the decoded code n = Q5K's int8 value + 16
   static constexpr uint64_t kBlockPanelBytes = 4 * 64 + 64;
   static constexpr uint64_t kHighOffset = 4 * 64;
   static int Value(const uint8_t* blk, size_t r, size_t j) {  // n in [0, 31]
@@ -266,6 +268,41 @@ struct Q5KP : Q5K {
     l = static_cast<uint8_t>((l & ~(0xfu << ls)) | ((code & 0xfu) << ls));
     uint8_t& h = blk[kHighOffset + p];
     h = static_cast<uint8_t>((h & ~(1u << g)) | ((code >> 4) << g));
+  }
+};
+
+// Q3KP: GGUF's Q3_K at its size. Q6K's super-blocks, scale area, scales and arithmetic (Q3_K's
+// 6-bit scale sc - 32 per 16 values as the int8 sc), each value v in [-4, 3] as the 3-bit code
+// v + 4 in two bit planes. Per block of 16 rows x 32 values, p = 4r + i as above:
+//   L[c], c = 0..1, 64 bytes at 64c: bits 2j, 2j + 1 of byte p = the low 2 bits of group
+//          4c + j's code (as Q6KP's H: each half of 16 values is L[h] and H's bits 4h .. 4h + 3);
+//   H, 64 bytes at 128: bit g of byte p = the third bit of group g's code (as Q5KP's H).
+//   W[r, j] = (d·sc)·v, each product in f32,
+// exactly GGUF's dequantisation (d·sc at most 17 significant bits, times v at most 19). A kernel
+// decodes a group as Q6KP's into the int8 values Q6K keeps, then runs Q6K's arithmetic: results
+// equal Q6K's (q6_k_i8's) on the same values bit for bit. 3.5625 bits per weight (GGUF's 3.4375:
+// the 6-bit scales kept as bytes).
+struct Q3KP : Q6K {
+  static constexpr QuantType kType = QuantType::kQ3KP;
+  static constexpr bool kPacked = true;
+  static constexpr uint64_t kBlockPanelBytes = 2 * 64 + 64;
+  static constexpr uint64_t kHighOffset = 2 * 64;  // H
+  static constexpr int kMinValue = -4, kMaxValue = 3;
+  static constexpr int kCodeOffset = 4;  // code = v + 4
+  static int Value(const uint8_t* blk, size_t r, size_t j) {
+    const size_t g = j / 4, p = 4 * r + j % 4;
+    const int lo = (blk[(g / 4) * 64 + p] >> (2 * (g % 4))) & 3;
+    const int hi = (blk[kHighOffset + p] >> g) & 1;
+    return (lo | hi << 2) - kCodeOffset;
+  }
+  static void SetValue(uint8_t* blk, size_t r, size_t j, int v) {
+    const size_t g = j / 4, p = 4 * r + j % 4;
+    const unsigned code = static_cast<unsigned>(v + kCodeOffset) & 7u;
+    uint8_t& l = blk[(g / 4) * 64 + p];
+    const unsigned ls = 2 * (g % 4);
+    l = static_cast<uint8_t>((l & ~(3u << ls)) | ((code & 3u) << ls));
+    uint8_t& h = blk[kHighOffset + p];
+    h = static_cast<uint8_t>((h & ~(1u << g)) | ((code >> 2) << g));
   }
 };
 
@@ -366,6 +403,7 @@ template <typename F>
 decltype(auto) WithQuantTraits(QuantType type, F&& f) {
   if (type == QuantType::kIQ4X) return f(IQ4X{});
   if (type == QuantType::kIQ4N) return f(IQ4N{});
+  if (type == QuantType::kQ3KP) return f(Q3KP{});
   if (type == QuantType::kQ6KP) return f(Q6KP{});
   if (type == QuantType::kQ5KP) return f(Q5KP{});
   if (type == QuantType::kQ6K) return f(Q6K{});

@@ -1,12 +1,13 @@
 // The bytes of one group of a quantised block as the wide types keep them (kernels/quant_types.h),
 // for the NEON kernels (aarch64 and 32-bit ARM): LoadGroupQ<Q>(blk, g, o) (16 bytes) and
 // LoadGroupD<Q> (8 bytes) return the bytes at blk + 64g + o of the types with a byte layout (Q8,
-// Q6K and Q5K: their int8 values), and for the packed Q6KP, Q5KP, IQ4X, IQ4N the same int8 values
-// decoded from their bit planes or level indices at the same positions, so that the wide types'
-// arithmetic on them gives the same bits:
+// Q6K and Q5K: their int8 values), and for the packed Q6KP, Q5KP, Q3KP, IQ4X, IQ4N the same int8
+// values decoded from their bit planes or level indices at the same positions, so that the wide
+// types' arithmetic on them gives the same bits:
 //   Q6KP: (L[g/2] >> 4(g%2)) & 15 | ((H[g/4] >> 2(g%4)) & 3) << 4, minus 32;
 //   Q5KP: (L[g/2] >> 4(g%2)) & 15 | ((H >> g) & 1) << 4, minus 16;
-//   IQ4X, IQ4N (kLut): kIq4Levels[(L[g/2] >> 4(g%2)) & 15], one table lookup.
+//   IQ4X, IQ4N (kLut): kIq4Levels[(L[g/2] >> 4(g%2)) & 15], one table lookup;
+//   Q3KP: (L[g/4] >> 2(g%4)) & 3 | ((H >> g) & 1) << 2, minus 4.
 // Shift-left-and-insert (sli #4) puts the high bits over the low nibble's byte, so L needs no mask
 // for the even groups: 3-5 instructions per vector of values. The shifts' immediates are
 // literals in each case of a switch on g, which the kernels' unrolled group loops fold away.
@@ -48,6 +49,30 @@ inline uint8x16_t Iq4Lookup(uint8x16_t i) {
 
 // S: the intrinsics' q (16 bytes) or nothing (8 bytes); V its vector type.
 #define FFLITE_UNPACK_GROUP(S, V, LOAD)                                                        \
+  if constexpr (Q::kType == QuantType::kQ3KP) {                                                \
+    const V l = LOAD(blk + 64 * (g / 4) + o);                                                  \
+    const V h = LOAD(blk + Q::kHighOffset + o);                                                \
+    const V three = vdup##S##n_u8(3), one = vdup##S##n_u8(1);                                  \
+    V f; /* the 2-bit field of group g in bits 0-1, zeros above */                             \
+    switch (g % 4) {                                                                           \
+      case 0: f = vand##S##u8(l, three); break;                                                \
+      case 1: f = vand##S##u8(vshr##S##n_u8(l, 2), three); break;                              \
+      case 2: f = vand##S##u8(vshr##S##n_u8(l, 4), three); break;                              \
+      default: f = vshr##S##n_u8(l, 6); break;                                                 \
+    }                                                                                          \
+    V b; /* bit g in bit 0, zeros above */                                                     \
+    switch (g) {                                                                               \
+      case 0: b = vand##S##u8(h, one); break;                                                  \
+      case 1: b = vand##S##u8(vshr##S##n_u8(h, 1), one); break;                                \
+      case 2: b = vand##S##u8(vshr##S##n_u8(h, 2), one); break;                                \
+      case 3: b = vand##S##u8(vshr##S##n_u8(h, 3), one); break;                                \
+      case 4: b = vand##S##u8(vshr##S##n_u8(h, 4), one); break;                                \
+      case 5: b = vand##S##u8(vshr##S##n_u8(h, 5), one); break;                                \
+      case 6: b = vand##S##u8(vshr##S##n_u8(h, 6), one); break;                                \
+      default: b = vshr##S##n_u8(h, 7); break;                                                 \
+    }                                                                                          \
+    return vsub##S##u8(vsli##S##n_u8(f, b, 2), vdup##S##n_u8(Q::kCodeOffset));                 \
+  }                                                                                            \
   V l = LOAD(blk + 64 * (g / 2) + o);                                                          \
   if (g % 2 == 1) l = vshr##S##n_u8(l, 4);                                                     \
   if constexpr (Q::kLut) {                                                                     \
