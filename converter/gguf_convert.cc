@@ -149,24 +149,30 @@ absl::Status RelayQ(const View& v, DType dtype, uint8_t* dst) {
   return absl::OkStatus();
 }
 
-// Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS rows kept as they are (Q3_K's and IQ4_XS's in Q6_K's
-// scales): every super-block's d (and Q4_K's and Q5_K's dmin) must be finite (the loader's check).
+// Q2_K / Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS rows kept as they are (Q2_K's, Q3_K's and IQ4_XS's
+// in Q6_K's scales): every super-block's d (and Q2_K's, Q4_K's and Q5_K's dmin) must be finite
+// (the loader's check).
 absl::Status CheckKSupers(const View& v) {
   const GgmlType type = v.t->type->type;
   const bool q4k = type == GgmlType::Q4_K || type == GgmlType::Q5_K;  // d and dmin first
-  const uint64_t d_at = q4k || type == GgmlType::IQ4_XS ? 0 : type == GgmlType::Q3_K ? 108 : 208;
+  const bool q2k = type == GgmlType::Q2_K;                            // d and dmin last
+  const uint64_t d_at = q4k || type == GgmlType::IQ4_XS ? 0
+                        : q2k                           ? 80
+                        : type == GgmlType::Q3_K        ? 108
+                                                        : 208;
+  const bool mins = q4k || q2k;
   const uint64_t supers = v.cols / 256, block = v.t->type->block_bytes;
   for (uint64_t r = 0; r < v.rows; ++r) {
     for (uint64_t s = 0; s < supers; ++s) {
       const uint8_t* in = v.Begin() + r * v.RowBytes() + s * block;
       uint16_t d, dmin = 0;
       std::memcpy(&d, in + d_at, 2);
-      if (q4k) std::memcpy(&dmin, in + 2, 2);
+      if (mins) std::memcpy(&dmin, in + d_at + 2, 2);
       if ((d & 0x7c00u) == 0x7c00u || (dmin & 0x7c00u) == 0x7c00u) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "%s: row %d, super-block %d has a %s that is not finite (f16 bits 0x%04x%s)",
-            v.Describe(), v.first_row + r, s, q4k ? "d or dmin" : "d", d,
-            q4k ? absl::StrFormat(", 0x%04x", dmin) : ""));
+            v.Describe(), v.first_row + r, s, mins ? "d or dmin" : "d", d,
+            mins ? absl::StrFormat(", 0x%04x", dmin) : ""));
       }
     }
   }
@@ -184,6 +190,7 @@ DType KeptDType(GgmlType type) {
     case GgmlType::Q5_K: return DType::Q5_K_PACKED;
     case GgmlType::Q6_K: return DType::Q6_K_PACKED;
     case GgmlType::Q3_K: return DType::Q3_K_PACKED;
+    case GgmlType::Q2_K: return DType::Q2_K_PACKED;
     case GgmlType::IQ4_XS: return DType::IQ4_XS;
     case GgmlType::IQ4_NL: return DType::IQ4_NL;
     default: return DType::INVALID;
@@ -212,6 +219,9 @@ TensorSource Source(const View& v, std::vector<uint64_t> shape, bool matrix, boo
       if (quant == DType::Q4_K) {
         FFLITE_RETURN_IF_ERROR(CheckKSupers(v));
         PackQ4KFromGguf(v.rows, v.cols, v.Begin(), dst);
+      } else if (quant == DType::Q2_K_PACKED) {
+        FFLITE_RETURN_IF_ERROR(CheckKSupers(v));
+        PackQ2KFromGguf(v.rows, v.cols, v.Begin(), dst);
       } else if (v.t->type->type == GgmlType::Q3_K || v.t->type->type == GgmlType::IQ4_XS) {
         // Q3_K, IQ4_XS: each block's d, scales and values (IQ4_XS: levels, kept as their
         // indices), re-laid as Q6_K's are.

@@ -765,8 +765,8 @@ TEST_F(GgufTest, Mxfp4ExpertsShareOneDtype) {
 // Q4_K, Q5_K and Q6_K are kept as q4_k, q5_k and q6_k, their bits re-laid: each value fflite
 // dequantises (DequantizeRows, what the reference backend multiplies) is the specification's
 // (DequantizeGguf,
-// itself checked against the specification in gguf_types_test) bit for bit; Q3_K and IQ4_XS (in
-// further files) likewise as q3_k and iq4_xs, and fflite-inspect's summary says so.
+// itself checked against the specification in gguf_types_test) bit for bit; Q3_K, IQ4_XS and Q2_K
+// (in further files) likewise as q3_k, iq4_xs and q2_k, and fflite-inspect's summary says so.
 TEST_F(GgufTest, KQuantsKeptOrDequantisedExactly) {
   GgufWriter g;
   constexpr uint32_t kFf = 256;  // a k-quant block is 256 values of a row
@@ -816,16 +816,22 @@ TEST_F(GgufTest, KQuantsKeptOrDequantisedExactly) {
                    got.data());
     EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0) << DTypeName(t->dtype);
   }
-  // Q3_K and IQ4_XS: kept in q6_k's scales (Q3_K's values in 3-bit planes, q3_k; IQ4_XS's as
-  // their level indices, iq4_xs), each value the specification's; the CPU backend's kernels on them
-  // against the reference.
+  // Q3_K, IQ4_XS and Q2_K: kept in q6_k's scales (Q3_K's values in 3-bit planes, q3_k; IQ4_XS's
+  // as their level indices, iq4_xs; Q2_K's in 2-bit planes with their mins, q2_k), each value the
+  // specification's; the CPU backend's kernels on them against the reference.
   struct Q6Like {
     uint32_t type;
     converter::GgmlType ggml;
-    size_t block, d_at;
+    size_t block;
+    std::vector<size_t> d_at;  // the f16 scales
+    DType dtype;
+    const char* summary;
   };
-  for (const Q6Like& c : {Q6Like{11, converter::GgmlType::Q3_K, 110, 108},  // hmask, qs, scales, d
-                          Q6Like{23, converter::GgmlType::IQ4_XS, 136, 0}}) {  // d, scales, qs
+  const Q6Like q6like[] = {
+      {11, converter::GgmlType::Q3_K, 110, {108}, DType::Q3_K_PACKED, "-> q3_k, bits kept"},
+      {23, converter::GgmlType::IQ4_XS, 136, {0}, DType::IQ4_XS, "-> iq4_xs, bits kept"},
+      {10, converter::GgmlType::Q2_K, 84, {80, 82}, DType::Q2_K_PACKED, "-> q2_k, bits kept"}};
+  for (const Q6Like& c : q6like) {
     SCOPED_TRACE(c.type);
     GgufWriter g3;
     g3.Str("general.architecture", "llama");
@@ -837,8 +843,10 @@ TEST_F(GgufTest, KQuantsKeptOrDequantisedExactly) {
       b.resize(kFf * 256 / 256 * c.block);
       for (uint8_t& v : b) v = static_cast<uint8_t>(rng.Uniform(0.0f, 255.99f));
       for (size_t i = 0; i < b.size(); i += c.block) {
-        const uint16_t h = F32ToF16(rng.Uniform(-1.0f, 1.0f) / 64);
-        std::memcpy(&b[i + c.d_at], &h, 2);
+        for (size_t at : c.d_at) {
+          const uint16_t h = F32ToF16(rng.Uniform(-1.0f, 1.0f) / 64);
+          std::memcpy(&b[i + at], &h, 2);
+        }
       }
     }
     g3.Matrix("blk.0.ffn_norm.weight", {256}, kGgmlF32, rng.Vec(256, 1.0f));
@@ -848,14 +856,11 @@ TEST_F(GgufTest, KQuantsKeptOrDequantisedExactly) {
     const std::string name = "q6like" + std::to_string(c.type);
     const std::string gguf_path = WriteGguf(g3, name + ".gguf");
     ASSERT_OK_AND_ASSIGN(auto m3, ConvertGguf(gguf_path, {}, name + ".fflite"));
-    EXPECT_THAT(converter::DescribeGguf(*GgufFile::Open(gguf_path)),
-                HasSubstr(c.ggml == converter::GgmlType::Q3_K ? "-> q3_k, bits kept"
-                                                                : "-> iq4_xs, bits kept"));
+    EXPECT_THAT(converter::DescribeGguf(*GgufFile::Open(gguf_path)), HasSubstr(c.summary));
     const FfnView& f3 = m3->layers()[0].ffn;
     const TensorView* ts[3] = {&f3.gate, &f3.up, &f3.down};
     for (int i = 0; i < 3; ++i) {
-      ASSERT_EQ(ts[i]->dtype,
-                c.ggml == converter::GgmlType::Q3_K ? DType::Q3_K_PACKED : DType::IQ4_XS);
+      ASSERT_EQ(ts[i]->dtype, c.dtype);
       std::vector<float> want(ts[i]->numel());
       ASSERT_OK(converter::DequantizeGguf(c.ggml, q3[i].data(), want.size(), want.data()));
       std::vector<float> got(ts[i]->numel());

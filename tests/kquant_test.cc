@@ -218,6 +218,65 @@ std::vector<uint8_t> PackQ3k(DType dtype, uint64_t rows, uint64_t k,
   return packed;
 }
 
+constexpr size_t kGgufQ2Block = 84;  // bytes of a Q2_K super-block
+
+// Random GGUF Q2_K rows: random values, d and dmin positive f16 so that values are about ±scale.
+// `centered`: each half-block's min about the middle of its four levels (dmin = 1.5·d, m = sc ± 1,
+// as a quantiser makes of weights centred on zero), instead of random scales and mins.
+std::vector<uint8_t> RandomGgufQ2K(uint64_t rows, uint64_t k, std::mt19937& gen, float scale,
+                                   bool centered = false) {
+  std::vector<uint8_t> b(rows * k / 256 * kGgufQ2Block);
+  std::uniform_int_distribution<int> byte(0, 255), jitter(-1, 1);
+  std::uniform_real_distribution<float> unit(0.25f, 1.0f);
+  for (uint8_t& v : b) v = static_cast<uint8_t>(byte(gen));
+  for (size_t i = 0; i < b.size(); i += kGgufQ2Block) {
+    const uint16_t d = F32ToF16(scale / 24.0f * unit(gen));
+    const uint16_t dmin = F32ToF16(centered ? 1.5f * F16ToF32(d) : scale / 12.0f * unit(gen));
+    std::memcpy(&b[i + 80], &d, 2);
+    std::memcpy(&b[i + 82], &dmin, 2);
+    if (!centered) continue;
+    for (int h = 0; h < 16; ++h) {
+      const int sc = 8 + byte(gen) % 8, m = std::clamp(sc + jitter(gen), 0, 15);
+      b[i + h] = static_cast<uint8_t>(sc | m << 4);
+    }
+  }
+  return b;
+}
+
+// The test's reading of a Q2_K super-block (GGUF's block_q2_K: scales[16], qs[64], f16 d, f16
+// dmin): element e = 128n + 32j + l (n < 2, j < 4, l < 32) is bits 2j, 2j + 1 of qs[32n + l];
+// sub-block i = e / 16 has the scale in the low nibble of scales[i] and the min in the high one.
+void Q2kSpec(const uint8_t* in, uint16_t* d, uint16_t* dmin, int scale[16], int min[16],
+             int value[256]) {
+  std::memcpy(d, in + 80, 2);
+  std::memcpy(dmin, in + 82, 2);
+  for (int i = 0; i < 16; ++i) {
+    scale[i] = in[i] & 0xf;
+    min[i] = in[i] >> 4;
+  }
+  for (int e = 0; e < 256; ++e) {
+    const int n = e / 128, j = e % 128 / 32, l = e % 32;
+    value[e] = (in[16 + 32 * n + l] >> (2 * j)) & 3;
+  }
+}
+
+// Q2_K rows as Q6_K (the values as int8 and the scales, without the mins), through
+// PackQ6KFromBlocks with the test's reading of each super-block.
+std::vector<uint8_t> PackQ2kAsQ6k(uint64_t rows, uint64_t k, const std::vector<uint8_t>& gguf) {
+  std::vector<uint8_t> packed(QuantMatrixGeometry(DType::Q6_K, rows, k).bytes(), 0xee);
+  PackQ6KFromBlocks(
+      DType::Q6_K, rows, k,
+      [&](uint64_t row, uint64_t s, uint16_t* d, int8_t* scales, int8_t* values) {
+        uint16_t dmin;
+        int scale[16], min[16], value[256];
+        Q2kSpec(gguf.data() + (row * (k / 256) + s) * kGgufQ2Block, d, &dmin, scale, min, value);
+        for (int j = 0; j < 16; ++j) scales[j] = static_cast<int8_t>(scale[j]);
+        for (int e = 0; e < 256; ++e) values[e] = static_cast<int8_t>(value[e]);
+      },
+      packed.data());
+  return packed;
+}
+
 constexpr size_t kGgufIq4nlBlock = 18;  // bytes of an IQ4_NL block of 32
 
 // Random GGUF IQ4_NL rows: an f16 d per 32 (positive, values about ±scale) and random indices.
@@ -264,6 +323,7 @@ std::vector<uint8_t> RandomGguf(DType dtype, uint64_t rows, uint64_t k, std::mt1
   if (dtype == DType::IQ4_XS) return RandomGgufIq4xs(rows, k, gen, scale);
   if (dtype == DType::IQ4_NL) return RandomGgufIq4nl(rows, k, gen, scale);
   if (dtype == DType::Q3_K_PACKED) return RandomGgufQ3K(rows, k, gen, scale);
+  if (dtype == DType::Q2_K_PACKED) return RandomGgufQ2K(rows, k, gen, scale, centered);
   if (dtype == DType::Q5_K || dtype == DType::Q5_K_PACKED) {
     return RandomGgufQ5K(rows, k, gen, scale, centered);
   }
@@ -280,6 +340,8 @@ std::vector<uint8_t> Pack(DType dtype, uint64_t rows, uint64_t k,
   std::vector<uint8_t> packed(QuantMatrixGeometry(dtype, rows, k).bytes(), 0xee);
   if (dtype == DType::Q4_K) {
     PackQ4KFromGguf(rows, k, gguf.data(), packed.data());
+  } else if (dtype == DType::Q2_K_PACKED) {
+    PackQ2KFromGguf(rows, k, gguf.data(), packed.data());
   } else if (dtype == DType::Q5_K || dtype == DType::Q5_K_PACKED) {
     PackQ5KFromGguf(dtype, rows, k, gguf.data(), packed.data());
   } else {
@@ -585,6 +647,73 @@ TEST(Q3kTest, PlanesAreWhereTheLayoutSays) {
   }
 }
 
+// q2_k: every value is (d·sc)·q - dmin·m of its GGUF super-block (the test's reading of the
+// specification), in f32, at 2.875 bits per weight; padding rows are zeros.
+TEST(Q2kTest, PlanesHoldGgufsValues) {
+  std::mt19937 gen(9);
+  for (const auto& [rows, k] : {std::pair<uint64_t, uint64_t>{1, 256}, {17, 512}, {40, 768}}) {
+    const std::vector<uint8_t> gguf = RandomGgufQ2K(rows, k, gen, 1.0f);
+    const std::vector<uint8_t> packed = Pack(DType::Q2_K_PACKED, rows, k, gguf);
+    const std::vector<float> w = Dequantized(DType::Q2_K_PACKED, rows, k, packed);
+    for (uint64_t r = 0; r < rows; ++r) {
+      for (uint64_t s = 0; s < k / 256; ++s) {
+        uint16_t d, dmin;
+        int scale[16], min[16], value[256];
+        Q2kSpec(gguf.data() + (r * (k / 256) + s) * kGgufQ2Block, &d, &dmin, scale, min, value);
+        for (int e = 0; e < 256; ++e) {
+          const float dl = F16ToF32(d) * static_cast<float>(scale[e / 16]);
+          const float ml = F16ToF32(dmin) * static_cast<float>(min[e / 16]);
+          const float want = dl * static_cast<float>(value[e]) - ml;
+          ASSERT_EQ(w[r * k + 256 * s + e], want) << "row " << r << " col " << 256 * s + e;
+        }
+      }
+    }
+    const QuantGeometry g = QuantMatrixGeometry(DType::Q2_K_PACKED, rows, k);
+    std::vector<float> all(g.panels * kQuantPanelRows * k);
+    DequantizeRows(DType::Q2_K_PACKED, Layout::PANEL16_K4, g.panels * kQuantPanelRows, k,
+                   packed.data(), 0, g.panels * kQuantPanelRows, all.data());
+    for (uint64_t i = rows * k; i < all.size(); ++i) ASSERT_EQ(all[i], 0.0f) << i;
+  }
+  EXPECT_EQ(QuantMatrixGeometry(DType::Q2_K_PACKED, 32, 4096).bytes(),
+            uint64_t{32} * 4096 * 2875 / 8000);
+  EXPECT_DOUBLE_EQ(DTypeBitsPerWeight(DType::Q2_K_PACKED), 2.875);
+  EXPECT_FALSE(LayoutValidFor(DType::Q2_K_PACKED, Layout::PANEL16_K4_HADAMARD32));
+  EXPECT_EQ(TensorBytes(DType::Q2_K_PACKED, {16, 300}, Layout::PANEL16_K4), 0u);
+  EXPECT_STREQ(DTypeName(DType::Q2_K_PACKED), "q2_k");
+}
+
+// Q2KP's bit positions, against the layout written out by hand in quant_types.h: the value q of
+// row r, value j (g = j / 4) sits in L[g / 4] at byte 4r + j % 4, bits 2(g % 4), 2(g % 4) + 1;
+// and the min code of half-block h of super-block s (of `supers`) in the byte after the Q6K scale
+// areas of all super-blocks, then s's 160 bytes, then 32 of dmin, at 16·(h / 2) + r, nibble h % 2.
+TEST(Q2kTest, PlanesAndMinsAreWhereTheLayoutSays) {
+  for (int r = 0; r < 16; r += 5) {
+    for (int j = 0; j < 32; ++j) {
+      const size_t g = j / 4, p = 4 * r + j % 4;
+      for (int q = 0; q <= 3; ++q) {
+        uint8_t b[Q2KP::kBlockPanelBytes] = {};
+        Q2KP::SetValue(b, r, j, q);
+        for (size_t i = 0; i < sizeof(b); ++i) {
+          const unsigned want = i == 64 * (g / 4) + p ? unsigned(q) << (2 * (g % 4)) : 0;
+          ASSERT_EQ(b[i], want) << "byte " << i << " r " << r << " j " << j << " q " << q;
+        }
+        ASSERT_EQ(Q2KP::Value(b, r, j), q);
+      }
+    }
+  }
+  std::vector<uint8_t> panel(3 * 448, 0);
+  for (uint64_t s = 0; s < 3; ++s) {
+    for (size_t h = 0; h < 16; ++h) {
+      const size_t at = 3 * 288 + s * 160 + 32 + 16 * (h / 2) + 7;
+      panel[at] = static_cast<uint8_t>(h % 2 == 0 ? 0x0b : 0xb0);
+      EXPECT_EQ(K2Min(panel.data(), 7, 3, s, h), 11) << s << " " << h;
+      panel[at] = 0;
+    }
+    panel[3 * 288 + s * 160 + 2 * 7 + 1] = 0x3c;  // f16 1.0
+    EXPECT_EQ(K2Dmin(panel.data(), 7, 3, s), 0x3c00);
+  }
+}
+
 // The geometry: 4.625 bits per weight, whole super-blocks, and no layout but PANEL16_K4.
 TEST(Q4KTest, GeometryAndLayouts) {
   const QuantGeometry g = QuantMatrixGeometry(DType::Q4_K, 32, 4096);
@@ -675,6 +804,17 @@ void CheckEveryKernel(DType dtype, bool full_range = false) {
             const double xj = xs[t * k + j];
             sum += static_cast<double>(w[o * k + j]) * xj;
             s_abs += std::fabs(w[o * k + j]) * std::fabs(xj);
+            if (dtype == DType::Q2_K_PACKED) {
+              // The kernels sum (d·sc)·q·x, then subtract dmin·Σ m·(Σx over 16): each term's
+              // parts, with at most 16 + 16 + 2 roundings each and one per super-block on y.
+              const size_t r = o % 16, b = j / 32, s = b / 8;
+              const double dl = F16ToF32(K6Super(panel, r, b)) * K6Scale(panel, r, b, j % 32 / 16);
+              const double ml = F16ToF32(K2Dmin(panel, r, k / 256, s)) *
+                                K2Min(panel, r, k / 256, s, j % 256 / 16);
+              s_abs += (std::fabs(dl * QuantValueAt(dtype, g, packed.data(), o, j)) + ml) *
+                       std::fabs(xj) * 2.0;
+              continue;
+            }
             if (dtype != DType::Q4_K && dtype != DType::Q5_K) continue;
             const double off = dtype == DType::Q4_K ? 8 : 16;  // the kernels' kMinOffset
             const size_t b = j / 32;
@@ -732,6 +872,7 @@ TEST(Q4KTest, EveryKernelMatchesTheDequantisedProduct) { CheckEveryKernel(DType:
 TEST(Q5KTest, EveryKernelMatchesTheDequantisedProduct) { CheckEveryKernel(DType::Q5_K); }
 TEST(Q6KTest, EveryKernelMatchesTheDequantisedProduct) { CheckEveryKernel(DType::Q6_K); }
 TEST(Q6KTest, EveryKernelTakesValuesOfTheWholeInt8Range) { CheckEveryKernel(DType::Q6_K, true); }
+TEST(Q2kTest, EveryKernelMatchesTheDequantisedProduct) { CheckEveryKernel(DType::Q2_K_PACKED); }
 
 // The packed forms decode into the wide forms' int8 values and then run the wide forms' arithmetic
 // (quant_types.h): every kernel gives the wide form's bits on the same GGUF rows, at every token
@@ -791,6 +932,65 @@ TEST(Iq4xsTest, EveryKernelGivesTheWideFormsBitsOnIndices) {
 TEST(Q3kTest, EveryKernelGivesTheWideFormsBitsOnPlanes) {
   CheckPackedGivesTheWideBits(DType::Q6_K, DType::Q3_K_PACKED);
 }
+// q2_k: every kernel gives, on the same GGUF rows, the bits of Q6K's product on the values and
+// scales (q6_k_i8) less the mins as SubtractQ2KMins takes them off, at every token count and on
+// partial panels (the mins' arithmetic itself against the dequantised product above).
+TEST(Q2kTest, EveryKernelGivesTheWideFormsBitsLessTheMins) {
+  std::mt19937 gen(14);
+  for (const Case& cs : {Case{1, 256, 1}, Case{17, 256, 2}, Case{37, 512, 3}, Case{64, 768, 5},
+                         Case{16, 256, 9}}) {
+    const size_t rows = cs.rows, k = cs.k, c = cs.c;
+    const std::vector<uint8_t> gguf = RandomGgufQ2K(rows, k, gen, 0.5f);
+    const std::vector<uint8_t> w_wide = PackQ2kAsQ6k(rows, k, gguf);
+    const std::vector<uint8_t> p = Pack(DType::Q2_K_PACKED, rows, k, gguf);
+    GuardedBuffer w_packed(p.size());
+    std::memcpy(w_packed.As<uint8_t>(), p.data(), p.size());
+    std::uniform_real_distribution<float> ud(-2.0f, 2.0f);
+    std::vector<float> x(c * k), bias(rows);
+    for (float& v : x) v = ud(gen);
+    for (float& v : bias) v = ud(gen);
+    std::vector<QActBlock> xq(c * k / 32);
+    QuantizeActivationsScalar(c, k, x.data(), k, xq.data());
+    std::vector<float> y_wide(c * rows), y_packed(c * rows);
+    for (const QGemvKernel* kernel : AvailableQGemvKernels()) {
+      kernel->qgemv(c, k, rows, w_wide.data(), QuantType::kQ6K, bias.data(), x.data(), k,
+                    y_wide.data(), rows);
+      SubtractQ2KMins(c, k, rows, p.data(), x.data(), k, y_wide.data(), rows);
+      kernel->qgemv(c, k, rows, w_packed.As<uint8_t>(), QuantType::kQ2KP, bias.data(), x.data(),
+                    k, y_packed.data(), rows);
+      ASSERT_EQ(std::memcmp(y_wide.data(), y_packed.data(), y_wide.size() * 4), 0)
+          << "qgemv " << kernel->isa << " rows " << rows << " c " << c;
+    }
+    for (const QGemmKernel* kernel : AvailableQGemmKernels()) {
+      kernel->qgemm(c, k, rows, w_wide.data(), QuantType::kQ6K, bias.data(), xq.data(),
+                    y_wide.data(), rows);
+      SubtractQ2KMinsQ(c, k, rows, p.data(), xq.data(), y_wide.data(), rows);
+      kernel->qgemm(c, k, rows, w_packed.As<uint8_t>(), QuantType::kQ2KP, bias.data(),
+                    xq.data(), y_packed.data(), rows);
+      ASSERT_EQ(std::memcmp(y_wide.data(), y_packed.data(), y_wide.size() * 4), 0)
+          << "qgemm " << kernel->isa << " rows " << rows << " c " << c;
+    }
+  }
+}
+
+// A q2_k matrix re-laid with more rows and more super-blocks (d_ff padding) keeps every value and
+// pads with zeros: the mins move with the scale areas' end.
+TEST(Q2kTest, RepadKeepsTheValues) {
+  std::mt19937 gen(15);
+  const uint64_t rows = 20, k = 512, to_rows = 40, to_k = 1024;
+  const std::vector<uint8_t> gguf = RandomGgufQ2K(rows, k, gen, 1.0f);
+  const std::vector<uint8_t> packed = Pack(DType::Q2_K_PACKED, rows, k, gguf);
+  std::vector<uint8_t> padded(QuantMatrixGeometry(DType::Q2_K_PACKED, to_rows, to_k).bytes(), 0xee);
+  RepadQuantMatrix(DType::Q2_K_PACKED, rows, k, packed.data(), to_rows, to_k, padded.data());
+  const std::vector<float> w = Dequantized(DType::Q2_K_PACKED, rows, k, packed);
+  const std::vector<float> wp = Dequantized(DType::Q2_K_PACKED, to_rows, to_k, padded);
+  for (uint64_t r = 0; r < to_rows; ++r) {
+    for (uint64_t j = 0; j < to_k; ++j) {
+      ASSERT_EQ(wp[r * to_k + j], r < rows && j < k ? w[r * k + j] : 0.0f) << r << " " << j;
+    }
+  }
+}
+
 // iq4_nl against the same levels kept as i8 (what the converter wrote for IQ4_NL before).
 TEST(Iq4nlTest, EveryKernelGivesI8sBitsOnIndices) {
   CheckPackedGivesTheWideBits(DType::I8, DType::IQ4_NL);
@@ -840,6 +1040,7 @@ TEST(Q6KTest, PlanesRowSplitsGiveTheSameBits) { CheckRowSplits(DType::Q6_K_PACKE
 TEST(Iq4xsTest, RowSplitsGiveTheSameBits) { CheckRowSplits(DType::IQ4_XS); }
 TEST(Iq4nlTest, RowSplitsGiveTheSameBits) { CheckRowSplits(DType::IQ4_NL); }
 TEST(Q3kTest, RowSplitsGiveTheSameBits) { CheckRowSplits(DType::Q3_K_PACKED); }
+TEST(Q2kTest, RowSplitsGiveTheSameBits) { CheckRowSplits(DType::Q2_K_PACKED); }
 
 // ---- files ----
 
@@ -917,7 +1118,8 @@ TEST(KQuantTest, LayerMatchesTheReference) {
                                     {DType::Q5_K_PACKED, DType::Q6_K_PACKED},
                                     {DType::IQ4_XS, DType::IQ4_XS},
                                     {DType::IQ4_NL, DType::IQ4_XS},
-                                    {DType::Q3_K_PACKED, DType::Q4_K}}) {
+                                    {DType::Q3_K_PACKED, DType::Q4_K},
+                                    {DType::Q2_K_PACKED, DType::Q3_K_PACKED}}) {
     ASSERT_OK_AND_ASSIGN(testing::LoadedModel m,
                          testing::BuildModel(KModel(dtype, down, 256, 512, 21)));
     EXPECT_EQ(m.model->layers()[0].ffn.up.dtype, dtype);
@@ -1056,6 +1258,22 @@ TEST(KQuantTest, BadScalesFailTheRunByName) {
                 testing::StatusIs(absl::StatusCode::kDataLoss,
                                   HasSubstr("layers[0].ffn.up: the super-block's d of row 59, "
                                             "block 0 (columns [0, 32)) is not finite")))
+        << backend;
+  }
+  // q2_k: a dmin that is not finite (its mins after the one super-block's Q6K scale area).
+  const QuantGeometry g2 = QuantMatrixGeometry(DType::Q2_K_PACKED, 512, 256);
+  auto nan_dmin = [&](std::vector<uint8_t>* b) {
+    const uint16_t nan = 0xfe00;
+    std::memcpy(b->data() + 2 * g2.panel_bytes + Q2KP::MinOffset(1, 0) + 2 * 4, &nan, 2);
+  };
+  ASSERT_OK_AND_ASSIGN(
+      testing::LoadedModel m2,
+      testing::BuildModel(KModel(DType::Q2_K_PACKED, DType::Q6_K, 256, 512, 9, nan_dmin)));
+  for (const char* backend : {"reference", "xnnpack"}) {
+    EXPECT_THAT(testing::RunLayer(*m2.model, backend, 0, std::vector<float>(256, 0.5f), 1).status(),
+                testing::StatusIs(absl::StatusCode::kDataLoss,
+                                  HasSubstr("layers[0].ffn.up: the super-block's d or dmin of row "
+                                            "36, block 0 (columns [0, 32)) is not finite")))
         << backend;
   }
 }

@@ -410,7 +410,8 @@ int main(int argc, char** argv) {
     if (!WriteFile(loader + "/model" + std::to_string(n++) + ".fflite", *bytes)) return 1;
   }
   // The k-quants (format 1.4: GGUF's Q4_K, Q6_K and Q5_K re-laid; 1.6: Q6_K and Q5_K packed;
-  // 1.7: IQ4_XS and IQ4_NL; 1.8: Q3_K in 3-bit planes; their d, dmin, scales and values under
+  // 1.7: IQ4_XS and IQ4_NL; 1.8: Q3_K in 3-bit planes; 1.9: Q2_K in 2-bit planes with its mins;
+  // their d, dmin, scales and values under
   // mutation): a gated layer with
   // up and gate of that dtype [16, 256] and an f32 down; and the q4_k file with a 6-bit code of 64 (it loads; the runs that read that matrix fail).
   struct KSeed {
@@ -432,7 +433,9 @@ int main(int argc, char** argv) {
                           // and IQ4_NL's, an f16 scale per 32 (i8's).
                           {DType::IQ4_NL, 18, 0, 0, 0x1c00, 0x1c00, false},
                           // Format 1.8: Q3_K's values in 3-bit planes, q6_k's scales.
-                          {DType::Q3_K_PACKED, 110, 108, 108, 0x1c00, 0x1c00, false}};
+                          {DType::Q3_K_PACKED, 110, 108, 108, 0x1c00, 0x1c00, false},
+                          // Format 1.9: Q2_K's values in 2-bit planes, its mins after the scales.
+                          {DType::Q2_K_PACKED, 84, 80, 82, 0x1c00, 0x1c00, false}};
   for (const KSeed& ks : kseeds) {
     testing::Rng rng(7);
     testing::FfnParams fp;
@@ -452,6 +455,8 @@ int main(int argc, char** argv) {
           std::make_shared<std::vector<uint8_t>>(QuantMatrixGeometry(ks.dtype, 16, 256).bytes());
       if (ks.dtype == DType::Q4_K) {
         PackQ4KFromGguf(16, 256, gguf.data(), packed->data());
+      } else if (ks.dtype == DType::Q2_K_PACKED) {
+        PackQ2KFromGguf(16, 256, gguf.data(), packed->data());
       } else if (ks.dtype == DType::Q6_K || ks.dtype == DType::Q6_K_PACKED) {
         PackQ6KFromGguf(ks.dtype, 16, 256, gguf.data(), packed->data());
       } else if (ks.dtype == DType::IQ4_NL) {

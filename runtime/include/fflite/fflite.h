@@ -85,7 +85,10 @@ typedef enum fflite_dtype {
   FFLITE_DTYPE_IQ4_NL = 12,
   /* GGUF's Q3_K at 3.5625 bits per weight (format 1.8, "q3_k"): 3-bit values in bit planes,
    * Q6_K's scales (an int8 per 16 values, an f16 per 256) */
-  FFLITE_DTYPE_Q3_K_PACKED = 13
+  FFLITE_DTYPE_Q3_K_PACKED = 13,
+  /* GGUF's Q2_K at 2.875 bits per weight (format 1.9, "q2_k"): 2-bit values, Q6_K's scales and a
+   * min per 16 values */
+  FFLITE_DTYPE_Q2_K_PACKED = 14
 } fflite_dtype;
 
 typedef enum fflite_activation {

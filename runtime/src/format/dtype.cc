@@ -84,6 +84,10 @@ const DTypeInfo kTable[] = {
     // (Q6_K's).
     {DType::Q3_K_PACKED, "q3_k", 256, 96 + 2 + 16, true, Layout::PANEL16_K4, nullptr,
      FloatType::kF32, QuantType::kQ3KP},
+    // Q2_K_PACKED: per 256 values, 64 bytes of values in planes, an f16 d, 16 int8 scales (Q6_K's),
+    // an f16 dmin and 16 4-bit mins.
+    {DType::Q2_K_PACKED, "q2_k", 256, 64 + 2 + 16 + 2 + 8, true, Layout::PANEL16_K4, nullptr,
+     FloatType::kF32, QuantType::kQ2KP},
 };
 constexpr size_t kTableSize = sizeof(kTable) / sizeof(kTable[0]);
 static_assert(kTableSize == static_cast<size_t>(DType::MAX) + 1,
@@ -117,11 +121,18 @@ void DequantizeQuantRows(bool rotated, uint64_t rows, uint64_t k, const uint8_t*
         }
         continue;
       } else if constexpr (HasHalfScales<Q>()) {
-        // GGUF's Q6_K: (d·sc)·(q - 32) in f32 (every product exact; never rotated).
+        // GGUF's Q6_K: (d·sc)·(q - 32) in f32 (every product exact; never rotated). Q2_K:
+        // (d·sc)·q - dmin·m (both products exact: one rounding, GGUF's).
         const float d = F16ToF32(K6Super(panel, pr, b));
         for (uint64_t j = 0; j < kQuantBlock && b * kQuantBlock + j < k; ++j) {
           const float scale = d * static_cast<float>(K6Scale(panel, pr, b, j < 16 ? 0 : 1));
           row[b * kQuantBlock + j] = scale * static_cast<float>(Q::Value(blk, pr, j));
+          if constexpr (HasHalfMins<Q>()) {
+            const uint64_t supers = g.k_blocks / Q::kSuperBlocks, s = b / Q::kSuperBlocks;
+            const size_t h = b % Q::kSuperBlocks * 2 + (j < 16 ? 0 : 1);
+            row[b * kQuantBlock + j] -= F16ToF32(K2Dmin(panel, pr, supers, s)) *
+                                        static_cast<float>(K2Min(panel, pr, supers, s, h));
+          }
         }
         continue;
       }

@@ -106,8 +106,18 @@ void RepadQuantMatrix(DType dtype, uint64_t rows, uint64_t k, const uint8_t* src
         // Scales are [block][16 rows] (Q4K, Q6K: [super-block][the type's kSuperBytes]): the
         // first k_blocks · 32 bytes (Q4K, Q6K: the whole scale area) are the source's.
         const uint8_t* in = src + p * from.panel_bytes;
-        std::memcpy(panel, in,
-                    HasSuperBlocks<Q>() ? from.scale_bytes : from.k_blocks * kQuantPanelRows * 2);
+        if constexpr (HasHalfMins<Q>()) {
+          // Q2KP: the Q6K scale areas, then the mins after the last super-block's.
+          const uint64_t supers = from.k_blocks / Q::kSuperBlocks;
+          const uint64_t to_supers = to.k_blocks / Q::kSuperBlocks;
+          std::memcpy(panel, in, supers * Q6K::kSuperBytes);
+          std::memcpy(panel + Q::MinOffset(to_supers, 0), in + Q::MinOffset(supers, 0),
+                      supers * Q::kMinBytes);
+        } else {
+          std::memcpy(panel, in,
+                      HasSuperBlocks<Q>() ? from.scale_bytes
+                                          : from.k_blocks * kQuantPanelRows * 2);
+        }
         std::memcpy(panel + to.scale_bytes, in + from.scale_bytes,
                     from.k_blocks * from.block_panel_bytes);
         b0 = from.k_blocks;
@@ -224,6 +234,42 @@ void PackQ6KFromGguf(DType dtype, uint64_t rows, uint64_t k, const uint8_t* gguf
       dst);
 }
 
+void PackQ2KFromGguf(uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* dst) {
+  constexpr uint64_t kGgufBlockBytes = 84;
+  const uint64_t supers = k / 256;
+  // Q6_K's part: d, the 4-bit scales as int8 and the 2-bit values. GGUF's order: value
+  // e = 128n + 32j + 16i + l (n < 2, j < 4, i < 2, l < 16) is bits 2j, 2j + 1 of qs[32n + 16i + l]
+  // (qs at byte 16), in half-block e / 16, whose scale is the low nibble of scales[e / 16] and
+  // whose min the high one.
+  PackQ6KFromBlocks(
+      DType::Q2_K_PACKED, rows, k,
+      [&](uint64_t row, uint64_t s, uint16_t* d, int8_t* scales, int8_t* values) {
+        const uint8_t* in = gguf + (row * supers + s) * kGgufBlockBytes;
+        *d = static_cast<uint16_t>(in[80] | (in[81] << 8));
+        for (int h = 0; h < 16; ++h) scales[h] = static_cast<int8_t>(in[h] & 0xF);
+        for (uint64_t e = 0; e < 256; ++e) {
+          const uint64_t n = e / 128, j = e % 128 / 32, il = e % 32;
+          values[e] = static_cast<int8_t>((in[16 + 32 * n + il] >> (2 * j)) & 3);
+        }
+      },
+      dst);
+  // The mins (padding rows keep PackQ6KFromBlocks's zeros).
+  const QuantGeometry g = GeometryOf<Q2KP>(rows, k);
+  for (uint64_t row = 0; row < rows; ++row) {
+    uint8_t* panel = dst + row / kQuantPanelRows * g.panel_bytes;
+    const size_t r = row % kQuantPanelRows;
+    for (uint64_t s = 0; s < supers; ++s) {
+      const uint8_t* in = gguf + (row * supers + s) * kGgufBlockBytes;
+      uint8_t* mins = panel + Q2KP::MinOffset(supers, s);
+      std::memcpy(mins + 2 * r, in + 82, 2);  // dmin
+      for (size_t i = 0; i < 8; ++i) {
+        mins[2 * kQuantPanelRows + i * kQuantPanelRows + r] =
+            static_cast<uint8_t>((in[2 * i] >> 4) | (in[2 * i + 1] & 0xF0));
+      }
+    }
+  }
+}
+
 int8_t QuantValueAt(DType dtype, const QuantGeometry& g, const uint8_t* data, uint64_t r,
                     uint64_t j) {
   const uint64_t p = r / kQuantPanelRows, b = j / kQuantBlock;
@@ -265,13 +311,16 @@ bool QuantScalesValid(DType dtype, const QuantGeometry& g, const uint8_t* data, 
     return true;
   }
   if (scheme == QuantType::kQ6K) {
-    *what = "super-block's d";
+    const bool mins = QuantHasHalfMins(info->quant_type);
+    const uint64_t supers = g.k_blocks / Q6K::kSuperBlocks;
+    *what = mins ? "super-block's d or dmin" : "super-block's d";
     *problem = "is not finite";
     for (uint64_t p = 0; p < g.panels; ++p) {
       const uint8_t* panel = data + p * g.panel_bytes;
       for (uint64_t b = 0; b < g.k_blocks; b += Q6K::kSuperBlocks) {
         for (size_t r = 0; r < kQuantPanelRows; ++r) {
-          if ((K6Super(panel, r, b) & 0x7c00u) == 0x7c00u) {
+          if ((K6Super(panel, r, b) & 0x7c00u) == 0x7c00u ||
+              (mins && (K2Dmin(panel, r, supers, b / Q6K::kSuperBlocks) & 0x7c00u) == 0x7c00u)) {
             *bad_row = p * kQuantPanelRows + r;
             *bad_block = b;
             return false;

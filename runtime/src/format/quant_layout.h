@@ -36,7 +36,7 @@ uint16_t QuantScaleAt(const QuantGeometry& g, const uint8_t* data, uint64_t r, u
 // Checks every scale of a stored matrix of `dtype` (padding included): I8/I4 scales finite (a
 // scale may be negative: the converter maps a block's largest magnitude to -8 when that is the
 // better fit); Q4_K's and Q5_K's d and dmin finite and their 6-bit codes at most 63; Q6_K's d
-// finite. Returns false, the
+// finite (Q2_K's d and dmin). Returns false, the
 // (row, block) of the first bad one, what it is ("scale") and what is wrong with it ("is not
 // finite"), or true.
 bool QuantScalesValid(DType dtype, const QuantGeometry& g, const uint8_t* data, uint64_t* bad_row,
@@ -56,12 +56,17 @@ void PackQ5KFromGguf(DType dtype, uint64_t rows, uint64_t k, const uint8_t* gguf
 // Q3_K_PACKED, for blocks whose values are all in [-4, 3]: fflite's own Q3_K quantiser writes
 // them so).
 void PackQ6KFromGguf(DType dtype, uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* dst);
+// Q2_K: the same from GGUF's Q2_K rows (each row k / 256 blocks of 84 bytes: 16 bytes of 4-bit
+// scales (low nibbles) and mins (high), 64 bytes of 2-bit values, f16 d, f16 dmin), as dtype
+// Q2_K_PACKED.
+void PackQ2KFromGguf(uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* dst);
 // Q6_K from super-blocks of any source: block(row, super, &d, scales, values) gives super-block
 // `super` of row `row`: d's f16 bits, 16 int8 scales (one per 16 values) and the 256 values, int8
 // in [-127, 127] for dtype Q6_K (its kernels take the whole range), in [-32, 31] for
 // Q6_K_PACKED (6 bits; the caller checks), in [-4, 3] for Q3_K_PACKED (3 bits; the caller
-// checks), levels of kIq4Levels for IQ4_XS (the caller checks; anything else is written as the
-// nearest level), each weight (d·scale)·value. A dtype without Q6_K's scales writes nothing.
+// checks), in [0, 3] for Q2_K_PACKED (2 bits; its mins are written apart, PackQ2KFromGguf),
+// levels of kIq4Levels for IQ4_XS (the caller checks; anything else is written as the nearest
+// level), each weight (d·scale)·value. A dtype without Q6_K's scales writes nothing.
 using Q6KBlockFn = std::function<void(uint64_t row, uint64_t super, uint16_t* d, int8_t* scales,
                                       int8_t* values)>;
 void PackQ6KFromBlocks(DType dtype, uint64_t rows, uint64_t k, const Q6KBlockFn& block,

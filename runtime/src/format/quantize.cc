@@ -228,8 +228,10 @@ void QuantizeKQuantMatrix(DType dtype, uint64_t rows, uint64_t k, const float* w
 
 bool QuantiserWrites(DType dtype) {
   const DTypeInfo* info = FindDType(dtype);
-  return info != nullptr && info->quantized &&
-         !WithQuantTraits(info->quant_type, [](auto q) { return decltype(q)::kLut; });
+  // Not the level-index types nor Q2_K (kept from GGUF files alone).
+  return info != nullptr && info->quantized && !WithQuantTraits(info->quant_type, [](auto q) {
+    return decltype(q)::kLut || HasHalfMins<decltype(q)>();
+  });
 }
 
 absl::Status QuantizeMatrix(DType dtype, uint64_t rows, uint64_t k, const float* w,

@@ -66,13 +66,9 @@ FFLITE_VNNI void Tile(size_t k_blocks, size_t scale_bytes, size_t panel_bytes, c
   // 8·Σq_x. Either is removed by starting the accumulator at -offset·sum.
   // Q6KP, Q5KP: their codes are unsigned already (value + 32, n = (n - 16) + 16), so they are the
   // u8 operand as decoded, with offsets 32 and 16: the same exact int32 dot products as Q6K's
-  // and Q5K's, without the xor; Q3KP's likewise (value + 4, offset 4). IQ4X: its table lookup
-  // gives the level + 128 (the xor's bytes).
-  constexpr int kShift = Q::kBits == 4                  ? 3
-                         : !Q::kPacked || Q::kLut       ? 7
-                         : Q::kType == QuantType::kQ3KP ? 2
-                         : Q::kScheme == QuantType::kQ6K ? 5
-                                                        : 4;
+  // and Q5K's, without the xor; Q3KP's and Q2KP's likewise (value + 4 and q: offsets 4 and 0).
+  // IQ4X: its table lookup gives the level + 128 (the xor's bytes).
+  constexpr int kOffset = Q::kBits == 4 ? 8 : !Q::kPacked || Q::kLut ? 128 : CodeOffsetOf<Q>();
   const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
   const __m512i low = _mm512_set1_epi8(0x0f);
   __m512 facc[R][T];
@@ -97,7 +93,7 @@ FFLITE_VNNI void Tile(size_t k_blocks, size_t scale_bytes, size_t panel_bytes, c
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       xb[t] = x + t * k_blocks + b;
-      const __m512i init = _mm512_set1_epi32(-xb[t]->sum * (1 << kShift));
+      const __m512i init = _mm512_set1_epi32(-xb[t]->sum * kOffset);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) acc[r][t] = init;
     }
@@ -124,7 +120,7 @@ FFLITE_VNNI void Tile(size_t k_blocks, size_t scale_bytes, size_t panel_bytes, c
             _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb[t]->q)), _mm_set1_epi8(-128));
         const __m128i s2 = _mm_sad_epu8(u, _mm_setzero_si128());
         sum_lo[t] = _mm_cvtsi128_si32(s2) + _mm_extract_epi32(s2, 2) - 16 * 128;
-        const __m512i init = _mm512_set1_epi32(-sum_lo[t] * (1 << kShift));
+        const __m512i init = _mm512_set1_epi32(-sum_lo[t] * kOffset);
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) acc[r][t] = init;
       }
@@ -137,7 +133,7 @@ FFLITE_VNNI void Tile(size_t k_blocks, size_t scale_bytes, size_t panel_bytes, c
 #pragma GCC unroll 8
             for (int t = 0; t < T; ++t) {
               const __m512 dx = _mm512_set1_ps(xb[t]->d);
-              const __m512i init = _mm512_set1_epi32(-(xb[t]->sum - sum_lo[t]) * (1 << kShift));
+              const __m512i init = _mm512_set1_epi32(-(xb[t]->sum - sum_lo[t]) * kOffset);
 #pragma GCC unroll 8
               for (int r = 0; r < R; ++r) {
                 facc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r][t]),
@@ -409,6 +405,7 @@ FFLITE_VNNI void QGemmAvx512Vnni(size_t c, size_t k, size_t rows, const uint8_t*
                                  const float* bias, const QActBlock* xq, float* y,
                                  size_t y_stride) {
   WithQuantTraits(type, [&](auto q) { QGemm<decltype(q)>(c, k, rows, w, bias, xq, y, y_stride); });
+  if (type == QuantType::kQ2KP) SubtractQ2KMinsQ(c, k, rows, w, xq, y, y_stride);
 }
 
 }  // namespace fflite

@@ -571,14 +571,15 @@ void QuantizeActivationsNeon(size_t c, size_t k, const float* x, size_t x_stride
   }
 }
 
-// The panels' product for the weights' type with the tile TILE (WIDE tokens, and one). (The
-// lambda's type is this file's own, so its instantiations are never shared with a caller compiled
-// without NEON on 32-bit ARM.)
+// The panels' product for the weights' type with the tile TILE (WIDE tokens, and one), then
+// Q2KP's mins. (The lambda's type is this file's own, so its instantiations are never shared with
+// a caller compiled without NEON on 32-bit ARM.)
 #define FFLITE_QGEMM_BY_TYPE(TILE, WIDE)                                                 \
   WithQuantTraits(type, [&](auto traits) {                                               \
     using Q = decltype(traits);                                                          \
     QGemmPanels<Q, TILE<Q, WIDE>, TILE<Q, 1>>(c, k, rows, w, bias, xq, y, y_stride);     \
-  })
+  });                                                                                    \
+  if (type == QuantType::kQ2KP) SubtractQ2KMinsQ(c, k, rows, w, xq, y, y_stride)
 
 void QGemmNeon(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type, const float* bias,
                const QActBlock* xq, float* y, size_t y_stride) {

@@ -97,6 +97,7 @@ void QGemmScalar(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType ty
   WithQuantTraits(type, [&](auto q) {
     QGemmScalarOf<decltype(q)>(c, k, rows, w, bias, xq, y, y_stride);
   });
+  if (type == QuantType::kQ2KP) SubtractQ2KMinsQ(c, k, rows, w, xq, y, y_stride, false);
 }
 
 }  // namespace fflite

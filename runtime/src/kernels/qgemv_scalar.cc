@@ -64,6 +64,7 @@ void QGemvScalar(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType ty
   WithQuantTraits(type, [&](auto q) {
     QGemvScalarOf<decltype(q)>(c, k, rows, w, bias, x, x_stride, y, y_stride);
   });
+  if (type == QuantType::kQ2KP) SubtractQ2KMins(c, k, rows, w, x, x_stride, y, y_stride, false);
 }
 
 }  // namespace fflite

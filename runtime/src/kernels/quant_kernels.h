@@ -58,6 +58,18 @@ using RotateBlocksFn = void (*)(size_t blocks, const float* x, float* y);
 using QGemmFn = void (*)(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
                          const float* bias, const QActBlock* xq, float* y, size_t y_stride);
 
+// Q2KP's mins (kernels/quant_types.h), which every kernel subtracts after Q6K's product on the
+// values: y[t·y_stride + o] -= Σ_s dmin[o, s]·Σ_h m[o, s, h]·X[t, s, h] for t < c, o < rows, s and
+// h the super-blocks and their half-blocks of 16, in order; X the sum of the activations over the
+// half-block: of x in f32 in order (SubtractQ2KMins, the float-activation kernels), d_x·Σq_x
+// (SubtractQ2KMinsQ, the int8 ones; xq as for QGemmFn). w, rows as for QGemvFn; k a multiple of
+// 256. simd: an AVX2 loop where the CPU has one (the SIMD kernels), else the portable loop (the
+// scalar twins): the same operations in the same order, so the same bits (quant_mins.cc).
+void SubtractQ2KMins(size_t c, size_t k, size_t rows, const uint8_t* w, const float* x,
+                     size_t x_stride, float* y, size_t y_stride, bool simd = true);
+void SubtractQ2KMinsQ(size_t c, size_t k, size_t rows, const uint8_t* w, const QActBlock* xq,
+                      float* y, size_t y_stride, bool simd = true);
+
 // One instruction set's float-activation kernel, and one's int8-activation pair. The two are
 // chosen apart: a CPU may have a fast dequantising kernel and no integer dot product.
 struct QGemvKernel {

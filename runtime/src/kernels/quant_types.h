@@ -306,6 +306,43 @@ struct Q3KP : Q6K {
   }
 };
 
+// Q2KP: GGUF's Q2_K at its size. Q6K's super-blocks, scale area, scales and arithmetic (Q2_K's
+// 4-bit scale sc per 16 values as the int8 sc), each value q in [0, 3] as a 2-bit code in Q3KP's
+// planes L (no H), and a min per 16 values:
+//   W[r, j] = (d·sc)·q - dmin·m, each product in f32,
+// exactly GGUF's dequantisation (d·sc at most 15 significant bits, times q at most 17; dmin·m at
+// most 15). The mins follow the Q6K scale areas of all super-blocks in the panel's scale area
+// (so every Q6K offset stays as it is): per super-block s, kMinBytes = 160 bytes at
+// MinOffset(supers, s): dmin f16 [16 rows], then m u8 [8 pairs][16 rows], the low nibble m of
+// half-block 2i, the high nibble of half-block 2i + 1 (half-block h = values 16h .. 16h + 15 of
+// the super-block). A kernel decodes a group as Q3KP's low bits into the int8 values Q6K keeps,
+// runs Q6K's arithmetic (results equal Q6K's on the same values bit for bit), then subtracts
+// each row's Σ dmin·m·(Σx over the half-block) (SubtractQ2KMins, kernels/quant_kernels.h).
+// 2.875 bits per weight (GGUF's 2.625: the 4-bit scales kept as bytes).
+struct Q2KP : Q6K {
+  static constexpr QuantType kType = QuantType::kQ2KP;
+  static constexpr bool kPacked = true;
+  static constexpr uint64_t kBlockPanelBytes = 2 * 64;
+  static constexpr int kMinValue = 0, kMaxValue = 3;
+  static constexpr int kCodeOffset = 0;  // code = q
+  static constexpr uint64_t kMinBytes = 2 * kQuantPanelRows + 8 * kQuantPanelRows;
+  // A super-block's share of the scale area: Q6K's and its mins.
+  static constexpr uint64_t kSuperBytes = Q6K::kSuperBytes + kMinBytes;
+  static constexpr uint64_t MinOffset(uint64_t supers, uint64_t s) {
+    return supers * Q6K::kSuperBytes + s * kMinBytes;
+  }
+  static int Value(const uint8_t* blk, size_t r, size_t j) {
+    const size_t g = j / 4, p = 4 * r + j % 4;
+    return (blk[(g / 4) * 64 + p] >> (2 * (g % 4))) & 3;
+  }
+  static void SetValue(uint8_t* blk, size_t r, size_t j, int q) {
+    const size_t g = j / 4, p = 4 * r + j % 4;
+    uint8_t& l = blk[(g / 4) * 64 + p];
+    const unsigned ls = 2 * (g % 4);
+    l = static_cast<uint8_t>((l & ~(3u << ls)) | ((static_cast<unsigned>(q) & 3u) << ls));
+  }
+};
+
 // IQ4X: GGUF's IQ4_XS at its size. Q6K's super-blocks, scale area, scales and arithmetic (each
 // block's 6-bit scale ls - 32 of GGUF kept as both halves' sc), and each value a 4-bit index into
 // the 16 non-uniform levels kIq4Levels (GGUF's IQ4_NL/IQ4_XS table, int8 in [-127, 113]):
@@ -392,6 +429,22 @@ template <typename Q>
 constexpr bool HasHalfScales() {
   return Q::kScheme == QuantType::kQ6K;
 }
+// Whether Q has a min per half-block of 16 values besides Q6K's scales (Q2KP), which the kernels
+// subtract after Q6K's product.
+template <typename Q>
+constexpr bool HasHalfMins() {
+  return Q::kType == QuantType::kQ2KP;
+}
+// The packed non-table types' offset of their decoded codes (kCodeOffset: the codes are unsigned,
+// value + offset), 0 for the others.
+template <typename Q>
+constexpr int CodeOffsetOf() {
+  if constexpr (Q::kPacked && !Q::kLut) {
+    return Q::kCodeOffset;
+  } else {
+    return 0;
+  }
+}
 // Whether Q's scales are per super-block of 8 blocks (the k-quants: k a multiple of 256).
 template <typename Q>
 constexpr bool HasSuperBlocks() {
@@ -404,6 +457,7 @@ decltype(auto) WithQuantTraits(QuantType type, F&& f) {
   if (type == QuantType::kIQ4X) return f(IQ4X{});
   if (type == QuantType::kIQ4N) return f(IQ4N{});
   if (type == QuantType::kQ3KP) return f(Q3KP{});
+  if (type == QuantType::kQ2KP) return f(Q2KP{});
   if (type == QuantType::kQ6KP) return f(Q6KP{});
   if (type == QuantType::kQ5KP) return f(Q5KP{});
   if (type == QuantType::kQ6K) return f(Q6K{});
@@ -420,6 +474,9 @@ inline QuantType QuantSchemeOf(QuantType type) {
 }
 inline bool QuantHasSuperBlocks(QuantType type) {
   return WithQuantTraits(type, [](auto q) { return HasSuperBlocks<decltype(q)>(); });
+}
+inline bool QuantHasHalfMins(QuantType type) {
+  return WithQuantTraits(type, [](auto q) { return HasHalfMins<decltype(q)>(); });
 }
 // Whether `type`'s values are decoded from packed fields (bit planes, level indices) by the
 // kernels, rather than read as bytes or nibbles.
@@ -488,6 +545,19 @@ inline uint16_t K6Super(const uint8_t* panel, size_t r, uint64_t b) {
   uint16_t d;
   std::memcpy(&d, panel + Q6K::SuperOffset(b) + 2 * r, 2);
   return d;
+}
+
+// Q2KP: row r's dmin (f16 bits) and min code m of half-block h (0 .. 15) of super-block s, of
+// `supers` super-blocks in the panel.
+inline uint16_t K2Dmin(const uint8_t* panel, size_t r, uint64_t supers, uint64_t s) {
+  uint16_t h;
+  std::memcpy(&h, panel + Q2KP::MinOffset(supers, s) + 2 * r, 2);
+  return h;
+}
+inline uint8_t K2Min(const uint8_t* panel, size_t r, uint64_t supers, uint64_t s, size_t h) {
+  const uint8_t byte =
+      panel[Q2KP::MinOffset(supers, s) + 2 * kQuantPanelRows + (h / 2) * kQuantPanelRows + r];
+  return h % 2 == 0 ? byte & 0xf : byte >> 4;
 }
 
 }  // namespace fflite

@@ -1,13 +1,14 @@
 // The bytes of one group of a quantised block as the wide types keep them (kernels/quant_types.h),
 // for the NEON kernels (aarch64 and 32-bit ARM): LoadGroupQ<Q>(blk, g, o) (16 bytes) and
 // LoadGroupD<Q> (8 bytes) return the bytes at blk + 64g + o of the types with a byte layout (Q8,
-// Q6K and Q5K: their int8 values), and for the packed Q6KP, Q5KP, Q3KP, IQ4X, IQ4N the same int8
-// values decoded from their bit planes or level indices at the same positions, so that the wide
-// types' arithmetic on them gives the same bits:
+// Q6K and Q5K: their int8 values), and for the packed Q6KP, Q5KP, Q3KP, Q2KP, IQ4X, IQ4N the same
+// int8 values decoded from their bit planes or level indices at the same positions, so that the
+// wide types' arithmetic on them gives the same bits (Q2KP adds its mins after):
 //   Q6KP: (L[g/2] >> 4(g%2)) & 15 | ((H[g/4] >> 2(g%4)) & 3) << 4, minus 32;
 //   Q5KP: (L[g/2] >> 4(g%2)) & 15 | ((H >> g) & 1) << 4, minus 16;
 //   IQ4X, IQ4N (kLut): kIq4Levels[(L[g/2] >> 4(g%2)) & 15], one table lookup;
-//   Q3KP: (L[g/4] >> 2(g%4)) & 3 | ((H >> g) & 1) << 2, minus 4.
+//   Q3KP: (L[g/4] >> 2(g%4)) & 3 | ((H >> g) & 1) << 2, minus 4;
+//   Q2KP: (L[g/4] >> 2(g%4)) & 3, the value q itself.
 // Shift-left-and-insert (sli #4) puts the high bits over the low nibble's byte, so L needs no mask
 // for the even groups: 3-5 instructions per vector of values. The shifts' immediates are
 // literals in each case of a switch on g, which the kernels' unrolled group loops fold away.
@@ -47,63 +48,54 @@ inline uint8x16_t Iq4Lookup(uint8x16_t i) {
 #endif
 }
 
-// S: the intrinsics' q (16 bytes) or nothing (8 bytes); V its vector type.
-#define FFLITE_UNPACK_GROUP(S, V, LOAD)                                                        \
-  if constexpr (Q::kType == QuantType::kQ3KP) {                                                \
-    const V l = LOAD(blk + 64 * (g / 4) + o);                                                  \
-    const V h = LOAD(blk + Q::kHighOffset + o);                                                \
-    const V three = vdup##S##n_u8(3), one = vdup##S##n_u8(1);                                  \
-    V f; /* the 2-bit field of group g in bits 0-1, zeros above */                             \
-    switch (g % 4) {                                                                           \
-      case 0: f = vand##S##u8(l, three); break;                                                \
-      case 1: f = vand##S##u8(vshr##S##n_u8(l, 2), three); break;                              \
-      case 2: f = vand##S##u8(vshr##S##n_u8(l, 4), three); break;                              \
-      default: f = vshr##S##n_u8(l, 6); break;                                                 \
-    }                                                                                          \
-    V b; /* bit g in bit 0, zeros above */                                                     \
-    switch (g) {                                                                               \
-      case 0: b = vand##S##u8(h, one); break;                                                  \
-      case 1: b = vand##S##u8(vshr##S##n_u8(h, 1), one); break;                                \
-      case 2: b = vand##S##u8(vshr##S##n_u8(h, 2), one); break;                                \
-      case 3: b = vand##S##u8(vshr##S##n_u8(h, 3), one); break;                                \
-      case 4: b = vand##S##u8(vshr##S##n_u8(h, 4), one); break;                                \
-      case 5: b = vand##S##u8(vshr##S##n_u8(h, 5), one); break;                                \
-      case 6: b = vand##S##u8(vshr##S##n_u8(h, 6), one); break;                                \
-      default: b = vshr##S##n_u8(h, 7); break;                                                 \
-    }                                                                                          \
-    return vsub##S##u8(vsli##S##n_u8(f, b, 2), vdup##S##n_u8(Q::kCodeOffset));                 \
-  }                                                                                            \
-  V l = LOAD(blk + 64 * (g / 2) + o);                                                          \
-  if (g % 2 == 1) l = vshr##S##n_u8(l, 4);                                                     \
-  if constexpr (Q::kLut) {                                                                     \
-    if (g % 2 == 0) l = vand##S##u8(l, vdup##S##n_u8(0x0f));                                   \
-    return Iq4Lookup(l);                                                                       \
-  } else if constexpr (Q::kScheme == QuantType::kQ6K) {                                        \
-    const V h = LOAD(blk + Q::kHighOffset + 64 * (g / 4) + o);                                 \
-    const V three = vdup##S##n_u8(3);                                                          \
-    V f; /* the 2-bit field of group g in bits 0-1, zeros above */                             \
-    switch (g % 4) {                                                                           \
-      case 0: f = vand##S##u8(h, three); break;                                                \
-      case 1: f = vand##S##u8(vshr##S##n_u8(h, 2), three); break;                              \
-      case 2: f = vand##S##u8(vshr##S##n_u8(h, 4), three); break;                              \
-      default: f = vshr##S##n_u8(h, 6); break;                                                 \
-    }                                                                                          \
-    return vsub##S##u8(vsli##S##n_u8(l, f, 4), vdup##S##n_u8(32));                             \
-  } else {                                                                                     \
-    const V h = LOAD(blk + Q::kHighOffset + o);                                                \
-    const V one = vdup##S##n_u8(1);                                                            \
-    V f; /* bit g in bit 0, zeros above */                                                     \
-    switch (g) {                                                                               \
-      case 0: f = vand##S##u8(h, one); break;                                                  \
-      case 1: f = vand##S##u8(vshr##S##n_u8(h, 1), one); break;                                \
-      case 2: f = vand##S##u8(vshr##S##n_u8(h, 2), one); break;                                \
-      case 3: f = vand##S##u8(vshr##S##n_u8(h, 3), one); break;                                \
-      case 4: f = vand##S##u8(vshr##S##n_u8(h, 4), one); break;                                \
-      case 5: f = vand##S##u8(vshr##S##n_u8(h, 5), one); break;                                \
-      case 6: f = vand##S##u8(vshr##S##n_u8(h, 6), one); break;                                \
-      default: f = vshr##S##n_u8(h, 7); break;                                                 \
-    }                                                                                          \
-    return vsub##S##u8(vsli##S##n_u8(l, f, 4), vdup##S##n_u8(16));                             \
+// S: the intrinsics' q (16 bytes) or nothing (8 bytes); V its vector type. Field2(v, j): the
+// 2-bit field j of each byte (bits 2j, 2j + 1) in bits 0-1, zeros above; Bit(v, g): bit g of each
+// byte in bit 0, zeros above (each immediate a literal: j and g fold away in unrolled loops).
+#define FFLITE_FIELD_FNS(S, V)                                                              \
+  inline V Field2(V v, int j) {                                                             \
+    switch (j) {                                                                            \
+      case 0: return vand##S##u8(v, vdup##S##n_u8(3));                                      \
+      case 1: return vand##S##u8(vshr##S##n_u8(v, 2), vdup##S##n_u8(3));                    \
+      case 2: return vand##S##u8(vshr##S##n_u8(v, 4), vdup##S##n_u8(3));                    \
+      default: return vshr##S##n_u8(v, 6);                                                  \
+    }                                                                                       \
+  }                                                                                         \
+  inline V Bit(V v, int g) {                                                                \
+    switch (g) {                                                                            \
+      case 0: return vand##S##u8(v, vdup##S##n_u8(1));                                      \
+      case 1: return vand##S##u8(vshr##S##n_u8(v, 1), vdup##S##n_u8(1));                    \
+      case 2: return vand##S##u8(vshr##S##n_u8(v, 2), vdup##S##n_u8(1));                    \
+      case 3: return vand##S##u8(vshr##S##n_u8(v, 3), vdup##S##n_u8(1));                    \
+      case 4: return vand##S##u8(vshr##S##n_u8(v, 4), vdup##S##n_u8(1));                    \
+      case 5: return vand##S##u8(vshr##S##n_u8(v, 5), vdup##S##n_u8(1));                    \
+      case 6: return vand##S##u8(vshr##S##n_u8(v, 6), vdup##S##n_u8(1));                    \
+      default: return vshr##S##n_u8(v, 7);                                                  \
+    }                                                                                       \
+  }
+FFLITE_FIELD_FNS(q_, uint8x16_t)
+FFLITE_FIELD_FNS(_, uint8x8_t)
+#undef FFLITE_FIELD_FNS
+
+#define FFLITE_UNPACK_GROUP(S, V, LOAD)                                                     \
+  if constexpr (Q::kType == QuantType::kQ2KP) { /* the code is the value */                 \
+    return Field2(LOAD(blk + 64 * (g / 4) + o), g % 4);                                     \
+  } else if constexpr (Q::kType == QuantType::kQ3KP) {                                      \
+    const V f = Field2(LOAD(blk + 64 * (g / 4) + o), g % 4);                                \
+    const V b = Bit(LOAD(blk + Q::kHighOffset + o), g);                                     \
+    return vsub##S##u8(vsli##S##n_u8(f, b, 2), vdup##S##n_u8(Q::kCodeOffset));              \
+  } else {                                                                                  \
+    V l = LOAD(blk + 64 * (g / 2) + o);                                                     \
+    if (g % 2 == 1) l = vshr##S##n_u8(l, 4);                                                \
+    if constexpr (Q::kLut) {                                                                \
+      if (g % 2 == 0) l = vand##S##u8(l, vdup##S##n_u8(0x0f));                              \
+      return Iq4Lookup(l);                                                                  \
+    } else if constexpr (Q::kScheme == QuantType::kQ6K) {                                   \
+      const V f = Field2(LOAD(blk + Q::kHighOffset + 64 * (g / 4) + o), g % 4);             \
+      return vsub##S##u8(vsli##S##n_u8(l, f, 4), vdup##S##n_u8(Q::kCodeOffset));            \
+    } else {                                                                                \
+      const V f = Bit(LOAD(blk + Q::kHighOffset + o), g);                                   \
+      return vsub##S##u8(vsli##S##n_u8(l, f, 4), vdup##S##n_u8(Q::kCodeOffset));            \
+    }                                                                                       \
   }
 
 template <typename Q>

@@ -1,8 +1,9 @@
 // The bytes of one group of a quantised block as the wide types keep them (kernels/quant_types.h),
 // for the x86 kernels: LoadGroup*<Q>(blk, g, o) returns the bytes at blk + 64g + o of the types
 // with a byte or nibble layout (Q8, Q6K and Q5K: their int8 values), and for the packed Q6KP,
-// Q5KP, Q3KP, IQ4X and IQ4N the same int8 values decoded from their bit planes or level indices
-// at the same positions: the wide types' arithmetic on them then gives the same bits. Each function
+// Q5KP, Q3KP, Q2KP, IQ4X and IQ4N the same int8 values decoded from their bit planes or level
+// indices at the same positions: the wide types' arithmetic on them then gives the same bits (Q2KP
+// adds its mins after, kernels/quant_kernels.h). Each function
 // carries its own target and internal linkage (one copy per including file: no SIMD code shared
 // between files; see kernels_avx2.cc). No lambdas: they would not inherit the target.
 #ifndef FFLITE_RUNTIME_SRC_KERNELS_QUANT_UNPACK_X86_H_
@@ -25,35 +26,41 @@ namespace {
 //   Q5KP: (L[g/2] >> 4(g%2)) & 15 | ((H >> g) & 1) << 4, minus 16;
 //   IQ4X, IQ4N (kLut): kIq4Levels[(L[g/2] >> 4(g%2)) & 15], one byte shuffle (the table in
 //   every 16 bytes);
-//   Q3KP: (L[g/4] >> 2(g%4)) & 3 | ((H >> g) & 1) << 2, minus 4.
-// kCodes: the unsigned codes (Q6KP: value + 32, Q5KP: n, Q3KP: value + 4, IQ4X and IQ4N: level +
-// 128), without the subtraction.
-#define FFLITE_UNPACK_GROUP(V, LOAD, SRLI, SLLI, AND, OR, SUB, SET1, LOOKUP)              \
-  if constexpr (Q::kType == QuantType::kQ3KP) {                                           \
-    V f = LOAD(reinterpret_cast<const V*>(blk + 64 * (g / 4) + o));                       \
-    if (g % 4 != 0) f = SRLI(f, 2 * (g % 4)); /* bits 2j, 2j + 1 to bits 0, 1 */          \
-    V h = LOAD(reinterpret_cast<const V*>(blk + Q::kHighOffset + o)); /* bit g to 2 */    \
-    h = g < 2 ? SLLI(h, 2 - g) : g == 2 ? h : SRLI(h, g - 2);                             \
-    const V code = OR(AND(f, SET1(0x03)), AND(h, SET1(0x04)));                            \
-    if constexpr (kCodes) return code;                                                    \
-    return SUB(code, SET1(Q::kCodeOffset));                                               \
-  }                                                                                       \
-  V l = LOAD(reinterpret_cast<const V*>(blk + 64 * (g / 2) + o));                         \
-  if (g % 2 == 1) l = SRLI(l, 4);                                                         \
-  l = AND(l, SET1(0x0f));                                                                 \
-  if constexpr (Q::kLut) {                                                                \
-    return LOOKUP(l);                                                                     \
-  } else if constexpr (Q::kScheme == QuantType::kQ6K) {                                   \
-    V h = LOAD(reinterpret_cast<const V*>(blk + Q::kHighOffset + 64 * (g / 4) + o));      \
-    const int j = g % 4; /* bits 2j, 2j + 1 to bits 4, 5 */                               \
-    h = j == 0 ? SLLI(h, 4) : j == 1 ? SLLI(h, 2) : j == 2 ? h : SRLI(h, 2);              \
-    if constexpr (kCodes) return OR(l, AND(h, SET1(0x30)));                               \
-    return SUB(OR(l, AND(h, SET1(0x30))), SET1(32));                                      \
-  } else {                                                                                \
-    V h = LOAD(reinterpret_cast<const V*>(blk + Q::kHighOffset + o)); /* bit g to 4 */    \
-    h = g < 4 ? SLLI(h, 4 - g) : g == 4 ? h : SRLI(h, g - 4);                             \
-    if constexpr (kCodes) return OR(l, AND(h, SET1(0x10)));                               \
-    return SUB(OR(l, AND(h, SET1(0x10))), SET1(16));                                      \
+//   Q3KP: (L[g/4] >> 2(g%4)) & 3 | ((H >> g) & 1) << 2, minus 4;
+//   Q2KP: (L[g/4] >> 2(g%4)) & 3, the value q itself.
+// kCodes: the unsigned codes (Q6KP: value + 32, Q5KP: n, Q3KP: value + 4, Q2KP: q, IQ4X and
+// IQ4N: level + 128), without the subtraction (of kCodeOffset).
+#define FFLITE_UNPACK_GROUP(V, LOAD, SRLI, SLLI, AND, OR, SUB, SET1, LOOKUP)               \
+  if constexpr (Q::kType == QuantType::kQ2KP) { /* the code is the value */                \
+    V f = LOAD(reinterpret_cast<const V*>(blk + 64 * (g / 4) + o));                        \
+    if (g % 4 != 0) f = SRLI(f, 2 * (g % 4)); /* bits 2j, 2j + 1 to bits 0, 1 */           \
+    return AND(f, SET1(0x03));                                                             \
+  } else if constexpr (Q::kType == QuantType::kQ3KP) {                                     \
+    V f = LOAD(reinterpret_cast<const V*>(blk + 64 * (g / 4) + o));                        \
+    if (g % 4 != 0) f = SRLI(f, 2 * (g % 4)); /* bits 2j, 2j + 1 to bits 0, 1 */           \
+    V h = LOAD(reinterpret_cast<const V*>(blk + Q::kHighOffset + o)); /* bit g to 2 */     \
+    h = g < 2 ? SLLI(h, 2 - g) : g == 2 ? h : SRLI(h, g - 2);                              \
+    const V code = OR(AND(f, SET1(0x03)), AND(h, SET1(0x04)));                             \
+    if constexpr (kCodes) return code;                                                     \
+    return SUB(code, SET1(Q::kCodeOffset));                                                \
+  } else {                                                                                 \
+    V l = LOAD(reinterpret_cast<const V*>(blk + 64 * (g / 2) + o));                        \
+    if (g % 2 == 1) l = SRLI(l, 4);                                                        \
+    l = AND(l, SET1(0x0f));                                                                \
+    if constexpr (Q::kLut) {                                                               \
+      return LOOKUP(l);                                                                    \
+    } else if constexpr (Q::kScheme == QuantType::kQ6K) {                                  \
+      V h = LOAD(reinterpret_cast<const V*>(blk + Q::kHighOffset + 64 * (g / 4) + o));     \
+      const int j = g % 4; /* bits 2j, 2j + 1 to bits 4, 5 */                              \
+      h = j == 0 ? SLLI(h, 4) : j == 1 ? SLLI(h, 2) : j == 2 ? h : SRLI(h, 2);             \
+      if constexpr (kCodes) return OR(l, AND(h, SET1(0x30)));                              \
+      return SUB(OR(l, AND(h, SET1(0x30))), SET1(Q::kCodeOffset));                         \
+    } else {                                                                               \
+      V h = LOAD(reinterpret_cast<const V*>(blk + Q::kHighOffset + o)); /* bit g to 4 */   \
+      h = g < 4 ? SLLI(h, 4 - g) : g == 4 ? h : SRLI(h, g - 4);                            \
+      if constexpr (kCodes) return OR(l, AND(h, SET1(0x10)));                              \
+      return SUB(OR(l, AND(h, SET1(0x10))), SET1(Q::kCodeOffset));                         \
+    }                                                                                      \
   }
 
 // kIq4Levels (kCodes: each plus 128, as unsigned bytes) in the 16 bytes of an SSE vector.

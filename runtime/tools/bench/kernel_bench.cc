@@ -54,6 +54,17 @@ bool MakeMatrix(const DTypeInfo& info, uint64_t rows, uint64_t k, AlignedBuffer<
           for (int e = 0; e < 256; ++e) values[e] = kIq4Levels[index(rng)];
         },
         dst);
+  } else if (info.dtype == DType::Q2_K_PACKED) {
+    // Kept from GGUF only: random GGUF Q2_K blocks (scales, mins and values), small d and dmin.
+    std::vector<uint8_t> gguf(base_rows * k / 256 * 84);
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (uint8_t& b : gguf) b = static_cast<uint8_t>(byte(rng));
+    for (size_t i = 0; i < gguf.size(); i += 84) {
+      const uint16_t d = F32ToF16(1e-4f), dmin = F32ToF16(1.5e-4f);
+      std::memcpy(&gguf[i + 80], &d, 2);
+      std::memcpy(&gguf[i + 82], &dmin, 2);
+    }
+    PackQ2KFromGguf(base_rows, k, gguf.data(), dst);
   } else if (info.dtype == DType::IQ4_NL) {
     std::uniform_int_distribution<int> index(0, 15);
     std::vector<int8_t> q(base_rows * k);

@@ -1,0 +1,172 @@
+// Q2KP's mins (kernels/quant_types.h), subtracted by every kernel after Q6K's product
+// (kernels/quant_kernels.h): a portable loop and an AVX2 one that does the same operations in the
+// same order, each a separate multiply and add (this file is built with -ffp-contract=off, and
+// the AVX2 one's target has no FMA), so that either gives the same bits.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define FFLITE_MINS_X86 1
+#endif
+
+#include "base/cpu_features.h"
+#include "base/half.h"
+#include "kernels/quant_kernels.h"
+#include "kernels/quant_types.h"
+
+namespace fflite {
+namespace {
+
+// The half-block sums of up to kTokens tokens and kSupers super-blocks at a time, on the stack
+// (16 KiB): no allocation per call; a panel's mins are read once per kTokens tokens.
+constexpr size_t kTokens = 16, kSupers = 16, kHalves = 16;
+using HalfSums = float[kTokens][kSupers][kHalves];
+
+// y[t·y_stride + o] -= dmin·Σ_h m_h·sums[t][s - s0][h] for super-blocks s0 .. s0 + ns, in order,
+// for t < nt and the rows of every panel. The m codes and dmin of a panel's super-block are read
+// once for all tokens; the 16 rows are the inner loop (vectorisable).
+void Subtract(size_t nt, size_t s0, size_t ns, size_t supers, size_t rows, uint64_t panel_bytes,
+              const uint8_t* w, const HalfSums& sums, float* y, size_t y_stride) {
+  for (size_t p = 0; p * kQuantPanelRows < rows; ++p) {
+    const uint8_t* panel = w + p * panel_bytes;
+    const size_t n = std::min(kQuantPanelRows, rows - p * kQuantPanelRows);
+    for (size_t s = s0; s < s0 + ns; ++s) {
+      float dmin[kQuantPanelRows], m[kHalves][kQuantPanelRows];
+      for (size_t r = 0; r < kQuantPanelRows; ++r) {
+        dmin[r] = F16ToF32(K2Dmin(panel, r, supers, s));
+      }
+      const uint8_t* codes = panel + Q2KP::MinOffset(supers, s) + 2 * kQuantPanelRows;
+      for (size_t i = 0; i < kHalves / 2; ++i) {
+        for (size_t r = 0; r < kQuantPanelRows; ++r) {
+          const uint8_t byte = codes[i * kQuantPanelRows + r];
+          m[2 * i][r] = static_cast<float>(byte & 0xf);
+          m[2 * i + 1][r] = static_cast<float>(byte >> 4);
+        }
+      }
+      for (size_t t = 0; t < nt; ++t) {
+        float acc[kQuantPanelRows] = {};
+        for (size_t h = 0; h < kHalves; ++h) {
+          const float xh = sums[t][s - s0][h];
+          for (size_t r = 0; r < kQuantPanelRows; ++r) acc[r] += m[h][r] * xh;
+        }
+        float* yt = y + t * y_stride + p * kQuantPanelRows;
+        for (size_t r = 0; r < n; ++r) yt[r] -= dmin[r] * acc[r];
+      }
+    }
+  }
+}
+
+#if defined(FFLITE_MINS_X86)
+// Subtract's operations on 8 rows at a time (F16C for dmin, exact as F16ToF32).
+__attribute__((target("avx2,f16c"))) void SubtractAvx2(size_t nt, size_t s0, size_t ns,
+                                                       size_t supers, size_t rows,
+                                                       uint64_t panel_bytes, const uint8_t* w,
+                                                       const HalfSums& sums, float* y,
+                                                       size_t y_stride) {
+  const __m128i low = _mm_set1_epi8(0x0f);
+  for (size_t p = 0; p * kQuantPanelRows < rows; ++p) {
+    const uint8_t* panel = w + p * panel_bytes;
+    const size_t n = std::min(kQuantPanelRows, rows - p * kQuantPanelRows);
+    for (size_t s = s0; s < s0 + ns; ++s) {
+      const uint8_t* mins = panel + Q2KP::MinOffset(supers, s);
+      __m256 dmin[2], m[kHalves][2];
+      for (int v = 0; v < 2; ++v) {
+        dmin[v] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mins + 16 * v)));
+      }
+      for (size_t i = 0; i < kHalves / 2; ++i) {
+        const __m128i b = _mm_loadu_si128(
+            reinterpret_cast<const __m128i*>(mins + 2 * kQuantPanelRows + i * kQuantPanelRows));
+        const __m128i codes[2] = {_mm_and_si128(b, low), _mm_and_si128(_mm_srli_epi16(b, 4), low)};
+        for (int j = 0; j < 2; ++j) {
+          m[2 * i + j][0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(codes[j]));
+          m[2 * i + j][1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(codes[j], 8)));
+        }
+      }
+      for (size_t t = 0; t < nt; ++t) {
+        __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (size_t h = 0; h < kHalves; ++h) {
+          const __m256 xh = _mm256_set1_ps(sums[t][s - s0][h]);
+          for (int v = 0; v < 2; ++v) acc[v] = _mm256_add_ps(acc[v], _mm256_mul_ps(m[h][v], xh));
+        }
+        float* yt = y + t * y_stride + p * kQuantPanelRows;
+        if (n == kQuantPanelRows) {
+          for (int v = 0; v < 2; ++v) {
+            _mm256_storeu_ps(yt + 8 * v, _mm256_sub_ps(_mm256_loadu_ps(yt + 8 * v),
+                                                       _mm256_mul_ps(dmin[v], acc[v])));
+          }
+        } else {
+          alignas(32) float product[kQuantPanelRows];
+          for (int v = 0; v < 2; ++v) {
+            _mm256_store_ps(product + 8 * v, _mm256_mul_ps(dmin[v], acc[v]));
+          }
+          for (size_t r = 0; r < n; ++r) yt[r] -= product[r];
+        }
+      }
+    }
+  }
+}
+
+bool UseAvx2() {
+  static const bool avx2 =
+      GetCpuFeatures().Has(CpuFeature::kAvx2) && GetCpuFeatures().Has(CpuFeature::kF16c);
+  return avx2;
+}
+#endif
+
+// The loops over token and super-block chunks; sum(t, s, h) gives token t's sum over half-block
+// h of super-block s. simd: the AVX2 loop where the CPU has it.
+template <typename Sum>
+void SubtractMins(size_t c, size_t k, size_t rows, const uint8_t* w, float* y, size_t y_stride,
+                  bool simd, Sum&& sum) {
+  const size_t supers = k / 256;
+  const uint64_t panel_bytes = GeometryOf<Q2KP>(rows, k).panel_bytes;
+  HalfSums sums;
+  for (size_t t0 = 0; t0 < c; t0 += kTokens) {
+    const size_t nt = std::min(kTokens, c - t0);
+    for (size_t s0 = 0; s0 < supers; s0 += kSupers) {
+      const size_t ns = std::min(kSupers, supers - s0);
+      for (size_t t = 0; t < nt; ++t) {
+        for (size_t s = 0; s < ns; ++s) {
+          for (size_t h = 0; h < kHalves; ++h) sums[t][s][h] = sum(t0 + t, s0 + s, h);
+        }
+      }
+#if defined(FFLITE_MINS_X86)
+      if (simd && UseAvx2()) {
+        SubtractAvx2(nt, s0, ns, supers, rows, panel_bytes, w, sums, y + t0 * y_stride, y_stride);
+        continue;
+      }
+#else
+      (void)simd;
+#endif
+      Subtract(nt, s0, ns, supers, rows, panel_bytes, w, sums, y + t0 * y_stride, y_stride);
+    }
+  }
+}
+
+}  // namespace
+
+void SubtractQ2KMins(size_t c, size_t k, size_t rows, const uint8_t* w, const float* x,
+                     size_t x_stride, float* y, size_t y_stride, bool simd) {
+  SubtractMins(c, k, rows, w, y, y_stride, simd, [&](size_t t, size_t s, size_t h) {
+    const float* xs = x + t * x_stride + 256 * s + 16 * h;
+    float sum = 0.0f;
+    for (size_t i = 0; i < 16; ++i) sum += xs[i];
+    return sum;
+  });
+}
+
+void SubtractQ2KMinsQ(size_t c, size_t k, size_t rows, const uint8_t* w, const QActBlock* xq,
+                      float* y, size_t y_stride, bool simd) {
+  const size_t k_blocks = k / kQuantBlock;
+  SubtractMins(c, k, rows, w, y, y_stride, simd, [&](size_t t, size_t s, size_t h) {
+    const QActBlock& a = xq[t * k_blocks + 8 * s + h / 2];
+    int32_t sum = 0;
+    for (size_t i = 16 * (h % 2); i < 16 * (h % 2) + 16; ++i) sum += a.q[i];
+    return a.d * static_cast<float>(sum);
+  });
+}
+
+}  // namespace fflite
