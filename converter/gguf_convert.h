@@ -2,12 +2,12 @@
 // keys, and each FFN / MoE sublayer from llama.cpp's tensor names (blk.N.ffn_up, ffn_gate_exps,
 // ffn_gate_inp, ffn_up_shexp, ...), with the same layer semantics as the safetensors mappings.
 //
-// Weights keep their bits where fflite has their type: F32, F16 and BF16 as they are, Q8_0 as I8
-// and Q4_0 as I4 (the same arithmetic: an f16 scale per block of 32, q·d), re-laid into fflite's
-// panels, never quantised again. The other GGUF types (k-quants, IQ4, MXFP4, ...) are
-// dequantised exactly as the specification defines (every value is an f32 the GGUF file's own
-// dequantisation gives) and stored as f32; --dtype and --quantize then convert as from a
-// checkpoint.
+// Weights keep their bits where fflite has their type (gguf_relay.h: F32, F16 and BF16 as they
+// are; Q4_0 as i4; the k-quants, IQ4_XS and IQ4_NL at GGUF's sizes; Q8_0, Q5_0 and MXFP4 as i8
+// where their scales fit), re-laid into fflite's panels, never quantised again; the other types
+// are dequantised exactly as the specification defines and stored as f32. With
+// GgufPlanOptions::native false every tensor is read as its exact values, and --dtype and
+// --quantize then convert as from a checkpoint.
 #ifndef FFLITE_CONVERTER_GGUF_CONVERT_H_
 #define FFLITE_CONVERTER_GGUF_CONVERT_H_
 
