@@ -483,67 +483,70 @@ TEST(Q6KTest, PlanesHoldGgufsValues) {
   EXPECT_STREQ(DTypeName(DType::Q6_K_PACKED), "q6_k");
 }
 
+// Every value of `dtype`'s matrices of GGUF super-blocks (random(rows, k), blocks of
+// `block_bytes`) equals want(block, e) for element e of its block, bit for bit, padding rows
+// dequantise to zeros, and the dtype's size, layouts and name are `bits` per weight, PANEL16_K4
+// alone and `name`.
+void CheckSuperBlockValues(DType dtype, size_t block_bytes,
+                           const std::function<std::vector<uint8_t>(uint64_t, uint64_t)>& random,
+                           const std::function<float(const uint8_t*, int)>& want, double bits,
+                           const char* name) {
+  for (const auto& [rows, k] : {std::pair<uint64_t, uint64_t>{1, 256}, {17, 512}, {40, 768}}) {
+    const std::vector<uint8_t> gguf = random(rows, k);
+    const std::vector<uint8_t> packed = Pack(dtype, rows, k, gguf);
+    const QuantGeometry g = QuantMatrixGeometry(dtype, rows, k);
+    std::vector<float> all(g.panels * kQuantPanelRows * k);
+    DequantizeRows(dtype, Layout::PANEL16_K4, g.panels * kQuantPanelRows, k, packed.data(), 0,
+                   g.panels * kQuantPanelRows, all.data());
+    for (uint64_t r = 0; r < rows; ++r) {
+      for (uint64_t s = 0; s < k / 256; ++s) {
+        const uint8_t* block = gguf.data() + (r * (k / 256) + s) * block_bytes;
+        for (int e = 0; e < 256; ++e) {
+          ASSERT_EQ(all[r * k + 256 * s + e], want(block, e))
+              << name << " row " << r << " col " << 256 * s + e;
+        }
+      }
+    }
+    for (uint64_t i = rows * k; i < all.size(); ++i) ASSERT_EQ(all[i], 0.0f) << name << " " << i;
+  }
+  EXPECT_EQ(QuantMatrixGeometry(dtype, 32, 4096).bytes(),
+            static_cast<uint64_t>(32 * 4096 * bits / 8));
+  EXPECT_DOUBLE_EQ(DTypeBitsPerWeight(dtype), bits);
+  EXPECT_FALSE(LayoutValidFor(dtype, Layout::PANEL16_K4_HADAMARD32));
+  EXPECT_EQ(TensorBytes(dtype, {16, 300}, Layout::PANEL16_K4), 0u);
+  EXPECT_STREQ(DTypeName(dtype), name);
+}
+
 // iq4_xs: every value is d·(ls - 32)·level of its GGUF super-block (the test's reading of the
 // specification), in f32, at 4.5625 bits per weight (2336 bytes per 16 rows x 256 values).
 TEST(Iq4xsTest, IndicesHoldGgufsValues) {
   std::mt19937 gen(6);
-  for (const auto& [rows, k] : {std::pair<uint64_t, uint64_t>{1, 256}, {17, 512}, {40, 768}}) {
-    const std::vector<uint8_t> gguf = RandomGgufIq4xs(rows, k, gen, 1.0f);
-    const std::vector<uint8_t> packed = Pack(DType::IQ4_XS, rows, k, gguf);
-    const std::vector<float> w = Dequantized(DType::IQ4_XS, rows, k, packed);
-    for (uint64_t r = 0; r < rows; ++r) {
-      for (uint64_t s = 0; s < k / 256; ++s) {
+  CheckSuperBlockValues(
+      DType::IQ4_XS, kGgufIq4Block,
+      [&](uint64_t rows, uint64_t k) { return RandomGgufIq4xs(rows, k, gen, 1.0f); },
+      [](const uint8_t* block, int e) {
         uint16_t d;
         int scale[8], level[256];
-        Iq4xsSpec(gguf.data() + (r * (k / 256) + s) * kGgufIq4Block, &d, scale, level);
-        for (int e = 0; e < 256; ++e) {
-          const float want = F16ToF32(d) * static_cast<float>(scale[e / 32]) *
-                             static_cast<float>(level[e]);
-          ASSERT_EQ(w[r * k + 256 * s + e], want) << "row " << r << " col " << 256 * s + e;
-        }
-      }
-    }
-  }
-  EXPECT_EQ(QuantMatrixGeometry(DType::IQ4_XS, 32, 4096).bytes(),
-            uint64_t{32} * 4096 * 45625 / 80000);
-  EXPECT_DOUBLE_EQ(DTypeBitsPerWeight(DType::IQ4_XS), 4.5625);
-  EXPECT_FALSE(LayoutValidFor(DType::IQ4_XS, Layout::PANEL16_K4_HADAMARD32));
-  EXPECT_EQ(TensorBytes(DType::IQ4_XS, {16, 300}, Layout::PANEL16_K4), 0u);
-  EXPECT_STREQ(DTypeName(DType::IQ4_XS), "iq4_xs");
+        Iq4xsSpec(block, &d, scale, level);
+        return F16ToF32(d) * static_cast<float>(scale[e / 32]) * static_cast<float>(level[e]);
+      },
+      4.5625, "iq4_xs");
 }
 
 // q3_k: every value is d·(sc - 32)·v of its GGUF super-block (the test's reading of the
 // specification), in f32, at 3.5625 bits per weight (1824 bytes per 16 rows x 256 values).
 TEST(Q3kTest, PlanesHoldGgufsValues) {
   std::mt19937 gen(8);
-  for (const auto& [rows, k] : {std::pair<uint64_t, uint64_t>{1, 256}, {17, 512}, {40, 768}}) {
-    const std::vector<uint8_t> gguf = RandomGgufQ3K(rows, k, gen, 1.0f);
-    const std::vector<uint8_t> packed = Pack(DType::Q3_K_PACKED, rows, k, gguf);
-    const std::vector<float> w = Dequantized(DType::Q3_K_PACKED, rows, k, packed);
-    for (uint64_t r = 0; r < rows; ++r) {
-      for (uint64_t s = 0; s < k / 256; ++s) {
+  CheckSuperBlockValues(
+      DType::Q3_K_PACKED, kGgufQ3Block,
+      [&](uint64_t rows, uint64_t k) { return RandomGgufQ3K(rows, k, gen, 1.0f); },
+      [](const uint8_t* block, int e) {
         uint16_t d;
         int scale[16], value[256];
-        Q3kSpec(gguf.data() + (r * (k / 256) + s) * kGgufQ3Block, &d, scale, value);
-        for (int e = 0; e < 256; ++e) {
-          const float want = F16ToF32(d) * static_cast<float>(scale[e / 16]) *
-                             static_cast<float>(value[e]);
-          ASSERT_EQ(w[r * k + 256 * s + e], want) << "row " << r << " col " << 256 * s + e;
-        }
-      }
-    }
-    const QuantGeometry g = QuantMatrixGeometry(DType::Q3_K_PACKED, rows, k);
-    std::vector<float> all(g.panels * kQuantPanelRows * k);
-    DequantizeRows(DType::Q3_K_PACKED, Layout::PANEL16_K4, g.panels * kQuantPanelRows, k,
-                   packed.data(), 0, g.panels * kQuantPanelRows, all.data());
-    for (uint64_t i = rows * k; i < all.size(); ++i) ASSERT_EQ(all[i], 0.0f) << i;
-  }
-  EXPECT_EQ(QuantMatrixGeometry(DType::Q3_K_PACKED, 32, 4096).bytes(),
-            uint64_t{32} * 4096 * 35625 / 80000);
-  EXPECT_DOUBLE_EQ(DTypeBitsPerWeight(DType::Q3_K_PACKED), 3.5625);
-  EXPECT_FALSE(LayoutValidFor(DType::Q3_K_PACKED, Layout::PANEL16_K4_HADAMARD32));
-  EXPECT_EQ(TensorBytes(DType::Q3_K_PACKED, {16, 300}, Layout::PANEL16_K4), 0u);
-  EXPECT_STREQ(DTypeName(DType::Q3_K_PACKED), "q3_k");
+        Q3kSpec(block, &d, scale, value);
+        return F16ToF32(d) * static_cast<float>(scale[e / 16]) * static_cast<float>(value[e]);
+      },
+      3.5625, "q3_k");
 }
 
 // iq4_nl: every value is d·level of its GGUF block (the test's reading of the specification), in
@@ -651,35 +654,18 @@ TEST(Q3kTest, PlanesAreWhereTheLayoutSays) {
 // specification), in f32, at 2.875 bits per weight; padding rows are zeros.
 TEST(Q2kTest, PlanesHoldGgufsValues) {
   std::mt19937 gen(9);
-  for (const auto& [rows, k] : {std::pair<uint64_t, uint64_t>{1, 256}, {17, 512}, {40, 768}}) {
-    const std::vector<uint8_t> gguf = RandomGgufQ2K(rows, k, gen, 1.0f);
-    const std::vector<uint8_t> packed = Pack(DType::Q2_K_PACKED, rows, k, gguf);
-    const std::vector<float> w = Dequantized(DType::Q2_K_PACKED, rows, k, packed);
-    for (uint64_t r = 0; r < rows; ++r) {
-      for (uint64_t s = 0; s < k / 256; ++s) {
+  CheckSuperBlockValues(
+      DType::Q2_K_PACKED, kGgufQ2Block,
+      [&](uint64_t rows, uint64_t k) { return RandomGgufQ2K(rows, k, gen, 1.0f); },
+      [](const uint8_t* block, int e) {
         uint16_t d, dmin;
         int scale[16], min[16], value[256];
-        Q2kSpec(gguf.data() + (r * (k / 256) + s) * kGgufQ2Block, &d, &dmin, scale, min, value);
-        for (int e = 0; e < 256; ++e) {
-          const float dl = F16ToF32(d) * static_cast<float>(scale[e / 16]);
-          const float ml = F16ToF32(dmin) * static_cast<float>(min[e / 16]);
-          const float want = dl * static_cast<float>(value[e]) - ml;
-          ASSERT_EQ(w[r * k + 256 * s + e], want) << "row " << r << " col " << 256 * s + e;
-        }
-      }
-    }
-    const QuantGeometry g = QuantMatrixGeometry(DType::Q2_K_PACKED, rows, k);
-    std::vector<float> all(g.panels * kQuantPanelRows * k);
-    DequantizeRows(DType::Q2_K_PACKED, Layout::PANEL16_K4, g.panels * kQuantPanelRows, k,
-                   packed.data(), 0, g.panels * kQuantPanelRows, all.data());
-    for (uint64_t i = rows * k; i < all.size(); ++i) ASSERT_EQ(all[i], 0.0f) << i;
-  }
-  EXPECT_EQ(QuantMatrixGeometry(DType::Q2_K_PACKED, 32, 4096).bytes(),
-            uint64_t{32} * 4096 * 2875 / 8000);
-  EXPECT_DOUBLE_EQ(DTypeBitsPerWeight(DType::Q2_K_PACKED), 2.875);
-  EXPECT_FALSE(LayoutValidFor(DType::Q2_K_PACKED, Layout::PANEL16_K4_HADAMARD32));
-  EXPECT_EQ(TensorBytes(DType::Q2_K_PACKED, {16, 300}, Layout::PANEL16_K4), 0u);
-  EXPECT_STREQ(DTypeName(DType::Q2_K_PACKED), "q2_k");
+        Q2kSpec(block, &d, &dmin, scale, min, value);
+        const float dl = F16ToF32(d) * static_cast<float>(scale[e / 16]);
+        const float ml = F16ToF32(dmin) * static_cast<float>(min[e / 16]);
+        return dl * static_cast<float>(value[e]) - ml;
+      },
+      2.875, "q2_k");
 }
 
 // Q2KP's bit positions, against the layout written out by hand in quant_types.h: the value q of

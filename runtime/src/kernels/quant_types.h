@@ -271,6 +271,21 @@ struct Q5KP : Q5K {
   }
 };
 
+// The 2-bit planes L[c], 64 bytes at 64c, of Q3KP's low bits and Q2KP's values: value j of
+// row r (group g = j / 4) in bits 2(g % 4), 2(g % 4) + 1 of byte 64(g / 4) + 4r + j % 4.
+struct Plane2 {
+  static unsigned Get(const uint8_t* blk, size_t r, size_t j) {
+    const size_t g = j / 4;
+    return (blk[(g / 4) * 64 + 4 * r + j % 4] >> (2 * (g % 4))) & 3u;
+  }
+  static void Set(uint8_t* blk, size_t r, size_t j, unsigned code) {
+    const size_t g = j / 4;
+    uint8_t& l = blk[(g / 4) * 64 + 4 * r + j % 4];
+    const unsigned ls = 2 * (g % 4);
+    l = static_cast<uint8_t>((l & ~(3u << ls)) | (code << ls));
+  }
+};
+
 // Q3KP: GGUF's Q3_K at its size. Q6K's super-blocks, scale area, scales and arithmetic (Q3_K's
 // 6-bit scale sc - 32 per 16 values as the int8 sc), each value v in [-4, 3] as the 3-bit code
 // v + 4 in two bit planes. Per block of 16 rows x 32 values, p = 4r + i as above:
@@ -290,18 +305,14 @@ struct Q3KP : Q6K {
   static constexpr int kMinValue = -4, kMaxValue = 3;
   static constexpr int kCodeOffset = 4;  // code = v + 4
   static int Value(const uint8_t* blk, size_t r, size_t j) {
-    const size_t g = j / 4, p = 4 * r + j % 4;
-    const int lo = (blk[(g / 4) * 64 + p] >> (2 * (g % 4))) & 3;
-    const int hi = (blk[kHighOffset + p] >> g) & 1;
-    return (lo | hi << 2) - kCodeOffset;
+    const int hi = (blk[kHighOffset + 4 * r + j % 4] >> (j / 4)) & 1;
+    return static_cast<int>(Plane2::Get(blk, r, j) | hi << 2) - kCodeOffset;
   }
   static void SetValue(uint8_t* blk, size_t r, size_t j, int v) {
-    const size_t g = j / 4, p = 4 * r + j % 4;
+    const size_t g = j / 4;
     const unsigned code = static_cast<unsigned>(v + kCodeOffset) & 7u;
-    uint8_t& l = blk[(g / 4) * 64 + p];
-    const unsigned ls = 2 * (g % 4);
-    l = static_cast<uint8_t>((l & ~(3u << ls)) | ((code & 3u) << ls));
-    uint8_t& h = blk[kHighOffset + p];
+    Plane2::Set(blk, r, j, code & 3u);
+    uint8_t& h = blk[kHighOffset + 4 * r + j % 4];
     h = static_cast<uint8_t>((h & ~(1u << g)) | ((code >> 2) << g));
   }
 };
@@ -332,14 +343,10 @@ struct Q2KP : Q6K {
     return supers * Q6K::kSuperBytes + s * kMinBytes;
   }
   static int Value(const uint8_t* blk, size_t r, size_t j) {
-    const size_t g = j / 4, p = 4 * r + j % 4;
-    return (blk[(g / 4) * 64 + p] >> (2 * (g % 4))) & 3;
+    return static_cast<int>(Plane2::Get(blk, r, j));
   }
   static void SetValue(uint8_t* blk, size_t r, size_t j, int q) {
-    const size_t g = j / 4, p = 4 * r + j % 4;
-    uint8_t& l = blk[(g / 4) * 64 + p];
-    const unsigned ls = 2 * (g % 4);
-    l = static_cast<uint8_t>((l & ~(3u << ls)) | ((static_cast<unsigned>(q) & 3u) << ls));
+    Plane2::Set(blk, r, j, static_cast<unsigned>(q) & 3u);
   }
 };
 
