@@ -246,7 +246,7 @@ absl::StatusOr<DType> ParseDType(const std::string& name) {
   const DTypeInfo* info = FindDTypeNamed(name);
   if (info != nullptr && (!info->quantized || QuantiserWrites(info->dtype))) return info->dtype;
   return absl::InvalidArgumentError(absl::StrFormat(
-      "dtype \"%s\" is not one of f32, f16, bf16, i8, i4, q3_k, q4_k, q5_k, q6_k, q5_k_i8, "
+      "dtype \"%s\" is not one of f32, f16, bf16, i8, i4, q2_k, q3_k, q4_k, q5_k, q6_k, q5_k_i8, "
       "q6_k_i8",
       name));
 }
@@ -271,8 +271,8 @@ absl::StatusOr<std::vector<KeepRule>> ParseKeepRules(const std::string& spec, si
     auto dtype = ParseDType(rule.substr(0, colon));
     if (!dtype.ok() || *dtype == DType::I4) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "--keep rule \"%s\": dtype \"%s\" is not one of f32, f16, bf16, i8, q3_k, q4_k, q5_k, "
-          "q6_k",
+          "--keep rule \"%s\": dtype \"%s\" is not one of f32, f16, bf16, i8, q2_k, q3_k, q4_k, "
+          "q5_k, q6_k",
           rule, rule.substr(0, colon)));
     }
     r.dtype = *dtype;
@@ -314,8 +314,8 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const std::string& dir, const st
   }
   if (!options.imatrix.empty() && !k_quant) {
     return absl::InvalidArgumentError(
-        "--imatrix applies only with a k-quant --dtype (q3_k, q4_k, q5_k, q6_k, q3_k_m, q4_k_m, "
-        "q5_k_m)");
+        "--imatrix applies only with a k-quant --dtype (q2_k, q3_k, q4_k, q5_k, q6_k, q3_k_m, "
+        "q4_k_m, q5_k_m)");
   }
   // A k-quant down matrix needs d_ff padded to whole super-blocks of 256.
   const uint64_t d_ff_alignment = k_quant || k_quant_kept

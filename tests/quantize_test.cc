@@ -717,32 +717,36 @@ TEST(QuantizeTest, SearchIsWithinAHairOfExhaustive) {
 
 // Round-to-nearest Q4_K / Q5_K (nmax 15 / 31) of one row, dequantised: per sub-block of 32
 // value = d·sc·q − dmin·m with the sub-block's scale (max − min(0, ·)) / nmax and min −min(0, ·),
-// d and dmin their largest / 63 in f16, the 6-bit codes and then q rounded.
-std::vector<float> PlainKMinRow(const float* x, uint64_t k, int nmax) {
+// d and dmin their largest / 63 in f16, the 6-bit codes and then q rounded. Q2_K (nmax 3): the
+// same on sub-blocks of 16 (len) with 4-bit codes (largest 15).
+std::vector<float> PlainKMinRow(const float* x, uint64_t k, int nmax, int len = 32,
+                                float code_max = 63) {
   std::vector<float> out(k);
+  const int subs = 256 / len;
   for (uint64_t s = 0; s < k; s += 256) {
-    float scale[8], min[8], max_scale = 0, max_min = 0;
-    for (int j = 0; j < 8; ++j) {
-      float lo = 0, hi = x[s + 32 * j];
-      for (int i = 0; i < 32; ++i) {
-        lo = std::min(lo, x[s + 32 * j + i]);
-        hi = std::max(hi, x[s + 32 * j + i]);
+    float scale[16], min[16], max_scale = 0, max_min = 0;
+    for (int j = 0; j < subs; ++j) {
+      float lo = 0, hi = x[s + len * j];
+      for (int i = 0; i < len; ++i) {
+        lo = std::min(lo, x[s + len * j + i]);
+        hi = std::max(hi, x[s + len * j + i]);
       }
       scale[j] = (hi - lo) / static_cast<float>(nmax);
       min[j] = -lo;
       max_scale = std::max(max_scale, scale[j]);
       max_min = std::max(max_min, min[j]);
     }
-    const float d = F16ToF32(F32ToF16(max_scale / 63)), dmin = F16ToF32(F32ToF16(max_min / 63));
-    for (int j = 0; j < 8; ++j) {
-      const float sc = d > 0 ? std::min(std::round(scale[j] / d), 63.0f) : 0;
-      const float m = dmin > 0 ? std::min(std::round(min[j] / dmin), 63.0f) : 0;
-      for (int i = 0; i < 32; ++i) {
-        const float v = x[s + 32 * j + i];
+    const float d = F16ToF32(F32ToF16(max_scale / code_max));
+    const float dmin = F16ToF32(F32ToF16(max_min / code_max));
+    for (int j = 0; j < subs; ++j) {
+      const float sc = d > 0 ? std::min(std::round(scale[j] / d), code_max) : 0;
+      const float m = dmin > 0 ? std::min(std::round(min[j] / dmin), code_max) : 0;
+      for (int i = 0; i < len; ++i) {
+        const float v = x[s + len * j + i];
         const float q = d * sc > 0 ? std::clamp(std::round((v + dmin * m) / (d * sc)), 0.0f,
                                                 static_cast<float>(nmax))
                                    : 0.0f;
-        out[s + 32 * j + i] = d * sc * q - dmin * m;
+        out[s + len * j + i] = d * sc * q - dmin * m;
       }
     }
   }
@@ -787,6 +791,7 @@ std::vector<float> PlainKQuant(DType dtype, const std::vector<float>& w, uint64_
     const std::vector<float> row =
         dtype == DType::Q6_K_PACKED   ? PlainQ6KRow(&w[r * k], k)
         : dtype == DType::Q3_K_PACKED ? PlainQ6KRow(&w[r * k], k, 3, 31)
+        : dtype == DType::Q2_K_PACKED ? PlainKMinRow(&w[r * k], k, 3, 16, 15)
                                       : PlainKMinRow(&w[r * k], k, dtype == DType::Q4_K ? 15 : 31);
     out.insert(out.end(), row.begin(), row.end());
   }
@@ -807,7 +812,8 @@ std::vector<float> KQuantWeights(uint64_t rows, uint64_t k, uint32_t seed) {
 TEST(KQuantiseTest, EveryTypeBeatsRoundToNearestAndStoresValidScales) {
   const uint64_t rows = 37, k = 512;
   const std::vector<float> w = KQuantWeights(rows, k, 11);
-  for (DType dtype : {DType::Q4_K, DType::Q5_K_PACKED, DType::Q6_K_PACKED, DType::Q3_K_PACKED}) {
+  for (DType dtype : {DType::Q4_K, DType::Q5_K_PACKED, DType::Q6_K_PACKED, DType::Q3_K_PACKED,
+                      DType::Q2_K_PACKED}) {
     SCOPED_TRACE(DTypeName(dtype));
     QuantStats stats;
     ASSERT_OK_AND_ASSIGN(auto q, Quantise(dtype, rows, k, w, kSearch, &stats));
@@ -833,7 +839,8 @@ TEST(KQuantiseTest, ZeroRowsAreExactTwoLevelRowsNearlySo) {
   std::vector<float> w(rows * k, 0.0f);
   for (uint64_t j = 0; j < k; ++j) w[k + j] = -0.25f;
   for (uint64_t j = 0; j < k; ++j) w[2 * k + j] = j % 2 == 0 ? 0.5f : 0.0f;
-  for (DType dtype : {DType::Q4_K, DType::Q5_K_PACKED, DType::Q6_K_PACKED, DType::Q3_K_PACKED}) {
+  for (DType dtype : {DType::Q4_K, DType::Q5_K_PACKED, DType::Q6_K_PACKED, DType::Q3_K_PACKED,
+                      DType::Q2_K_PACKED}) {
     SCOPED_TRACE(DTypeName(dtype));
     ASSERT_OK_AND_ASSIGN(auto q, Quantise(dtype, rows, k, w, kSearch));
     const auto wq = Dequantise(dtype, Layout::PANEL16_K4, rows, k, q);
@@ -864,7 +871,8 @@ TEST(KQuantiseTest, ImportanceLowersTheWeightedError) {
     }
     return e;
   };
-  for (DType dtype : {DType::Q4_K, DType::Q5_K_PACKED, DType::Q6_K_PACKED, DType::Q3_K_PACKED}) {
+  for (DType dtype : {DType::Q4_K, DType::Q5_K_PACKED, DType::Q6_K_PACKED, DType::Q3_K_PACKED,
+                      DType::Q2_K_PACKED}) {
     SCOPED_TRACE(DTypeName(dtype));
     QuantizeOptions with = kSearch;
     with.importance = importance.data();

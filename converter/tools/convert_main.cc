@@ -21,14 +21,14 @@ ABSL_FLAG(std::string, dtype, "",
           "Output dtype: f32, f16 or bf16 for every tensor (default: the checkpoint's own dtype, "
           "tensor by tensor); i8 or i4 to quantise the FFN weight matrices (up, gate, down) in "
           "blocks of 32 with an f16 scale each, everything else (routers, norms, biases, the "
-          "shared-expert gate) in f32; q3_k, q4_k, q5_k or q6_k for GGUF's k-quants (super-blocks "
-          "of 256: d_ff is padded to a multiple of 256, a matrix whose d_model is not one falls "
-          "back to i4 for q3_k and q4_k, i8 otherwise); q4_k_m or q5_k_m for those with the down "
-          "matrices of the first and last eighth of the layers and every third layer between in "
-          "q6_k, q3_k_m for q3_k with the down matrices in q4_k (q5_k in the first sixteenth of "
-          "the layers) (the mixes llama.cpp calls Q4_K_M, Q5_K_M and Q3_K_M); q5_k_i8 or q6_k_i8 "
-          "for q5_k or q6_k with a byte per value (the format 1.4 form; q5_k and q6_k are GGUF's "
-          "sizes).");
+          "shared-expert gate) in f32; q2_k, q3_k, q4_k, q5_k or q6_k for GGUF's k-quants "
+          "(super-blocks of 256: d_ff is padded to a multiple of 256, a matrix whose d_model is "
+          "not one falls back to i4 for q2_k, q3_k and q4_k, i8 otherwise); q4_k_m or q5_k_m for "
+          "those with the down matrices of the first and last eighth of the layers and every third "
+          "layer between in q6_k, q3_k_m for q3_k with the down matrices in q4_k (q5_k in the "
+          "first sixteenth of the layers) (the mixes llama.cpp calls Q4_K_M, Q5_K_M and Q3_K_M); "
+          "q5_k_i8 or q6_k_i8 for q5_k or q6_k with a byte per value (the format 1.4 form; q5_k "
+          "and q6_k are GGUF's sizes).");
 ABSL_FLAG(std::string, imatrix, "",
           "With a k-quant --dtype: an importance matrix (safetensors, written by fflite-imatrix "
           "from a calibration run of a model converted with the same --layers) that weights each "
@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "converts a Hugging Face checkpoint or a GGUF file to an fflite model file.\n"
       "usage: fflite-convert CHECKPOINT_DIR|MODEL.gguf OUTPUT.fflite [--dtype "
-      "f32|f16|bf16|i8|i4|q3_k|q4_k|q5_k|q6_k|q3_k_m|q4_k_m|q5_k_m] [--imatrix FILE] "
+      "f32|f16|bf16|i8|i4|q2_k|q3_k|q4_k|q5_k|q6_k|q3_k_m|q4_k_m|q5_k_m] [--imatrix FILE] "
       "[--keep f16:down@0,31] [--rotate] [--quant_report FILE] [--d_ff_alignment N] "
       "[--layers 0-3,7] [--expert_alignment BYTES] [--page_align_experts] [--no_norm] "
       "[--novalue_rows]");

@@ -156,23 +156,28 @@ double Kurtosis(const float* w, uint64_t count, double sum) {
   return m2 > 1e-24 * mean * mean && m2 > 0 ? m4 / (m2 * m2) : 0.0;
 }
 
-// Q4_K, Q5_K, Q6_K, Q3_K: each panel of 16 rows quantised to GGUF's blocks (Q3_K's in Q6_K's
-// bytes), then re-laid by the same code that keeps a GGUF file's tensors; the error from the
-// stored panel, dequantised. The search costs ~100x a plain rounding, so the panels run on every
+// Q4_K, Q5_K, Q6_K, Q3_K, Q2_K: each panel of 16 rows quantised to GGUF's blocks (Q3_K's in
+// Q6_K's bytes), then re-laid by the same code that keeps a GGUF file's tensors; the error from
+// the stored panel, dequantised. The search costs ~100x a plain rounding, so the panels run on every
 // core.
 void QuantizeKQuantMatrix(DType dtype, uint64_t rows, uint64_t k, const float* w,
                           const float* importance, uint8_t* dst, QuantStats* stats) {
   const QuantType scheme = QuantSchemeOf(QuantTypeOf(dtype));
-  const uint64_t block_bytes = scheme == QuantType::kQ4K   ? kQ4KBlockBytes
+  const bool q2k = dtype == DType::Q2_K_PACKED;
+  const uint64_t block_bytes = q2k                         ? kQ2KBlockBytes
+                               : scheme == QuantType::kQ4K ? kQ4KBlockBytes
                                : scheme == QuantType::kQ5K ? kQ5KBlockBytes
                                                            : kQ6KBlockBytes;
   void (*const quantize_row)(const float*, const float*, uint64_t, uint8_t*) =
-      scheme == QuantType::kQ4K   ? &QuantizeQ4KRow
-      : scheme == QuantType::kQ5K        ? &QuantizeQ5KRow
-      : dtype == DType::Q3_K_PACKED      ? &QuantizeQ3KRowAsQ6K
-                                         : &QuantizeQ6KRow;
-  auto pack = [dtype, scheme](uint64_t n, uint64_t cols, const uint8_t* gguf, uint8_t* out) {
-    if (scheme == QuantType::kQ4K) {
+      q2k                           ? &QuantizeQ2KRow
+      : scheme == QuantType::kQ4K   ? &QuantizeQ4KRow
+      : scheme == QuantType::kQ5K   ? &QuantizeQ5KRow
+      : dtype == DType::Q3_K_PACKED ? &QuantizeQ3KRowAsQ6K
+                                    : &QuantizeQ6KRow;
+  auto pack = [dtype, scheme, q2k](uint64_t n, uint64_t cols, const uint8_t* gguf, uint8_t* out) {
+    if (q2k) {
+      PackQ2KFromGguf(n, cols, gguf, out);
+    } else if (scheme == QuantType::kQ4K) {
       PackQ4KFromGguf(n, cols, gguf, out);
     } else if (scheme == QuantType::kQ5K) {
       PackQ5KFromGguf(dtype, n, cols, gguf, out);
@@ -228,10 +233,9 @@ void QuantizeKQuantMatrix(DType dtype, uint64_t rows, uint64_t k, const float* w
 
 bool QuantiserWrites(DType dtype) {
   const DTypeInfo* info = FindDType(dtype);
-  // Not the level-index types nor Q2_K (kept from GGUF files alone).
-  return info != nullptr && info->quantized && !WithQuantTraits(info->quant_type, [](auto q) {
-    return decltype(q)::kLut || HasHalfMins<decltype(q)>();
-  });
+  // Not the level-index types (kept from GGUF files alone).
+  return info != nullptr && info->quantized &&
+         !WithQuantTraits(info->quant_type, [](auto q) { return decltype(q)::kLut; });
 }
 
 absl::Status QuantizeMatrix(DType dtype, uint64_t rows, uint64_t k, const float* w,

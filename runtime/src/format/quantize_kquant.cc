@@ -136,44 +136,52 @@ Affine SearchAffine(const float* x, const float* w, int nmax) {
   return best;
 }
 
-// One super-block of Q4_K (nmax 15) or Q5_K (nmax 31): d, dmin, the 6-bit codes and the values.
+// One super-block of Q4_K (nmax 15) or Q5_K (nmax 31): d, dmin, the 6-bit codes and the values;
+// of Q2_K (nmax 3): 16 sub-blocks of 16 with 4-bit codes.
 struct KMinBlock {
   uint16_t d = 0, dmin = 0;
-  uint8_t sc[8] = {}, m[8] = {};
+  uint8_t sc[16] = {}, m[16] = {};
   uint8_t q[kSuper] = {};
 };
 
-void QuantizeKMinBlock(const float* x, const float* importance, int nmax, KMinBlock* out) {
+// kLen: a sub-block's values (32, or Q2_K's 16); max_code: the codes' largest (63, Q2_K's 15).
+template <int kLen>
+void QuantizeKMinBlock(const float* x, const float* importance, int nmax, int max_code,
+                       KMinBlock* out) {
+  constexpr int kSubs = kSuper / kLen;
+  const float code_max = static_cast<float>(max_code);
   float w[kSuper];
   BlockWeights(importance, w);
-  Affine sub[8];
+  Affine sub[kSubs];
   float max_scale = 0, max_min = 0;
-  for (int j = 0; j < 8; ++j) {
-    sub[j] = SearchAffine<32>(x + 32 * j, w + 32 * j, nmax);
+  for (int j = 0; j < kSubs; ++j) {
+    sub[j] = SearchAffine<kLen>(x + kLen * j, w + kLen * j, nmax);
     max_scale = std::max(max_scale, sub[j].scale);
     max_min = std::max(max_min, sub[j].min);
   }
-  out->d = ScaleBits(max_scale / 63.0f);
-  out->dmin = ScaleBits(max_min / 63.0f);
+  out->d = ScaleBits(max_scale / code_max);
+  out->dmin = ScaleBits(max_min / code_max);
   const float d = F16ToF32(out->d), dmin = F16ToF32(out->dmin);
-  for (int j = 0; j < 8; ++j) {
-    const float* xj = x + 32 * j;
-    const float* wj = w + 32 * j;
-    const int sc0 = d > 0 ? static_cast<int>(Clamp(RoundNearest(sub[j].scale / d), 0, 63)) : 0;
-    const int m0 = dmin > 0 ? static_cast<int>(Clamp(RoundNearest(sub[j].min / dmin), 0, 63)) : 0;
+  for (int j = 0; j < kSubs; ++j) {
+    const float* xj = x + kLen * j;
+    const float* wj = w + kLen * j;
+    const int sc0 = d > 0 ? static_cast<int>(Clamp(RoundNearest(sub[j].scale / d), 0, code_max))
+                          : 0;
+    const int m0 = dmin > 0 ? static_cast<int>(Clamp(RoundNearest(sub[j].min / dmin), 0, code_max))
+                            : 0;
     // The nearest codes and their neighbours, each with its values re-rounded.
     float best = std::numeric_limits<float>::infinity();
-    uint8_t q[32];
-    for (int sc = std::max(sc0 - 1, 0); sc <= std::min(sc0 + 1, 63); ++sc) {
-      for (int m = std::max(m0 - 1, 0); m <= std::min(m0 + 1, 63); ++m) {
+    uint8_t q[kLen];
+    for (int sc = std::max(sc0 - 1, 0); sc <= std::min(sc0 + 1, max_code); ++sc) {
+      for (int m = std::max(m0 - 1, 0); m <= std::min(m0 + 1, max_code); ++m) {
         const float scale = d * static_cast<float>(sc), min = dmin * static_cast<float>(m);
-        RoundAffine<32>(xj, scale, min, nmax, q);
-        const float err = AffineError<32>(xj, wj, q, scale, min);
+        RoundAffine<kLen>(xj, scale, min, nmax, q);
+        const float err = AffineError<kLen>(xj, wj, q, scale, min);
         if (err < best) {
           best = err;
           out->sc[j] = static_cast<uint8_t>(sc);
           out->m[j] = static_cast<uint8_t>(m);
-          std::memcpy(out->q + 32 * j, q, 32);
+          std::memcpy(out->q + kLen * j, q, kLen);
         }
       }
     }
@@ -261,7 +269,8 @@ void QuantizeKMinRow(const float* x, const float* importance, uint64_t k, int nm
                      uint64_t block_bytes, uint8_t* out, Put&& put) {
   KMinBlock b;
   for (uint64_t s = 0; s < k / kSuper; ++s, out += block_bytes) {
-    QuantizeKMinBlock(x + s * kSuper, importance ? importance + s * kSuper : nullptr, nmax, &b);
+    QuantizeKMinBlock<32>(x + s * kSuper, importance ? importance + s * kSuper : nullptr, nmax,
+                          63, &b);
     PutHalf(b.d, out);
     PutHalf(b.dmin, out + 2);
     PackKCodes(b, out + 4);
@@ -348,6 +357,25 @@ void QuantizeSymmetricRow(const float* x, const float* importance, uint64_t k, i
 }
 
 }  // namespace
+
+void QuantizeQ2KRow(const float* x, const float* importance, uint64_t k, uint8_t* out) {
+  KMinBlock b;
+  for (uint64_t s = 0; s < k / kSuper; ++s, out += kQ2KBlockBytes) {
+    QuantizeKMinBlock<16>(x + s * kSuper, importance ? importance + s * kSuper : nullptr, 3, 15,
+                          &b);
+    // scales[16] (the low nibble the scale, the high one the min), qs[64] (element
+    // e = 128n + 32j + l in bits 2j, 2j + 1 of qs[32n + l]), d, dmin.
+    for (int j = 0; j < 16; ++j) out[j] = static_cast<uint8_t>(b.sc[j] | (b.m[j] << 4));
+    uint8_t* qs = out + 16;
+    std::memset(qs, 0, 64);
+    for (int e = 0; e < kSuper; ++e) {
+      const int n = e / 128, j = e % 128 / 32, l = e % 32;
+      qs[32 * n + l] = static_cast<uint8_t>(qs[32 * n + l] | (b.q[e] << (2 * j)));
+    }
+    PutHalf(b.d, out + 80);
+    PutHalf(b.dmin, out + 82);
+  }
+}
 
 void QuantizeQ6KRow(const float* x, const float* importance, uint64_t k, uint8_t* out) {
   QuantizeSymmetricRow(x, importance, k, 31, 127, out);

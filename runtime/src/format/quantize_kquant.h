@@ -1,4 +1,4 @@
-// fflite's own k-quant quantiser: one row of weights to GGUF's Q4_K, Q5_K or Q6_K blocks (the
+// fflite's own k-quant quantiser: one row of weights to GGUF's Q2_K to Q6_K blocks (the
 // specification's bytes, which quant_layout.h re-lays for the kernels), with an optional
 // importance per column (the mean square of the inputs that column meets: each weight's error
 // then counts as much as the output error it causes).
@@ -13,6 +13,7 @@ namespace fflite {
 inline constexpr uint64_t kQ4KBlockBytes = 144;
 inline constexpr uint64_t kQ5KBlockBytes = 176;
 inline constexpr uint64_t kQ6KBlockBytes = 210;
+inline constexpr uint64_t kQ2KBlockBytes = 84;
 
 // Quantises x[k] (k a multiple of 256, finite values) to k / 256 blocks at `out`.
 // importance: k non-negative weights of the squared error per column, or nullptr (all equal).
@@ -23,6 +24,9 @@ inline constexpr uint64_t kQ6KBlockBytes = 210;
 void QuantizeQ4KRow(const float* x, const float* importance, uint64_t k, uint8_t* out);
 void QuantizeQ5KRow(const float* x, const float* importance, uint64_t k, uint8_t* out);
 void QuantizeQ6KRow(const float* x, const float* importance, uint64_t k, uint8_t* out);
+// Q2_K: Q4_K's search on sub-blocks of 16 with values in [0, 3] and 4-bit scales and mins,
+// written as GGUF's 84-byte blocks (PackQ2KFromGguf re-lays them as dtype Q2_K_PACKED).
+void QuantizeQ2KRow(const float* x, const float* importance, uint64_t k, uint8_t* out);
 // Q3_K's values (in [-4, 3]) and scales (in [-32, 31], its 6-bit codes minus 32) with Q6_K's
 // search, written as Q6_K's blocks (PackQ6KFromGguf re-lays them as dtype Q3_K_PACKED): the same
 // weights GGUF's Q3_K block of those values, scales and d gives.
