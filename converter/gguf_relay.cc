@@ -155,16 +155,15 @@ TensorSource GgufSource(const GgufView& v, std::vector<uint64_t> shape, bool mat
       if (bytes != QuantMatrixGeometry(quant, v.rows, v.cols).bytes()) {
         return absl::InternalError(v.Describe() + ": byte count mismatch");
       }
+      // Every super-block's scale (and min scale) finite before any of them is re-laid.
+      if (QuantHasSuperBlocks(QuantTypeOf(quant))) FFLITE_RETURN_IF_ERROR(CheckKSupers(v));
       if (quant == DType::Q4_K) {
-        FFLITE_RETURN_IF_ERROR(CheckKSupers(v));
         PackQ4KFromGguf(v.rows, v.cols, v.Begin(), dst);
       } else if (quant == DType::Q2_K_PACKED) {
-        FFLITE_RETURN_IF_ERROR(CheckKSupers(v));
         PackQ2KFromGguf(v.rows, v.cols, v.Begin(), dst);
       } else if (v.t->type->type == GgmlType::Q3_K || v.t->type->type == GgmlType::IQ4_XS) {
         // Q3_K, IQ4_XS: each block's d, scales and values (IQ4_XS: levels, kept as their
         // indices), re-laid as Q6_K's are.
-        FFLITE_RETURN_IF_ERROR(CheckKSupers(v));
         const GgmlType src_type = v.t->type->type;
         const uint64_t block_bytes = v.t->type->block_bytes;
         PackQ6KFromBlocks(
@@ -176,10 +175,8 @@ TensorSource GgufSource(const GgufView& v, std::vector<uint64_t> shape, bool mat
             },
             dst);
       } else if (quant == DType::Q6_K_PACKED) {
-        FFLITE_RETURN_IF_ERROR(CheckKSupers(v));
         PackQ6KFromGguf(quant, v.rows, v.cols, v.Begin(), dst);
       } else if (quant == DType::Q5_K_PACKED) {
-        FFLITE_RETURN_IF_ERROR(CheckKSupers(v));
         PackQ5KFromGguf(quant, v.rows, v.cols, v.Begin(), dst);
       } else {
         FFLITE_RETURN_IF_ERROR(RelayQ(v, quant, dst));

@@ -464,35 +464,21 @@ int main(int argc, char** argv) {
         std::vector<uint16_t> scales(16 * 256 / 32, ks.d);
         for (size_t i = 0; i < q.size(); ++i) q[i] = kIq4Levels[gguf[i % gguf.size()] & 15];
         PackQuantMatrix(ks.dtype, 16, 256, q.data(), scales.data(), packed->data());
-      } else if (ks.dtype == DType::Q3_K_PACKED) {
-        // Q3_K's d, then (the seed's own use of the random bytes) a scale in [-32, 31] per 16
-        // values and a value in [-4, 3] per value.
+      } else if (ks.dtype == DType::Q3_K_PACKED || ks.dtype == DType::IQ4_XS) {
+        // The block's d, then (the seed's own use of the random bytes) a scale in [-32, 31] per
+        // 16 values (Q3_K) or 32 (IQ4_XS), and per value Q3_K's [-4, 3] or one of IQ4_XS's levels.
+        const bool q3 = ks.dtype == DType::Q3_K_PACKED;
         PackQ6KFromBlocks(
             ks.dtype, 16, 256,
             [&](uint64_t row, uint64_t, uint16_t* d, int8_t* scales, int8_t* values) {
               const uint8_t* in = gguf.data() + row * ks.block;
               std::memcpy(d, in + ks.d_at, 2);
               for (int j = 0; j < 16; ++j) {
-                scales[j] = static_cast<int8_t>(in[96 + j % 12] % 64 - 32);
+                scales[j] = static_cast<int8_t>((q3 ? in[96 + j % 12] : in[2 + j / 2]) % 64 - 32);
               }
               for (int e = 0; e < 256; ++e) {
-                values[e] = static_cast<int8_t>(((in[e / 4] >> (2 * (e % 4))) & 7) - 4);
-              }
-            },
-            packed->data());
-      } else if (ks.dtype == DType::IQ4_XS) {
-        // IQ4_XS's d, then (the seed's own use of the random bytes) a scale in [-32, 31] per 32
-        // values and a level per value.
-        PackQ6KFromBlocks(
-            ks.dtype, 16, 256,
-            [&](uint64_t row, uint64_t, uint16_t* d, int8_t* scales, int8_t* values) {
-              const uint8_t* in = gguf.data() + row * ks.block;
-              std::memcpy(d, in + ks.d_at, 2);
-              for (int j = 0; j < 16; ++j) {
-                scales[j] = static_cast<int8_t>(in[2 + j / 2] % 64 - 32);
-              }
-              for (int e = 0; e < 256; ++e) {
-                values[e] = kIq4Levels[(in[8 + e / 2] >> (4 * (e % 2))) & 15];
+                values[e] = q3 ? static_cast<int8_t>(((in[e / 4] >> (2 * (e % 4))) & 7) - 4)
+                               : kIq4Levels[(in[8 + e / 2] >> (4 * (e % 2))) & 15];
               }
             },
             packed->data());
