@@ -288,9 +288,10 @@ FFLITE_VNNI void Panels(size_t c, const QuantGeometry& g, const uint8_t* w, cons
   }
 }
 
+// mins (Q2KP): each panel's mins subtracted after its tiles (SubtractQ2KMinsQPanel), or nullptr.
 template <typename Q>
 FFLITE_VNNI void QGemm(size_t c, size_t k, size_t rows, const uint8_t* w, const float* bias,
-                       const QActBlock* xq, float* y, size_t y_stride) {
+                       const QActBlock* xq, float* y, size_t y_stride, const Q2KSumsQ* mins) {
   const QuantGeometry g = GeometryOf<Q>(rows, k);
   size_t p = 0;
   for (; p + kPanels <= g.panels; p += kPanels) {
@@ -304,12 +305,19 @@ FFLITE_VNNI void QGemm(size_t c, size_t k, size_t rows, const uint8_t* w, const 
     Panels<Q, kPanels>(c, g, w + p * g.panel_bytes,
                          xq, bias != nullptr ? bias + p * kQuantPanelRows : nullptr, n,
                          y + p * kQuantPanelRows, y_stride, next, p == 0);
+    for (int r = 0; r < kPanels && mins != nullptr; ++r) {
+      SubtractQ2KMinsQPanel(*mins, w + (p + r) * g.panel_bytes, n[r],
+                            y + (p + r) * kQuantPanelRows, y_stride);
+    }
   }
   if (p < g.panels) {
     const size_t n = rows - p * kQuantPanelRows;
     Panels<Q, 1>(c, g, w + p * g.panel_bytes, xq,
                    bias != nullptr ? bias + p * kQuantPanelRows : nullptr, &n,
                    y + p * kQuantPanelRows, y_stride, 0, p == 0);
+    if (mins != nullptr) {
+      SubtractQ2KMinsQPanel(*mins, w + p * g.panel_bytes, n, y + p * kQuantPanelRows, y_stride);
+    }
   }
 }
 
@@ -404,8 +412,11 @@ FFLITE_VNNI void QuantizeActivationsAvx512(size_t c, size_t k, const float* x, s
 FFLITE_VNNI void QGemmAvx512Vnni(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
                                  const float* bias, const QActBlock* xq, float* y,
                                  size_t y_stride) {
-  WithQuantTraits(type, [&](auto q) { QGemm<decltype(q)>(c, k, rows, w, bias, xq, y, y_stride); });
-  if (type == QuantType::kQ2KP) SubtractQ2KMinsQ(c, k, rows, w, xq, y, y_stride);
+  RunWithQ2KMins(c, k, rows, w, type, xq, y, y_stride, [&](const Q2KSumsQ* mins) {
+    WithQuantTraits(type, [&](auto q) {
+      QGemm<decltype(q)>(c, k, rows, w, bias, xq, y, y_stride, mins);
+    });
+  });
 }
 
 }  // namespace fflite

@@ -15,8 +15,11 @@ namespace fflite {
 FFLITE_QGEMM_AVX2 void QGemmAvxVnni(size_t c, size_t k, size_t rows, const uint8_t* w,
                                     QuantType type, const float* bias, const QActBlock* xq,
                                     float* y, size_t y_stride) {
-  WithQuantTraits(type, [&](auto q) { QGemm<decltype(q)>(c, k, rows, w, bias, xq, y, y_stride); });
-  if (type == QuantType::kQ2KP) SubtractQ2KMinsQ(c, k, rows, w, xq, y, y_stride);
+  RunWithQ2KMins(c, k, rows, w, type, xq, y, y_stride, [&](const Q2KSumsQ* mins) {
+    WithQuantTraits(type, [&](auto q) {
+      QGemm<decltype(q)>(c, k, rows, w, bias, xq, y, y_stride, mins);
+    });
+  });
 }
 
 }  // namespace fflite

@@ -492,13 +492,14 @@ constexpr size_t kMaxTokens = 1;
 #endif
 
 // Every token tile for one panel at a time (the panel stays in cache while the tiles pass over
-// it). Tile is TileNeon or TileDot.
+// it), then, with mins (Q2KP), the panel's mins (SubtractQ2KMinsQPanel). Tile is TileNeon,
+// TileDot or TileI8mm.
 template <typename Q, void (*TileMax)(size_t, size_t, const uint8_t*, const QActBlock*,
                                     const float*, size_t, float*, size_t),
           void (*TileOne)(size_t, size_t, const uint8_t*, const QActBlock*, const float*, size_t,
                           float*, size_t)>
 void QGemmPanels(size_t c, size_t k, size_t rows, const uint8_t* w, const float* bias,
-                 const QActBlock* xq, float* y, size_t y_stride) {
+                 const QActBlock* xq, float* y, size_t y_stride, const Q2KSumsQ* mins) {
   const QuantGeometry g = QuantMatrixGeometry(Q::kType, rows, k);
   for (size_t p = 0; p < g.panels; ++p) {
     const size_t r0 = p * kQuantPanelRows;
@@ -514,6 +515,7 @@ void QGemmPanels(size_t c, size_t k, size_t rows, const uint8_t* w, const float*
       TileOne(g.k_blocks, g.scale_bytes, panel, xq + t * g.k_blocks, bp, n, y + t * y_stride + r0,
               y_stride);
     }
+    if (mins != nullptr) SubtractQ2KMinsQPanel(*mins, panel, n, y + r0, y_stride);
   }
 }
 
@@ -571,15 +573,16 @@ void QuantizeActivationsNeon(size_t c, size_t k, const float* x, size_t x_stride
   }
 }
 
-// The panels' product for the weights' type with the tile TILE (WIDE tokens, and one), then
-// Q2KP's mins. (The lambda's type is this file's own, so its instantiations are never shared with
-// a caller compiled without NEON on 32-bit ARM.)
-#define FFLITE_QGEMM_BY_TYPE(TILE, WIDE)                                                 \
-  WithQuantTraits(type, [&](auto traits) {                                               \
-    using Q = decltype(traits);                                                          \
-    QGemmPanels<Q, TILE<Q, WIDE>, TILE<Q, 1>>(c, k, rows, w, bias, xq, y, y_stride);     \
-  });                                                                                    \
-  if (type == QuantType::kQ2KP) SubtractQ2KMinsQ(c, k, rows, w, xq, y, y_stride)
+// The panels' product for the weights' type with the tile TILE (WIDE tokens, and one), and Q2KP's
+// mins (RunWithQ2KMins). (The lambdas' types are this file's own, so their instantiations are
+// never shared with a caller compiled without NEON on 32-bit ARM.)
+#define FFLITE_QGEMM_BY_TYPE(TILE, WIDE)                                                   \
+  RunWithQ2KMins(c, k, rows, w, type, xq, y, y_stride, [&](const Q2KSumsQ* mins) {         \
+    WithQuantTraits(type, [&](auto traits) {                                               \
+      using Q = decltype(traits);                                                          \
+      QGemmPanels<Q, TILE<Q, WIDE>, TILE<Q, 1>>(c, k, rows, w, bias, xq, y, y_stride, mins); \
+    });                                                                                    \
+  })
 
 void QGemmNeon(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type, const float* bias,
                const QActBlock* xq, float* y, size_t y_stride) {

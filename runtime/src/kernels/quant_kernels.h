@@ -61,14 +61,52 @@ using QGemmFn = void (*)(size_t c, size_t k, size_t rows, const uint8_t* w, Quan
 // Q2KP's mins (kernels/quant_types.h), which every kernel subtracts after Q6K's product on the
 // values: y[t·y_stride + o] -= Σ_s dmin[o, s]·Σ_h m[o, s, h]·X[t, s, h] for t < c, o < rows, s and
 // h the super-blocks and their half-blocks of 16, in order; X the sum of the activations over the
-// half-block: of x in f32 in order (SubtractQ2KMins, the float-activation kernels), d_x·Σq_x
-// (SubtractQ2KMinsQ, the int8 ones; xq as for QGemmFn). w, rows as for QGemvFn; k a multiple of
-// 256. simd: an AVX2 loop where the CPU has one (the SIMD kernels), else the portable loop (the
-// scalar twins): the same operations in the same order, so the same bits (quant_mins.cc).
+// half-block: of x in f32 in order (SubtractQ2KMins, the float-activation kernels; one product a
+// half-block), or d_x·Σq_x (SubtractQ2KMinsQ, the int8 ones; xq as for QGemmFn), whose two
+// half-blocks of an activation block share d_x: f32(m·Σq + m'·Σq')·d_x, one product a block, the
+// pair exact in int32. w, rows as for QGemvFn; k a multiple of 256. simd: an AVX2 loop where the
+// CPU has one (the SIMD kernels), else the portable loop (the scalar twins): the same operations
+// in the same order, so the same bits (quant_mins.cc).
 void SubtractQ2KMins(size_t c, size_t k, size_t rows, const uint8_t* w, const float* x,
                      size_t x_stride, float* y, size_t y_stride, bool simd = true);
 void SubtractQ2KMinsQ(size_t c, size_t k, size_t rows, const uint8_t* w, const QActBlock* xq,
                       float* y, size_t y_stride, bool simd = true);
+// SubtractQ2KMinsQ in two steps, for a kernel that subtracts each panel's mins right after the
+// panel's product (its mins then read with it, not in a second pass over the matrix): the
+// activations' half-block sums once per call, for at most kTokens tokens and kSupers super-blocks
+// (false: more; the caller then takes SubtractQ2KMinsQ), then SubtractQ2KMinsQPanel for the panel
+// at `panel` (its first n <= 16 rows, y as for QGemmFn from the panel's first row). The same
+// operations per row as SubtractQ2KMinsQ, so the same bits. 16 KiB: a caller's stack holds one.
+struct Q2KSumsQ {
+  static constexpr size_t kTokens = 2, kSupers = 128;  // k up to 32768
+  // Set by PrepareQ2KSumsQ. No initialisers: the type has no constructor code, which a kernel
+  // file built for another instruction set could otherwise hold the shared copy of.
+  size_t c, k;
+  int16_t s[kTokens * kSupers * 8 * 2];
+  float d[kTokens * kSupers * 8];
+};
+bool PrepareQ2KSumsQ(size_t c, size_t k, const QActBlock* xq, Q2KSumsQ* sums);
+void SubtractQ2KMinsQPanel(const Q2KSumsQ& sums, const uint8_t* panel, size_t n, float* y,
+                           size_t y_stride, bool simd = true);
+// A SIMD qgemm's product with Q2KP's mins: run(mins) computes the product, subtracting each
+// panel's mins after it when mins is not null (decode: the sums fit); otherwise they follow in a
+// second pass. Other types: run(nullptr). Instantiated with each kernel file's own lambda, so no
+// copy of it is shared between files built for different instruction sets.
+template <typename Run>
+void RunWithQ2KMins(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
+                    const QActBlock* xq, float* y, size_t y_stride, Run&& run) {
+  if (type != QuantType::kQ2KP) {
+    run(nullptr);
+    return;
+  }
+  Q2KSumsQ sums;
+  if (PrepareQ2KSumsQ(c, k, xq, &sums)) {
+    run(&sums);
+    return;
+  }
+  run(nullptr);
+  SubtractQ2KMinsQ(c, k, rows, w, xq, y, y_stride);
+}
 
 // One instruction set's float-activation kernel, and one's int8-activation pair. The two are
 // chosen apart: a CPU may have a fast dequantising kernel and no integer dot product.
