@@ -5,7 +5,8 @@
 #      and libFuzzer's instrumentation (-DFFLITE_FUZZ=ON), so that the tree also builds
 #      warning-free with the other compiler users have and stage 4 fuzzes this build's targets;
 #   3. the suite under ThreadSanitizer (its multi-session tests are the point; the converter's
-#      single-threaded tests and the fuzz regressions left out), built with clang;
+#      single-threaded tests, the fuzz regressions and a few single-threaded units left out:
+#      tests/CMakeLists.txt), built with clang;
 #   4. every fuzz target of stage 2's build for 30 s of a core with its seeds (scripts/fuzz.sh);
 #   5. cross-built for aarch64 and armhf, the whole suite under qemu-user (scripts/test_arm.sh).
 # Exits non-zero if any build or test fails.
