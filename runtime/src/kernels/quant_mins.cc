@@ -27,6 +27,11 @@ namespace {
 constexpr size_t kTokens = 16, kSupers = 16, kHalves = 16;
 using HalfSums = float[kTokens][kSupers][kHalves];
 
+// Super-block s's 16 dmin of the panel as f32.
+void LoadDmin(const uint8_t* panel, size_t supers, size_t s, float* dmin) {
+  for (size_t r = 0; r < kQuantPanelRows; ++r) dmin[r] = F16ToF32(K2Dmin(panel, r, supers, s));
+}
+
 // y[t·y_stride + o] -= dmin·Σ_h m_h·sums[t][s - s0][h] for super-blocks s0 .. s0 + ns, in order,
 // for t < nt and the rows of every panel. The m codes and dmin of a panel's super-block are read
 // once for all tokens; the 16 rows are the inner loop (vectorisable).
@@ -37,9 +42,7 @@ void Subtract(size_t nt, size_t s0, size_t ns, size_t supers, size_t rows, uint6
     const size_t n = std::min(kQuantPanelRows, rows - p * kQuantPanelRows);
     for (size_t s = s0; s < s0 + ns; ++s) {
       float dmin[kQuantPanelRows], m[kHalves][kQuantPanelRows];
-      for (size_t r = 0; r < kQuantPanelRows; ++r) {
-        dmin[r] = F16ToF32(K2Dmin(panel, r, supers, s));
-      }
+      LoadDmin(panel, supers, s, dmin);
       const uint8_t* codes = panel + Q2KP::MinOffset(supers, s) + 2 * kQuantPanelRows;
       for (size_t i = 0; i < kHalves / 2; ++i) {
         for (size_t r = 0; r < kQuantPanelRows; ++r) {
@@ -101,9 +104,7 @@ void SubtractQ(size_t nt, size_t s0, size_t ns, size_t supers, size_t rows, uint
     for (size_t s = s0; s < s0 + ns; ++s) {
       float dmin[kQuantPanelRows];
       int32_t m[kHalves][kQuantPanelRows];
-      for (size_t r = 0; r < kQuantPanelRows; ++r) {
-        dmin[r] = F16ToF32(K2Dmin(panel, r, supers, s));
-      }
+      LoadDmin(panel, supers, s, dmin);
       const uint8_t* codes = panel + Q2KP::MinOffset(supers, s) + 2 * kQuantPanelRows;
       for (size_t i = 0; i < kHalves / 2; ++i) {
         for (size_t r = 0; r < kQuantPanelRows; ++r) {
@@ -131,6 +132,28 @@ void SubtractQ(size_t nt, size_t s0, size_t ns, size_t supers, size_t rows, uint
 }
 
 #if defined(FFLITE_MINS_X86)
+// A super-block's 16 dmin (at `mins`, Q2KP's layout) as f32, exact.
+__attribute__((target("avx2,f16c"))) inline void LoadDminAvx2(const uint8_t* mins, __m256* dmin) {
+  for (int v = 0; v < 2; ++v) {
+    dmin[v] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mins + 16 * v)));
+  }
+}
+// yt[r] -= dmin[r]·acc[r] for the panel's n rows (nothing past them read or written).
+__attribute__((target("avx2,f16c"))) inline void SubtractRowsAvx2(const __m256* dmin,
+                                                                  const __m256* acc, size_t n,
+                                                                  float* yt) {
+  if (n == kQuantPanelRows) {
+    for (int v = 0; v < 2; ++v) {
+      _mm256_storeu_ps(yt + 8 * v,
+                       _mm256_sub_ps(_mm256_loadu_ps(yt + 8 * v), _mm256_mul_ps(dmin[v], acc[v])));
+    }
+  } else {
+    alignas(32) float product[kQuantPanelRows];
+    for (int v = 0; v < 2; ++v) _mm256_store_ps(product + 8 * v, _mm256_mul_ps(dmin[v], acc[v]));
+    for (size_t r = 0; r < n; ++r) yt[r] -= product[r];
+  }
+}
+
 // Subtract's operations on 8 rows at a time (F16C for dmin, exact as F16ToF32).
 __attribute__((target("avx2,f16c"))) void SubtractAvx2(size_t nt, size_t s0, size_t ns,
                                                        size_t supers, size_t rows,
@@ -144,9 +167,7 @@ __attribute__((target("avx2,f16c"))) void SubtractAvx2(size_t nt, size_t s0, siz
     for (size_t s = s0; s < s0 + ns; ++s) {
       const uint8_t* mins = panel + Q2KP::MinOffset(supers, s);
       __m256 dmin[2], m[kHalves][2];
-      for (int v = 0; v < 2; ++v) {
-        dmin[v] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mins + 16 * v)));
-      }
+      LoadDminAvx2(mins, dmin);
       for (size_t i = 0; i < kHalves / 2; ++i) {
         const __m128i b = _mm_loadu_si128(
             reinterpret_cast<const __m128i*>(mins + 2 * kQuantPanelRows + i * kQuantPanelRows));
@@ -162,19 +183,7 @@ __attribute__((target("avx2,f16c"))) void SubtractAvx2(size_t nt, size_t s0, siz
           const __m256 xh = _mm256_set1_ps(sums[t][s - s0][h]);
           for (int v = 0; v < 2; ++v) acc[v] = _mm256_add_ps(acc[v], _mm256_mul_ps(m[h][v], xh));
         }
-        float* yt = y + t * y_stride + p * kQuantPanelRows;
-        if (n == kQuantPanelRows) {
-          for (int v = 0; v < 2; ++v) {
-            _mm256_storeu_ps(yt + 8 * v, _mm256_sub_ps(_mm256_loadu_ps(yt + 8 * v),
-                                                       _mm256_mul_ps(dmin[v], acc[v])));
-          }
-        } else {
-          alignas(32) float product[kQuantPanelRows];
-          for (int v = 0; v < 2; ++v) {
-            _mm256_store_ps(product + 8 * v, _mm256_mul_ps(dmin[v], acc[v]));
-          }
-          for (size_t r = 0; r < n; ++r) yt[r] -= product[r];
-        }
+        SubtractRowsAvx2(dmin, acc, n, y + t * y_stride + p * kQuantPanelRows);
       }
     }
   }
@@ -195,9 +204,7 @@ __attribute__((target("avx2,f16c"))) void SubtractQAvx2(size_t nt, size_t s0, si
       const uint8_t* mins = panel + Q2KP::MinOffset(supers, s);
       __m256 dmin[2];
       __m256i m[kHalves / 2][2];  // rows 8v..8v + 7: [m_2i, m_2i+1] as int16
-      for (int v = 0; v < 2; ++v) {
-        dmin[v] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mins + 16 * v)));
-      }
+      LoadDminAvx2(mins, dmin);
       for (size_t i = 0; i < kHalves / 2; ++i) {
         const __m128i b = _mm_loadu_si128(
             reinterpret_cast<const __m128i*>(mins + 2 * kQuantPanelRows + i * kQuantPanelRows));
@@ -218,19 +225,7 @@ __attribute__((target("avx2,f16c"))) void SubtractQAvx2(size_t nt, size_t s0, si
             acc[v] = _mm256_add_ps(acc[v], _mm256_mul_ps(prod, dx));
           }
         }
-        float* yt = y + t * y_stride + p * kQuantPanelRows;
-        if (n == kQuantPanelRows) {
-          for (int v = 0; v < 2; ++v) {
-            _mm256_storeu_ps(yt + 8 * v, _mm256_sub_ps(_mm256_loadu_ps(yt + 8 * v),
-                                                       _mm256_mul_ps(dmin[v], acc[v])));
-          }
-        } else {
-          alignas(32) float product[kQuantPanelRows];
-          for (int v = 0; v < 2; ++v) {
-            _mm256_store_ps(product + 8 * v, _mm256_mul_ps(dmin[v], acc[v]));
-          }
-          for (size_t r = 0; r < n; ++r) yt[r] -= product[r];
-        }
+        SubtractRowsAvx2(dmin, acc, n, y + t * y_stride + p * kQuantPanelRows);
       }
     }
   }
