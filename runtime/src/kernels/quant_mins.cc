@@ -27,9 +27,19 @@ namespace {
 constexpr size_t kTokens = 16, kSupers = 16, kHalves = 16;
 using HalfSums = float[kTokens][kSupers][kHalves];
 
-// Super-block s's 16 dmin of the panel as f32.
-void LoadDmin(const uint8_t* panel, size_t supers, size_t s, float* dmin) {
+// Super-block s's 16 dmin of the panel as f32 and its m codes (half-block h, row r) as T.
+template <typename T>
+void LoadDminAndCodes(const uint8_t* panel, size_t supers, size_t s, float* dmin,
+                      T (&m)[kHalves][kQuantPanelRows]) {
   for (size_t r = 0; r < kQuantPanelRows; ++r) dmin[r] = F16ToF32(K2Dmin(panel, r, supers, s));
+  const uint8_t* codes = panel + Q2KP::MinOffset(supers, s) + 2 * kQuantPanelRows;
+  for (size_t i = 0; i < kHalves / 2; ++i) {
+    for (size_t r = 0; r < kQuantPanelRows; ++r) {
+      const uint8_t byte = codes[i * kQuantPanelRows + r];
+      m[2 * i][r] = static_cast<T>(byte & 0xf);
+      m[2 * i + 1][r] = static_cast<T>(byte >> 4);
+    }
+  }
 }
 
 // y[t·y_stride + o] -= dmin·Σ_h m_h·sums[t][s - s0][h] for super-blocks s0 .. s0 + ns, in order,
@@ -42,15 +52,7 @@ void Subtract(size_t nt, size_t s0, size_t ns, size_t supers, size_t rows, uint6
     const size_t n = std::min(kQuantPanelRows, rows - p * kQuantPanelRows);
     for (size_t s = s0; s < s0 + ns; ++s) {
       float dmin[kQuantPanelRows], m[kHalves][kQuantPanelRows];
-      LoadDmin(panel, supers, s, dmin);
-      const uint8_t* codes = panel + Q2KP::MinOffset(supers, s) + 2 * kQuantPanelRows;
-      for (size_t i = 0; i < kHalves / 2; ++i) {
-        for (size_t r = 0; r < kQuantPanelRows; ++r) {
-          const uint8_t byte = codes[i * kQuantPanelRows + r];
-          m[2 * i][r] = static_cast<float>(byte & 0xf);
-          m[2 * i + 1][r] = static_cast<float>(byte >> 4);
-        }
-      }
+      LoadDminAndCodes(panel, supers, s, dmin, m);
       for (size_t t = 0; t < nt; ++t) {
         float acc[kQuantPanelRows] = {};
         for (size_t h = 0; h < kHalves; ++h) {
@@ -104,15 +106,7 @@ void SubtractQ(size_t nt, size_t s0, size_t ns, size_t supers, size_t rows, uint
     for (size_t s = s0; s < s0 + ns; ++s) {
       float dmin[kQuantPanelRows];
       int32_t m[kHalves][kQuantPanelRows];
-      LoadDmin(panel, supers, s, dmin);
-      const uint8_t* codes = panel + Q2KP::MinOffset(supers, s) + 2 * kQuantPanelRows;
-      for (size_t i = 0; i < kHalves / 2; ++i) {
-        for (size_t r = 0; r < kQuantPanelRows; ++r) {
-          const uint8_t byte = codes[i * kQuantPanelRows + r];
-          m[2 * i][r] = byte & 0xf;
-          m[2 * i + 1][r] = byte >> 4;
-        }
-      }
+      LoadDminAndCodes(panel, supers, s, dmin, m);
       for (size_t t = 0; t < nt; ++t) {
         float acc[kQuantPanelRows] = {};
         for (size_t i = 0; i < kHalves / 2; ++i) {
@@ -238,6 +232,21 @@ bool UseAvx2() {
 }
 #endif
 
+// SubtractQ or, with simd where the CPU has AVX2, SubtractQAvx2 (the same bits).
+void SubtractQAny(bool simd, size_t nt, size_t s0, size_t ns, size_t supers, size_t rows,
+                  uint64_t panel_bytes, const uint8_t* w, const QSumsView& sums, float* y,
+                  size_t y_stride) {
+#if defined(FFLITE_MINS_X86)
+  if (simd && UseAvx2()) {
+    SubtractQAvx2(nt, s0, ns, supers, rows, panel_bytes, w, sums, y, y_stride);
+    return;
+  }
+#else
+  (void)simd;
+#endif
+  SubtractQ(nt, s0, ns, supers, rows, panel_bytes, w, sums, y, y_stride);
+}
+
 // The loops over token and super-block chunks; sum(t, s, h) gives token t's sum over half-block
 // h of super-block s. simd: the AVX2 loop where the CPU has it.
 template <typename Sum>
@@ -295,16 +304,8 @@ void SubtractQ2KMinsQ(size_t c, size_t k, size_t rows, const uint8_t* w, const Q
       for (size_t t = 0; t < nt; ++t) {
         FillQSums(xq + (t0 + t) * k_blocks, s0, ns, t * kSupers, s_buf, d_buf);
       }
-#if defined(FFLITE_MINS_X86)
-      if (simd && UseAvx2()) {
-        SubtractQAvx2(nt, s0, ns, supers, rows, panel_bytes, w, sums, y + t0 * y_stride,
-                      y_stride);
-        continue;
-      }
-#else
-      (void)simd;
-#endif
-      SubtractQ(nt, s0, ns, supers, rows, panel_bytes, w, sums, y + t0 * y_stride, y_stride);
+      SubtractQAny(simd, nt, s0, ns, supers, rows, panel_bytes, w, sums, y + t0 * y_stride,
+                   y_stride);
     }
   }
 }
@@ -324,16 +325,8 @@ void SubtractQ2KMinsQPanel(const Q2KSumsQ& sums, const uint8_t* panel, size_t n,
                            size_t y_stride, bool simd) {
   const size_t supers = sums.k / 256;
   const QSumsView view{sums.s, sums.d, Q2KSumsQ::kSupers};
-  // One panel: its geometry's panel_bytes is never used past the first panel.
-#if defined(FFLITE_MINS_X86)
-  if (simd && UseAvx2()) {
-    SubtractQAvx2(sums.c, 0, supers, supers, n, 0, panel, view, y, y_stride);
-    return;
-  }
-#else
-  (void)simd;
-#endif
-  SubtractQ(sums.c, 0, supers, supers, n, 0, panel, view, y, y_stride);
+  // One panel (n <= 16 rows): no panel_bytes is ever stepped by.
+  SubtractQAny(simd, sums.c, 0, supers, supers, n, 0, panel, view, y, y_stride);
 }
 
 }  // namespace fflite
