@@ -421,7 +421,7 @@ std::string DescribeGguf(GgufPtr file) {
       } else if (KeptDType(ty) != DType::INVALID) {
         h = std::string(DTypeName(KeptDType(ty))) + ", bits kept";
       } else if (ty == GgmlType::MXFP4) {
-        h = "i8, bits kept (f32, exact, where a scale leaves f16's range)";
+        h = "mxfp4, bits kept (f32, exact, where a scale leaves f16's range)";
       } else if (GgufScalesFitInt8(ty, nullptr, 0)) {
         h = "i8, bits kept";
       } else if (t.type->dequantizable) {

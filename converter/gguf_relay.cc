@@ -23,10 +23,12 @@ namespace {
 // block's byte 4c + i, so each row's block is four-byte pieces moved as they are. The I8 types
 // (GgufBlockAsInt8: Q8_0, Q5_0, MXFP4) give an f16 scale and 32 integers; fflite's I8
 // byte g·64 + 4r + i holds row r's element 4g + i. IQ4_NL (f16 d, then 16 bytes of level indices)
-// keeps its indices in IQ4N's nibbles. Scales must be finite (the loader's check);
+// keeps its indices in IQ4N's nibbles, MXFP4 (an E8M0 scale, then 16 bytes of E2M1 codes) its codes
+// in MXF4's, with GgufBlockAsInt8's f16 scale. Scales must be finite (the loader's check);
 // Q8_0's -128 is outside I8's [-127, 127].
 absl::Status RelayQ(const GgufView& v, DType dtype, uint8_t* dst) {
-  const bool q8 = dtype == DType::I8, nl = dtype == DType::IQ4_NL;
+  const bool q8 = dtype == DType::I8, mx = dtype == DType::MXFP4;
+  const bool nl = dtype == DType::IQ4_NL || mx;  // level indices in nibbles
   const GgmlType type = v.t->type->type;
   const size_t block_bytes = v.t->type->block_bytes;
   const QuantGeometry g = QuantMatrixGeometry(dtype, v.rows, v.cols);
@@ -47,7 +49,7 @@ absl::Status RelayQ(const GgufView& v, DType dtype, uint8_t* dst) {
       const uint8_t* in = src + r * v.RowBytes() + b * block_bytes;
       uint16_t d;
       int8_t q8v[32];
-      if (q8) {
+      if (q8 || mx) {
         if (!GgufBlockAsInt8(type, in, &d, q8v)) {  // checked when the source was chosen
           return absl::InternalError(v.Describe() + ": a block fflite's I8 cannot hold");
         }
@@ -71,9 +73,11 @@ absl::Status RelayQ(const GgufView& v, DType dtype, uint8_t* dst) {
         }
         for (size_t k = 0; k < 8; ++k) std::memcpy(blk + k * 64 + 4 * pr, q8v + 4 * k, 4);
       } else if (nl) {
-        // Element j < 16 is the low nibble of qs[j], element j + 16 its high one.
+        // Element j < 16 is the low nibble of qs[j], element j + 16 its high one (qs after
+        // IQ4_NL's 2-byte d, MXFP4's 1-byte e).
+        const uint8_t* qs = in + (mx ? 1 : 2);
         for (size_t j = 0; j < 32; ++j) {
-          IQ4N::SetIndex(blk, pr, j, j < 16 ? in[2 + j] & 0xf : in[2 + j - 16] >> 4);
+          IQ4N::SetIndex(blk, pr, j, j < 16 ? qs[j] & 0xf : qs[j - 16] >> 4);
         }
       } else {
         for (size_t c = 0; c < 4; ++c) std::memcpy(blk + c * 64 + 4 * pr, in + 2 + 4 * c, 4);
@@ -144,9 +148,12 @@ TensorSource GgufSource(const GgufView& v, std::vector<uint64_t> shape, bool mat
   TensorSource s;
   s.shape = std::move(shape);
   const GgmlType type = v.t->type->type;
-  // IQ4_NL's scales fit i8 too; its level indices keep it at its own size.
+  // IQ4_NL's scales fit i8 too; its level indices keep it at its own size, and MXFP4's codes
+  // (where its scales fit i8's f16) keep it at about its own.
   DType quant = native && matrix ? KeptDType(type) : DType::INVALID;
-  if (native && matrix && int8_ok && quant == DType::INVALID) quant = DType::I8;
+  if (native && matrix && int8_ok && quant == DType::INVALID) {
+    quant = type == GgmlType::MXFP4 ? DType::MXFP4 : DType::I8;
+  }
   const DType as_is = FloatDType(type);
   const uint64_t begin = v.first_row * v.RowBytes(), end = begin + v.rows * v.RowBytes();
   if (quant != DType::INVALID) {

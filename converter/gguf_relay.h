@@ -1,9 +1,9 @@
 // GGUF tensors as the writer's tensor sources: a weight matrix of a type fflite keeps (Q4_0 as i4,
-// the k-quants at GGUF's sizes, IQ4_XS and IQ4_NL as their level indices, and Q8_0, Q5_0 and
-// MXFP4 as i8 where a tensor's scales fit) is re-laid once into fflite's panels
-// (kernels/quant_types.h), its bits kept; F32, F16 and BF16 are copied as they are; any other
-// type is dequantised exactly as the specification defines and stored as f32. The mapping of
-// architectures onto layers is gguf_convert.h's.
+// the k-quants at GGUF's sizes, IQ4_XS and IQ4_NL as their level indices, Q8_0 and Q5_0 as i8,
+// and MXFP4 as its codes with i8's scales, where a tensor's scales fit) is re-laid once into
+// fflite's panels (kernels/quant_types.h), its bits kept; F32, F16 and BF16 are copied as they
+// are; any other type is dequantised exactly as the specification defines and stored as f32. The
+// mapping of architectures onto layers is gguf_convert.h's.
 #ifndef FFLITE_CONVERTER_GGUF_RELAY_H_
 #define FFLITE_CONVERTER_GGUF_RELAY_H_
 
@@ -40,7 +40,7 @@ DType FloatDType(GgmlType t);
 // The dtype a native conversion keeps a matrix of `type` in with its bits, re-laid (INVALID:
 // none; the integer types i8 takes are a per-tensor answer, GgufScalesFitInt8): Q4_0 as i4, the
 // k-quants at GGUF's sizes (Q2_K, Q3_K and Q6_K in Q6_K's scales), IQ4_XS and IQ4_NL as their
-// level indices.
+// level indices. (MXFP4 is kept as dtype mxfp4 where a tensor's scales fit, as the I8 types.)
 DType KeptDType(GgmlType type);
 
 // The source of a view: as stored (float types; the kept types when `native` and `matrix`, and the

@@ -108,7 +108,7 @@ def parse_enum(name):
 # The dtype table's names (format/dtype.cc): q5_k and q6_k are the packed forms (GGUF's sizes).
 QUANT_NAMES = {"q8": "i8", "q4": "i4", "q4k": "q4_k", "q6k": "q6_k_i8", "q5k": "q5_k_i8",
                "q6kp": "q6_k", "q5kp": "q5_k", "iq4x": "iq4_xs", "q3kp": "q3_k", "q2kp": "q2_k",
-               "iq4n": "iq4_nl"}
+               "iq4n": "iq4_nl", "mxf4": "mxfp4"}
 
 
 def type_name(kernel, type_id):

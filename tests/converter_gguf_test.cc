@@ -577,6 +577,7 @@ TEST_F(GgufTest, GptOssFromSafetensorsAndGguf) {
   ASSERT_OK_AND_ASSIGN(auto got_gguf, RunLayer(*from_gguf, "reference", 0, x, 3));
   EXPECT_EQ(got_plain, want);
   EXPECT_EQ(got_gguf, want);
+  EXPECT_EQ(from_gguf->layers()[0].moe.experts[1].up.dtype, DType::MXFP4);
   // A swiglu_limit fflite's activation does not have is refused by name.
   json other = config;
   other["swiglu_limit"] = 10.0;
@@ -671,11 +672,11 @@ TEST_F(GgufTest, Q8AndQ4KeptAsStored) {
   });
 }
 
-// Q5_0 and MXFP4 are an integer times an f16 scale per 32 too: stored as I8, IQ4_NL as iq4_nl (its
-// level indices), each value exactly the specification's (DequantizeGguf, checked against the
-// specification in gguf_types_test); an MXFP4 tensor with a scale f16 cannot hold is stored as
-// f32 instead.
-TEST_F(GgufTest, Q5_0Mxfp4KeptAsI8Iq4nlAsIq4nl) {
+// Q5_0, IQ4_NL and MXFP4 are an integer times an f16 scale per 32 too: Q5_0 stored as I8, IQ4_NL
+// as iq4_nl (its level indices) and MXFP4 as mxfp4 (its E2M1 codes), each value exactly the
+// specification's (DequantizeGguf, checked against the specification in gguf_types_test); an
+// MXFP4 tensor with a scale f16 cannot hold is stored as f32 instead.
+TEST_F(GgufTest, Q5_0AsI8Iq4nlAsIq4nlMxfp4AsMxfp4) {
   constexpr uint32_t kFf = 96;
   Rng rng(8);
   auto blocks = [&](uint32_t type, uint64_t rows, uint64_t cols, int mxfp4_exp) {
@@ -694,7 +695,10 @@ TEST_F(GgufTest, Q5_0Mxfp4KeptAsI8Iq4nlAsIq4nl) {
   };
   for (const auto& [type, exp, stored] :
        {std::tuple<uint32_t, int, DType>{6, 0, DType::I8}, {20, 0, DType::IQ4_NL},
-        {39, 120, DType::I8}, {39, 100, DType::F32} /* 2^-28: below f16 */}) {
+        {39, 120, DType::MXFP4}, {39, 104, DType::MXFP4} /* 2^-24: f16's least subnormal */,
+        {39, 136, DType::MXFP4} /* up to 2^15: f16's largest power of 2 */,
+        {39, 100, DType::F32} /* 2^-28: below f16 */,
+        {39, 137, DType::F32} /* up to 2^16: above f16 */}) {
     SCOPED_TRACE(type);
     GgufWriter g;
     LlamaKeys(g, "llama", 1, kFf);
@@ -732,8 +736,8 @@ TEST_F(GgufTest, Q5_0Mxfp4KeptAsI8Iq4nlAsIq4nl) {
   }
 }
 
-// A 3-D MXFP4 tensor is stored in one dtype for all its experts: one expert's scale below f16's
-// range makes every expert of that tensor f32 (a layer's experts share their dtypes).
+// A 3-D MXFP4 tensor is stored in one dtype for all its experts (mxfp4): one expert's scale below
+// f16's range makes every expert of that tensor f32 (a layer's experts share their dtypes).
 TEST_F(GgufTest, Mxfp4ExpertsShareOneDtype) {
   GgufWriter g;
   LlamaKeys(g, "qwen3moe", 1, 32);
@@ -757,8 +761,8 @@ TEST_F(GgufTest, Mxfp4ExpertsShareOneDtype) {
   ASSERT_OK_AND_ASSIGN(auto model, ConvertGguf(WriteGguf(g)));
   for (const FfnView& e : model->layers()[0].moe.experts) {
     EXPECT_EQ(e.gate.dtype, DType::F32);
-    EXPECT_EQ(e.up.dtype, DType::I8);
-    EXPECT_EQ(e.down.dtype, DType::I8);
+    EXPECT_EQ(e.up.dtype, DType::MXFP4);
+    EXPECT_EQ(e.down.dtype, DType::MXFP4);
   }
 }
 

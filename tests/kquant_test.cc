@@ -12,6 +12,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/half.h"
@@ -318,10 +319,68 @@ std::vector<uint8_t> PackIq4nl(DType dtype, uint64_t rows, uint64_t k,
   return packed;
 }
 
+constexpr size_t kGgufMxfp4Block = 17;  // bytes of an MXFP4 block of 32
+
+// Random GGUF MXFP4 rows: an E8M0 byte e per 32 (the largest value 6·2^(e - 127) about 2^-2 to 1
+// times `scale`) and random codes.
+std::vector<uint8_t> RandomGgufMxfp4(uint64_t rows, uint64_t k, std::mt19937& gen, float scale) {
+  std::vector<uint8_t> b(rows * k / 32 * kGgufMxfp4Block);
+  std::uniform_int_distribution<int> byte(0, 255), below(0, 2);
+  for (uint8_t& v : b) v = static_cast<uint8_t>(byte(gen));
+  const int top = 127 + static_cast<int>(std::floor(std::log2(scale / 6.0f)));
+  for (size_t i = 0; i < b.size(); i += kGgufMxfp4Block) {
+    b[i] = static_cast<uint8_t>(top - below(gen));
+  }
+  return b;
+}
+
+// The test's reading of an MXFP4 block (OCP MX: an E8M0 scale 2^(e - 127), then 16 bytes, element
+// j < 16 the low nibble of byte j, element j + 16 its high one; each an E2M1 number: bit 3 the
+// sign, bits 1-2 the exponent E, bit 0 the mantissa M, 0.5·M when E = 0 and 2^(E - 1)·(1 + M/2)
+// otherwise): each value as a float (E2M1's -0 as 0, as GGUF's table of doubled values has it).
+void Mxfp4Spec(const uint8_t* in, float value[32]) {
+  const int e = in[0];
+  auto e2m1 = [](int code) {
+    const int exp = (code >> 1) & 3, m = code & 1;
+    const double v = exp == 0 ? 0.5 * m : std::ldexp(1.0 + 0.5 * m, exp - 1);
+    return (code & 8) != 0 ? 0.0 - v : v;  // 0 - 0 is +0
+  };
+  for (int j = 0; j < 16; ++j) {
+    value[j] = static_cast<float>(std::ldexp(e2m1(in[1 + j] & 0xf), e - 127));
+    value[j + 16] = static_cast<float>(std::ldexp(e2m1(in[1 + j] >> 4), e - 127));
+  }
+}
+
+// MXFP4 rows stored as `dtype`: MXFP4 (E2M1 codes) or I8 (the same integers), through
+// PackQuantMatrix: each value written as an integer q and an f16 scale d = 2^(e - 128) with
+// d·q the test's reading of the block (checked here: q must be an integer in [-12, 12]).
+std::vector<uint8_t> PackMxfp4(DType dtype, uint64_t rows, uint64_t k,
+                               const std::vector<uint8_t>& gguf) {
+  std::vector<int8_t> q(rows * k);
+  std::vector<uint16_t> scales(rows * k / 32);
+  for (uint64_t i = 0; i < rows * k / 32; ++i) {
+    const uint8_t* in = gguf.data() + i * kGgufMxfp4Block;
+    const double d = std::ldexp(1.0, in[0] - 128);
+    scales[i] = F32ToF16(static_cast<float>(d));
+    EXPECT_EQ(F16ToF32(scales[i]), d) << "the test's scales must fit f16";
+    float value[32];
+    Mxfp4Spec(in, value);
+    for (int j = 0; j < 32; ++j) {
+      const double v = value[j] / d;
+      EXPECT_TRUE(v == std::round(v) && std::fabs(v) <= 12) << v;
+      q[32 * i + j] = static_cast<int8_t>(v);
+    }
+  }
+  std::vector<uint8_t> packed(QuantMatrixGeometry(dtype, rows, k).bytes(), 0xee);
+  PackQuantMatrix(dtype, rows, k, q.data(), scales.data(), packed.data());
+  return packed;
+}
+
 std::vector<uint8_t> RandomGguf(DType dtype, uint64_t rows, uint64_t k, std::mt19937& gen,
                                 float scale, bool centered = false) {
   if (dtype == DType::IQ4_XS) return RandomGgufIq4xs(rows, k, gen, scale);
   if (dtype == DType::IQ4_NL) return RandomGgufIq4nl(rows, k, gen, scale);
+  if (dtype == DType::MXFP4) return RandomGgufMxfp4(rows, k, gen, scale);
   if (dtype == DType::Q3_K_PACKED) return RandomGgufQ3K(rows, k, gen, scale);
   if (dtype == DType::Q2_K_PACKED) return RandomGgufQ2K(rows, k, gen, scale, centered);
   if (dtype == DType::Q5_K || dtype == DType::Q5_K_PACKED) {
@@ -336,6 +395,7 @@ std::vector<uint8_t> Pack(DType dtype, uint64_t rows, uint64_t k,
                           const std::vector<uint8_t>& gguf) {
   if (dtype == DType::IQ4_XS) return PackIq4xs(dtype, rows, k, gguf);
   if (dtype == DType::IQ4_NL) return PackIq4nl(dtype, rows, k, gguf);
+  if (dtype == DType::MXFP4) return PackMxfp4(dtype, rows, k, gguf);
   if (dtype == DType::Q3_K_PACKED) return PackQ3k(dtype, rows, k, gguf);
   std::vector<uint8_t> packed(QuantMatrixGeometry(dtype, rows, k).bytes(), 0xee);
   if (dtype == DType::Q4_K) {
@@ -571,6 +631,42 @@ TEST(Iq4nlTest, IndicesHoldGgufsValues) {
   EXPECT_EQ(QuantMatrixGeometry(DType::IQ4_NL, 32, 4096).bytes(), uint64_t{32} * 4096 * 45 / 80);
   EXPECT_DOUBLE_EQ(DTypeBitsPerWeight(DType::IQ4_NL), 4.5);
   EXPECT_STREQ(DTypeName(DType::IQ4_NL), "iq4_nl");
+}
+
+// mxfp4: every value is its MXFP4 block's (the test's reading of the specification, from the
+// E8M0 and E2M1 bits) in f32, at 4.5 bits per weight (16 rows x 32 values: 256 bytes of codes, 32
+// of scales), odd row counts and k not a multiple of 256 included, scales from 2^-24 to 2^15
+// (the f16 range the converter keeps).
+TEST(Mxfp4Test, CodesHoldTheBlocksValues) {
+  std::mt19937 gen(11);
+  for (const auto& [rows, k, scale] :
+       {std::tuple<uint64_t, uint64_t, float>{1, 32, 1.0f}, {17, 96, 0.01f}, {40, 512, 3.0f},
+        {3, 64, 6.0f * 0x1p-21f} /* e 104-106 */, {2, 32, 6.0f * 0x1p+16f} /* e 141-143 */}) {
+    const std::vector<uint8_t> gguf = RandomGgufMxfp4(rows, k, gen, scale);
+    const std::vector<uint8_t> packed = Pack(DType::MXFP4, rows, k, gguf);
+    const std::vector<float> w = Dequantized(DType::MXFP4, rows, k, packed);
+    for (uint64_t i = 0; i < rows * k / 32; ++i) {
+      float value[32];
+      Mxfp4Spec(gguf.data() + i * kGgufMxfp4Block, value);
+      for (int j = 0; j < 32; ++j) {
+        ASSERT_EQ(std::memcmp(&w[32 * i + j], &value[j], 4), 0)
+            << "element " << 32 * i + j << ": " << w[32 * i + j] << " against " << value[j];
+      }
+    }
+  }
+  EXPECT_EQ(QuantMatrixGeometry(DType::MXFP4, 32, 4096).bytes(), uint64_t{32} * 4096 * 45 / 80);
+  EXPECT_DOUBLE_EQ(DTypeBitsPerWeight(DType::MXFP4), 4.5);
+  EXPECT_STREQ(DTypeName(DType::MXFP4), "mxfp4");
+  // Each E2M1 code is written as its own index (a value stored is the value read back).
+  uint8_t blk[4 * 64] = {};
+  for (int code = 0; code < 16; ++code) {
+    float v[32];
+    const uint8_t block[17] = {128, static_cast<uint8_t>(code)};
+    Mxfp4Spec(block, v);  // 2^1 · E2M1(code) = the doubled level
+    MXF4::SetValue(blk, 3, 5, static_cast<int>(v[0]));
+    EXPECT_EQ(MXF4::Value(blk, 3, 5), static_cast<int>(v[0])) << code;
+    EXPECT_EQ(MXF4::Index(blk, 3, 5), code == 8 ? 0 : code);  // -0 is written as 0's code
+  }
 }
 
 // IQ4X's index positions, against the layout written out by hand in quant_types.h: the index of
@@ -873,6 +969,7 @@ void CheckPackedGivesTheWideBits(DType wide, DType packed_dtype) {
     const std::vector<uint8_t> w_wide =
         packed_dtype == DType::IQ4_XS        ? PackIq4xs(wide, rows, k, gguf)
         : packed_dtype == DType::IQ4_NL      ? PackIq4nl(wide, rows, k, gguf)
+        : packed_dtype == DType::MXFP4       ? PackMxfp4(wide, rows, k, gguf)
         : packed_dtype == DType::Q3_K_PACKED ? PackQ3k(wide, rows, k, gguf)
                                              : Pack(wide, rows, k, gguf);
     const std::vector<uint8_t> p = Pack(packed_dtype, rows, k, gguf);
@@ -982,6 +1079,11 @@ TEST(Iq4nlTest, EveryKernelGivesI8sBitsOnIndices) {
   CheckPackedGivesTheWideBits(DType::I8, DType::IQ4_NL);
 }
 
+// mxfp4 against the same integers kept as i8 (what the converter wrote for MXFP4 before).
+TEST(Mxfp4Test, EveryKernelGivesI8sBitsOnCodes) {
+  CheckPackedGivesTheWideBits(DType::I8, DType::MXFP4);
+}
+
 // A product split among threads at panel boundaries gives the whole product's bits.
 void CheckRowSplits(DType dtype) {
   std::mt19937 gen(5);
@@ -1025,6 +1127,7 @@ TEST(Q5KTest, PlanesRowSplitsGiveTheSameBits) { CheckRowSplits(DType::Q5_K_PACKE
 TEST(Q6KTest, PlanesRowSplitsGiveTheSameBits) { CheckRowSplits(DType::Q6_K_PACKED); }
 TEST(Iq4xsTest, RowSplitsGiveTheSameBits) { CheckRowSplits(DType::IQ4_XS); }
 TEST(Iq4nlTest, RowSplitsGiveTheSameBits) { CheckRowSplits(DType::IQ4_NL); }
+TEST(Mxfp4Test, RowSplitsGiveTheSameBits) { CheckRowSplits(DType::MXFP4); }
 TEST(Q3kTest, RowSplitsGiveTheSameBits) { CheckRowSplits(DType::Q3_K_PACKED); }
 TEST(Q2kTest, RowSplitsGiveTheSameBits) { CheckRowSplits(DType::Q2_K_PACKED); }
 
@@ -1104,6 +1207,7 @@ TEST(KQuantTest, LayerMatchesTheReference) {
                                     {DType::Q5_K_PACKED, DType::Q6_K_PACKED},
                                     {DType::IQ4_XS, DType::IQ4_XS},
                                     {DType::IQ4_NL, DType::IQ4_XS},
+                                    {DType::MXFP4, DType::MXFP4},
                                     {DType::Q3_K_PACKED, DType::Q4_K},
                                     {DType::Q2_K_PACKED, DType::Q3_K_PACKED}}) {
     ASSERT_OK_AND_ASSIGN(testing::LoadedModel m,

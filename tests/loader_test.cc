@@ -230,8 +230,8 @@ TEST_F(LoaderTest, NormShapeMismatch) {
 }
 
 TEST_F(LoaderTest, BadDtype) {
-  ASSERT_TRUE(DenseFfn()->mutable_up_bias()->mutate_dtype(static_cast<schema::DType>(15)));
-  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].ffn.up_bias: dtype 15 is not a "
+  ASSERT_TRUE(DenseFfn()->mutable_up_bias()->mutate_dtype(static_cast<schema::DType>(16)));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].ffn.up_bias: dtype 16 is not a "
                                                     "known dtype")));
 }
 
@@ -773,11 +773,12 @@ TEST_F(QuantLoaderTest, ValueRowsAreNotALayoutOfQuantisedDtypes) {
 }
 
 TEST_F(LoaderTest, UnknownDtypeIsRefusedByName) {
-  ASSERT_TRUE(DenseFfn()->mutable_up()->mutate_dtype(static_cast<schema::DType>(15)));
-  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].ffn.up: dtype 15 is not a known "
+  ASSERT_TRUE(DenseFfn()->mutable_up()->mutate_dtype(static_cast<schema::DType>(16)));
+  EXPECT_THAT(Load(), StatusIs(kDataLoss, HasSubstr("layers[0].ffn.up: dtype 16 is not a known "
                                                     "dtype (f32=1, f16=2, bf16=3, i8=4, i4=5, "
                                                     "q4_k=6, q6_k_i8=7, q5_k_i8=8, q6_k=9, "
-                                                    "q5_k=10, iq4_xs=11, iq4_nl=12, q3_k=13, q2_k=14); "
+                                                    "q5_k=10, iq4_xs=11, iq4_nl=12, q3_k=13, "
+                                                    "q2_k=14, mxfp4=15); "
                                                     "the file may come from a newer fflite")));
 }
 

@@ -911,6 +911,10 @@ TEST(KQuantiseTest, BadShapesRotationAndImportanceAreRefusedByName) {
   EXPECT_THAT(Quantise(DType::IQ4_NL, 2, 256, w2, kSearch).status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("w: dtype iq4_nl is kept from GGUF's IQ4_NL")));
+  EXPECT_THAT(Quantise(DType::MXFP4, 2, 256, w2, kSearch).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("w: dtype mxfp4 is kept from MXFP4 blocks (GGUF's MXFP4, "
+                                 "gpt-oss's checkpoints); fflite's quantiser does not write it")));
 }
 
 }  // namespace

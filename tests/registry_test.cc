@@ -142,7 +142,7 @@ TEST(RegistryTest, X86Policies) {
   // The packed types, whose float path decodes bit planes or level indices: int8 from one token on
   // the VNNI and AVX2 pairs; the wide forms as Q8.
   for (QuantType t : {QuantType::kQ6KP, QuantType::kQ5KP, QuantType::kIQ4X, QuantType::kIQ4N,
-                      QuantType::kQ3KP, QuantType::kQ2KP}) {
+                      QuantType::kMXF4, QuantType::kQ3KP, QuantType::kQ2KP}) {
     EXPECT_EQ(DefaultQuantGemmMinTokens(t, *v.best_qgemv, *v.best_qgemm), 1u);
     EXPECT_EQ(DefaultQuantGemmMinTokens(t, *l.best_qgemv, *l.best_qgemm), 1u);
     EXPECT_EQ(DefaultQuantGemmMinTokens(t, *s.best_qgemv, *s.best_qgemm), 8u);

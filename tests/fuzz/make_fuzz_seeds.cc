@@ -314,7 +314,7 @@ bool WriteGgufSeeds(const std::string& root, int* n) {
   }
   {
     // gpt-oss: MXFP4 experts (bytes below 0x3c: scales 2^-68..2^-69, far below f16, stored as f32;
-    // one tensor's scales set to 120 so that it becomes i8), biases, the router's bias.
+    // one tensor's scales set to 120 so that it becomes mxfp4), biases, the router's bias.
     GgufWriter g;
     keys(g, "gpt-oss", 32, 1, 32);
     g.U32("gpt-oss.expert_count", 4);
@@ -411,6 +411,7 @@ int main(int argc, char** argv) {
   }
   // The k-quants (format 1.4: GGUF's Q4_K, Q6_K and Q5_K re-laid; 1.6: Q6_K and Q5_K packed;
   // 1.7: IQ4_XS and IQ4_NL; 1.8: Q3_K in 3-bit planes; 1.9: Q2_K in 2-bit planes with its mins;
+  // 1.10: MXFP4's codes with i8's scales;
   // their d, dmin, scales and values under
   // mutation): a gated layer with
   // up and gate of that dtype [16, 256] and an f32 down; and the q4_k file with a 6-bit code of 64 (it loads; the runs that read that matrix fail).
@@ -435,7 +436,10 @@ int main(int argc, char** argv) {
                           // Format 1.8: Q3_K's values in 3-bit planes, q6_k's scales.
                           {DType::Q3_K_PACKED, 110, 108, 108, 0x1c00, 0x1c00, false},
                           // Format 1.9: Q2_K's values in 2-bit planes, its mins after the scales.
-                          {DType::Q2_K_PACKED, 84, 80, 82, 0x1c00, 0x1c00, false}};
+                          {DType::Q2_K_PACKED, 84, 80, 82, 0x1c00, 0x1c00, false},
+                          // Format 1.10: MXFP4's E2M1 codes in IQ4_NL's nibbles, an f16 scale
+                          // per 32 (i8's; 2^-8 as the converter writes e = 120).
+                          {DType::MXFP4, 17, 0, 0, 0x1c00, 0x1c00, false}};
   for (const KSeed& ks : kseeds) {
     testing::Rng rng(7);
     testing::FfnParams fp;
@@ -459,10 +463,11 @@ int main(int argc, char** argv) {
         PackQ2KFromGguf(16, 256, gguf.data(), packed->data());
       } else if (ks.dtype == DType::Q6_K || ks.dtype == DType::Q6_K_PACKED) {
         PackQ6KFromGguf(ks.dtype, 16, 256, gguf.data(), packed->data());
-      } else if (ks.dtype == DType::IQ4_NL) {
+      } else if (ks.dtype == DType::IQ4_NL || ks.dtype == DType::MXFP4) {
+        const int8_t* levels = ks.dtype == DType::MXFP4 ? kMxfp4Levels : kIq4Levels;
         std::vector<int8_t> q(16 * 256);
         std::vector<uint16_t> scales(16 * 256 / 32, ks.d);
-        for (size_t i = 0; i < q.size(); ++i) q[i] = kIq4Levels[gguf[i % gguf.size()] & 15];
+        for (size_t i = 0; i < q.size(); ++i) q[i] = levels[gguf[i % gguf.size()] & 15];
         PackQuantMatrix(ks.dtype, 16, 256, q.data(), scales.data(), packed->data());
       } else if (ks.dtype == DType::Q3_K_PACKED || ks.dtype == DType::IQ4_XS) {
         // The block's d, then (the seed's own use of the random bytes) a scale in [-32, 31] per

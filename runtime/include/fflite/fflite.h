@@ -88,7 +88,10 @@ typedef enum fflite_dtype {
   FFLITE_DTYPE_Q3_K_PACKED = 13,
   /* GGUF's Q2_K at 2.875 bits per weight (format 1.9, "q2_k"): 2-bit values, Q6_K's scales and a
    * min per 16 values */
-  FFLITE_DTYPE_Q2_K_PACKED = 14
+  FFLITE_DTYPE_Q2_K_PACKED = 14,
+  /* MXFP4 (GGUF's, gpt-oss's experts) at 4.5 bits per weight (format 1.10, "mxfp4"): 4-bit E2M1
+   * codes, i8's f16 scale per 32 (half the block's E8M0 scale) */
+  FFLITE_DTYPE_MXFP4 = 15
 } fflite_dtype;
 
 typedef enum fflite_activation {

@@ -88,6 +88,9 @@ const DTypeInfo kTable[] = {
     // an f16 dmin and 16 4-bit mins.
     {DType::Q2_K_PACKED, "q2_k", 256, 64 + 2 + 16 + 2 + 8, true, Layout::PANEL16_K4, nullptr,
      FloatType::kF32, QuantType::kQ2KP},
+    // MXFP4: per 32 values, 16 bytes of E2M1 codes and an f16 scale (I8's: half the E8M0 scale).
+    {DType::MXFP4, "mxfp4", kQuantBlock, 16 + 2, true, Layout::PANEL16_K4, nullptr,
+     FloatType::kF32, QuantType::kMXF4},
 };
 constexpr size_t kTableSize = sizeof(kTable) / sizeof(kTable[0]);
 static_assert(kTableSize == static_cast<size_t>(DType::MAX) + 1,

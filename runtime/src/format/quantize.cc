@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -251,9 +252,12 @@ absl::Status QuantizeMatrix(DType dtype, uint64_t rows, uint64_t k, const float*
         "%s: shape [%d, %d] exceeds the limit of %d rows and columns", what, rows, k, kMaxDim));
   }
   if (!QuantiserWrites(dtype)) {
+    const std::string from =
+        dtype == DType::MXFP4 ? "MXFP4 blocks (GGUF's MXFP4, gpt-oss's checkpoints)"
+                              : "GGUF's " + absl::AsciiStrToUpper(DTypeName(dtype));
     return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: dtype %s is kept from GGUF's %s; fflite's quantiser does not write it (use q4_k, "
-        "q5_k or i4)", what, DTypeName(dtype), absl::AsciiStrToUpper(DTypeName(dtype))));
+        "%s: dtype %s is kept from %s; fflite's quantiser does not write it (use q4_k, q5_k or "
+        "i4)", what, DTypeName(dtype), from));
   }
   const QuantType type = QuantTypeOf(dtype);
   const bool k_quant = QuantHasSuperBlocks(type);

@@ -35,7 +35,7 @@ struct QuantStats {
 };
 
 // Whether QuantizeMatrix writes `dtype`: every quantised dtype but those whose values index a
-// fixed table of levels (iq4_xs, iq4_nl: kept from GGUF files only).
+// fixed table of levels (iq4_xs, iq4_nl: kept from GGUF files only; mxfp4: from MXFP4 blocks).
 bool QuantiserWrites(DType dtype);
 
 // Quantises w [rows, k] (f32, row-major, not owned, only read) to `dtype` (I8, I4, or the k-quants

@@ -362,8 +362,25 @@ struct Q2KP : Q6K {
 // 6-bit scales kept as bytes, per 16 values as Q6K's).
 inline constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                           1,    13,   25,  38,  53,  69,  89,  113};
-// The level indices of IQ4X and IQ4N in Q6KP's nibble planes.
-struct Iq4Nibbles {
+// MXFP4 (OCP's microscaling FP4, gpt-oss's experts): each value an E2M1 number (a sign, a 2-bit
+// exponent, a 1-bit mantissa: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives), here doubled so
+// that they are integers (index i is E2M1's 4-bit code: bit 3 the sign), with the block's E8M0
+// scale 2^(e - 127) halved to compensate.
+inline constexpr int8_t kMxfp4Levels[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                            0, -1, -2, -3, -4, -6, -8, -12};
+struct Iq4Levels {
+  static constexpr const int8_t* kLevels = kIq4Levels;
+  static constexpr int kMinValue = -127, kMaxValue = 113;
+};
+struct Mxfp4Levels {
+  static constexpr const int8_t* kLevels = kMxfp4Levels;
+  static constexpr int kMinValue = -12, kMaxValue = 12;
+};
+// The level indices of IQ4X, IQ4N and MXF4 in Q6KP's nibble planes, into the 16 int8 levels of
+// Levels::kLevels (which the kernels' table lookups read).
+template <typename Levels>
+struct LevelNibbles {
+  static constexpr const int8_t* kLevels = Levels::kLevels;
   static int Index(const uint8_t* blk, size_t r, size_t j) {
     const size_t g = j / 4, p = 4 * r + j % 4;
     return (blk[(g / 2) * 64 + p] >> (4 * (g % 2))) & 0xf;
@@ -374,16 +391,16 @@ struct Iq4Nibbles {
     const unsigned ls = 4 * (g % 2);
     l = static_cast<uint8_t>((l & ~(0xfu << ls)) | ((index & 0xfu) << ls));
   }
-  // The index of the level nearest q (the lower one on a tie).
+  // The index of the level nearest q (the lower index on a tie).
   static constexpr unsigned NearestIndex(int q) {
     unsigned best = 0;
     for (unsigned i = 1; i < 16; ++i) {
-      const int e = kIq4Levels[i] - q, b = kIq4Levels[best] - q;
+      const int e = kLevels[i] - q, b = kLevels[best] - q;
       if (e * e < b * b) best = i;
     }
     return best;
   }
-  static int Value(const uint8_t* blk, size_t r, size_t j) { return kIq4Levels[Index(blk, r, j)]; }
+  static int Value(const uint8_t* blk, size_t r, size_t j) { return kLevels[Index(blk, r, j)]; }
   // Writes the index of the level nearest q: a level exactly when q is one; the only other values
   // written are the zeros of padding blocks, whose scales are zero.
   static void SetValue(uint8_t* blk, size_t r, size_t j, int q) {
@@ -393,19 +410,20 @@ struct Iq4Nibbles {
         for (int v = -128; v < 128; ++v) index[v + 128] = static_cast<uint8_t>(NearestIndex(v));
       }
     } kNearest;
-    SetIndex(blk, r, j, q < -128 ? 0u : q > 127 ? 15u : kNearest.index[q + 128]);
+    SetIndex(blk, r, j, kNearest.index[q < -128 ? 0 : q > 127 ? 255 : q + 128]);
   }
 };
+using Iq4Nibbles = LevelNibbles<Iq4Levels>;
 // A level-index type over the scales and arithmetic of Scheme (Q6K, Q8).
-template <typename Scheme, QuantType kId>
-struct Iq4Type : Scheme, Iq4Nibbles {
+template <typename Scheme, QuantType kId, typename Levels = Iq4Levels>
+struct Iq4Type : Scheme, LevelNibbles<Levels> {
   static constexpr QuantType kType = kId;
   static constexpr bool kPacked = true;
   static constexpr bool kLut = true;
   static constexpr uint64_t kBlockPanelBytes = 4 * 64;
-  static constexpr int kMinValue = -127, kMaxValue = 113;
-  using Iq4Nibbles::SetValue;
-  using Iq4Nibbles::Value;
+  static constexpr int kMinValue = Levels::kMinValue, kMaxValue = Levels::kMaxValue;
+  using LevelNibbles<Levels>::SetValue;
+  using LevelNibbles<Levels>::Value;
 };
 struct IQ4X : Iq4Type<Q6K, QuantType::kIQ4X> {};
 
@@ -414,6 +432,15 @@ struct IQ4X : Iq4Type<Q6K, QuantType::kIQ4X> {};
 // GGUF's dequantisation. Decoded as IQ4X's into the int8 levels Q8 keeps, then Q8's arithmetic:
 // results equal Q8's (i8's) on the same levels bit for bit. 4.5 bits per weight, GGUF's own.
 struct IQ4N : Iq4Type<Q8, QuantType::kIQ4N> {};
+
+// MXF4: MXFP4 blocks (GGUF's MXFP4, gpt-oss's published experts) as IQ4N is IQ4_NL: Q8's f16
+// scale per block of 32, d = 2^(e - 128) (half the block's E8M0 scale: exact in f16 for e in
+// [104, 143]; the converter keeps a tensor whose scales all are, and any other exactly as f32),
+// each value its E2M1 code in IQ4X's nibble planes, an index into kMxfp4Levels:
+// W[r, j] = d·kMxfp4Levels[i] in f32, exactly MXFP4's value. Decoded by the same table lookup into
+// the int8 levels Q8 keeps, then Q8's arithmetic: results equal i8's on the same levels bit for
+// bit. 4.5 bits per weight (GGUF's 4.25: the scale kept as i8's f16).
+struct MXF4 : Iq4Type<Q8, QuantType::kMXF4, Mxfp4Levels> {};
 
 // Where block b's scales start in a panel (Q8, Q4: its 16 f16; Q4K, Q5K: its sc and m bytes; Q6K:
 // its two halves' sc bytes).
@@ -463,6 +490,7 @@ template <typename F>
 decltype(auto) WithQuantTraits(QuantType type, F&& f) {
   if (type == QuantType::kIQ4X) return f(IQ4X{});
   if (type == QuantType::kIQ4N) return f(IQ4N{});
+  if (type == QuantType::kMXF4) return f(MXF4{});
   if (type == QuantType::kQ3KP) return f(Q3KP{});
   if (type == QuantType::kQ2KP) return f(Q2KP{});
   if (type == QuantType::kQ6KP) return f(Q6KP{});

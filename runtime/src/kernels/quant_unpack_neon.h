@@ -1,12 +1,12 @@
 // The bytes of one group of a quantised block as the wide types keep them (kernels/quant_types.h),
 // for the NEON kernels (aarch64 and 32-bit ARM): LoadGroupQ<Q>(blk, g, o) (16 bytes) and
 // LoadGroupD<Q> (8 bytes) return the bytes at blk + 64g + o of the types with a byte layout (Q8,
-// Q6K and Q5K: their int8 values), and for the packed Q6KP, Q5KP, Q3KP, Q2KP, IQ4X, IQ4N the same
-// int8 values decoded from their bit planes or level indices at the same positions, so that the
-// wide types' arithmetic on them gives the same bits (Q2KP adds its mins after):
+// Q6K and Q5K: their int8 values), and for the packed Q6KP, Q5KP, Q3KP, Q2KP, IQ4X, IQ4N, MXF4
+// the same int8 values decoded from their bit planes or level indices at the same positions, so
+// that the wide types' arithmetic on them gives the same bits (Q2KP adds its mins after):
 //   Q6KP: (L[g/2] >> 4(g%2)) & 15 | ((H[g/4] >> 2(g%4)) & 3) << 4, minus 32;
 //   Q5KP: (L[g/2] >> 4(g%2)) & 15 | ((H >> g) & 1) << 4, minus 16;
-//   IQ4X, IQ4N (kLut): kIq4Levels[(L[g/2] >> 4(g%2)) & 15], one table lookup;
+//   IQ4X, IQ4N, MXF4 (kLut): Q::kLevels[(L[g/2] >> 4(g%2)) & 15], one table lookup;
 //   Q3KP: (L[g/4] >> 2(g%4)) & 3 | ((H >> g) & 1) << 2, minus 4;
 //   Q2KP: (L[g/4] >> 2(g%4)) & 3, the value q itself.
 // Shift-left-and-insert (sli #4) puts the high bits over the low nibble's byte, so L needs no mask
@@ -27,10 +27,11 @@
 namespace fflite {
 namespace {
 
-// kIq4Levels[i] for each byte i (< 16) of a vector: one tbl (aarch64) or vtbl2 per 8 bytes
-// (32-bit).
-inline uint8x8_t Iq4Lookup(uint8x8_t i) {
-  const uint8_t* levels = reinterpret_cast<const uint8_t*>(kIq4Levels);
+// Q::kLevels[i] (kIq4Levels, kMxfp4Levels) for each byte i (< 16) of a vector: one tbl (aarch64)
+// or vtbl2 per 8 bytes (32-bit).
+template <typename Q>
+inline uint8x8_t LevelLookup(uint8x8_t i) {
+  const uint8_t* levels = reinterpret_cast<const uint8_t*>(Q::kLevels);
 #if defined(__aarch64__)
   return vqtbl1_u8(vld1q_u8(levels), i);
 #else
@@ -40,11 +41,12 @@ inline uint8x8_t Iq4Lookup(uint8x8_t i) {
   return vtbl2_u8(t, i);
 #endif
 }
-inline uint8x16_t Iq4Lookup(uint8x16_t i) {
+template <typename Q>
+inline uint8x16_t LevelLookup(uint8x16_t i) {
 #if defined(__aarch64__)
-  return vqtbl1q_u8(vld1q_u8(reinterpret_cast<const uint8_t*>(kIq4Levels)), i);
+  return vqtbl1q_u8(vld1q_u8(reinterpret_cast<const uint8_t*>(Q::kLevels)), i);
 #else
-  return vcombine_u8(Iq4Lookup(vget_low_u8(i)), Iq4Lookup(vget_high_u8(i)));
+  return vcombine_u8(LevelLookup<Q>(vget_low_u8(i)), LevelLookup<Q>(vget_high_u8(i)));
 #endif
 }
 
@@ -88,7 +90,7 @@ FFLITE_FIELD_FNS(_, uint8x8_t)
     if (g % 2 == 1) l = vshr##S##n_u8(l, 4);                                                \
     if constexpr (Q::kLut) {                                                                \
       if (g % 2 == 0) l = vand##S##u8(l, vdup##S##n_u8(0x0f));                              \
-      return Iq4Lookup(l);                                                                  \
+      return LevelLookup<Q>(l);                                                             \
     } else if constexpr (Q::kScheme == QuantType::kQ6K) {                                   \
       const V f = Field2(LOAD(blk + Q::kHighOffset + 64 * (g / 4) + o), g % 4);             \
       return vsub##S##u8(vsli##S##n_u8(l, f, 4), vdup##S##n_u8(Q::kCodeOffset));            \

@@ -1,7 +1,7 @@
 // The bytes of one group of a quantised block as the wide types keep them (kernels/quant_types.h),
 // for the x86 kernels: LoadGroup*<Q>(blk, g, o) returns the bytes at blk + 64g + o of the types
 // with a byte or nibble layout (Q8, Q6K and Q5K: their int8 values), and for the packed Q6KP,
-// Q5KP, Q3KP, Q2KP, IQ4X and IQ4N the same int8 values decoded from their bit planes or level
+// Q5KP, Q3KP, Q2KP, IQ4X, IQ4N and MXF4 the same int8 values decoded from their bit planes or level
 // indices at the same positions: the wide types' arithmetic on them then gives the same bits (Q2KP
 // adds its mins after, kernels/quant_kernels.h). Each function
 // carries its own target and internal linkage (one copy per including file: no SIMD code shared
@@ -24,12 +24,12 @@ namespace {
 // came from the same byte):
 //   Q6KP: (L[g/2] >> 4(g%2)) & 15 | ((H[g/4] >> 2(g%4)) & 3) << 4, minus 32;
 //   Q5KP: (L[g/2] >> 4(g%2)) & 15 | ((H >> g) & 1) << 4, minus 16;
-//   IQ4X, IQ4N (kLut): kIq4Levels[(L[g/2] >> 4(g%2)) & 15], one byte shuffle (the table in
+//   IQ4X, IQ4N, MXF4 (kLut): Q::kLevels[(L[g/2] >> 4(g%2)) & 15], one byte shuffle (the table in
 //   every 16 bytes);
 //   Q3KP: (L[g/4] >> 2(g%4)) & 3 | ((H >> g) & 1) << 2, minus 4;
 //   Q2KP: (L[g/4] >> 2(g%4)) & 3, the value q itself.
 // kCodes: the unsigned codes (Q6KP: value + 32, Q5KP: n, Q3KP: value + 4, Q2KP: q, IQ4X and
-// IQ4N: level + 128), without the subtraction (of kCodeOffset).
+// IQ4N, MXF4: level + 128), without the subtraction (of kCodeOffset).
 #define FFLITE_UNPACK_GROUP(V, LOAD, SRLI, SLLI, AND, OR, SUB, SET1, LOOKUP)               \
   if constexpr (Q::kType == QuantType::kQ2KP) { /* the code is the value */                \
     V f = LOAD(reinterpret_cast<const V*>(blk + 64 * (g / 4) + o));                        \
@@ -63,23 +63,24 @@ namespace {
     }                                                                                      \
   }
 
-// kIq4Levels (kCodes: each plus 128, as unsigned bytes) in the 16 bytes of an SSE vector.
-template <bool kCodes>
-__attribute__((target("avx2"))) inline __m128i Iq4Table() {
-  const __m128i levels = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Levels));
+// Q's 16 levels, Q::kLevels (kIq4Levels, kMxfp4Levels; kCodes: each plus 128, as unsigned bytes),
+// in the 16 bytes of an SSE vector.
+template <typename Q, bool kCodes>
+__attribute__((target("avx2"))) inline __m128i LevelTable() {
+  const __m128i levels = _mm_loadu_si128(reinterpret_cast<const __m128i*>(Q::kLevels));
   return kCodes ? _mm_xor_si128(levels, _mm_set1_epi8(static_cast<char>(0x80))) : levels;
 }
-template <bool kCodes>
-__attribute__((target("avx2"))) inline __m128i Iq4Lookup128(__m128i i) {
-  return _mm_shuffle_epi8(Iq4Table<kCodes>(), i);
+template <typename Q, bool kCodes>
+__attribute__((target("avx2"))) inline __m128i LevelLookup128(__m128i i) {
+  return _mm_shuffle_epi8(LevelTable<Q, kCodes>(), i);
 }
-template <bool kCodes>
-__attribute__((target("avx2"))) inline __m256i Iq4Lookup256(__m256i i) {
-  return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(Iq4Table<kCodes>()), i);
+template <typename Q, bool kCodes>
+__attribute__((target("avx2"))) inline __m256i LevelLookup256(__m256i i) {
+  return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(LevelTable<Q, kCodes>()), i);
 }
-template <bool kCodes>
-__attribute__((target("avx512f,avx512bw"))) inline __m512i Iq4Lookup512(__m512i i) {
-  return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(Iq4Table<kCodes>()), i);
+template <typename Q, bool kCodes>
+__attribute__((target("avx512f,avx512bw"))) inline __m512i LevelLookup512(__m512i i) {
+  return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(LevelTable<Q, kCodes>()), i);
 }
 
 template <typename Q, bool kCodes = false>
@@ -88,7 +89,7 @@ __attribute__((target("avx2"))) inline __m128i LoadGroup128(const uint8_t* blk, 
     return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 64 * g + o));
   } else {
     FFLITE_UNPACK_GROUP(__m128i, _mm_loadu_si128, _mm_srli_epi16, _mm_slli_epi16, _mm_and_si128,
-                        _mm_or_si128, _mm_sub_epi8, _mm_set1_epi8, Iq4Lookup128<kCodes>)
+                        _mm_or_si128, _mm_sub_epi8, _mm_set1_epi8, (LevelLookup128<Q, kCodes>))
   }
 }
 
@@ -99,7 +100,7 @@ __attribute__((target("avx2"))) inline __m256i LoadGroup256(const uint8_t* blk, 
   } else {
     FFLITE_UNPACK_GROUP(__m256i, _mm256_loadu_si256, _mm256_srli_epi16, _mm256_slli_epi16,
                         _mm256_and_si256, _mm256_or_si256, _mm256_sub_epi8, _mm256_set1_epi8,
-                        Iq4Lookup256<kCodes>)
+                        (LevelLookup256<Q, kCodes>))
   }
 }
 
@@ -111,7 +112,7 @@ __attribute__((target("avx512f,avx512bw"))) inline __m512i LoadGroup512(const ui
   } else {
     FFLITE_UNPACK_GROUP(__m512i, _mm512_loadu_si512, _mm512_srli_epi16, _mm512_slli_epi16,
                         _mm512_and_si512, _mm512_or_si512, _mm512_sub_epi8, _mm512_set1_epi8,
-                        Iq4Lookup512<kCodes>)
+                        (LevelLookup512<Q, kCodes>))
   }
 }
 

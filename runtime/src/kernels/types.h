@@ -19,10 +19,11 @@ inline constexpr size_t FloatTypeBytes(FloatType t) { return t == FloatType::kF3
 // kIQ4X, kIQ4N: GGUF's IQ4_XS and IQ4_NL at their sizes (level indices in nibbles).
 // kQ3KP: GGUF's Q3_K at its size (Q6K's scales, 3-bit values in bit planes).
 // kQ2KP: GGUF's Q2_K at its size (Q6K's scales, 2-bit values, a min per 16 values).
+// kMXF4: MXFP4 (E2M1 codes in nibbles, Q8's f16 scale per 32).
 enum class QuantType : uint8_t {
-  kQ8, kQ4, kQ4K, kQ6K, kQ5K, kQ6KP, kQ5KP, kIQ4X, kIQ4N, kQ3KP, kQ2KP
+  kQ8, kQ4, kQ4K, kQ6K, kQ5K, kQ6KP, kQ5KP, kIQ4X, kIQ4N, kQ3KP, kQ2KP, kMXF4
 };
-inline constexpr size_t kQuantTypeCount = 11;
+inline constexpr size_t kQuantTypeCount = 12;
 
 // The element-wise activations.
 enum class ActKind : uint8_t { kRelu, kGeluErf, kGeluTanh, kSilu, kSigmoid, kSwigluOai };

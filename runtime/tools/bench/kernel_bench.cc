@@ -65,11 +65,13 @@ bool MakeMatrix(const DTypeInfo& info, uint64_t rows, uint64_t k, AlignedBuffer<
       std::memcpy(&gguf[i + 82], &dmin, 2);
     }
     PackQ2KFromGguf(base_rows, k, gguf.data(), dst);
-  } else if (info.dtype == DType::IQ4_NL) {
+  } else if (info.dtype == DType::IQ4_NL || info.dtype == DType::MXFP4) {
+    // Random levels (MXFP4: E2M1 codes) and one scale.
+    const int8_t* levels = info.dtype == DType::MXFP4 ? kMxfp4Levels : kIq4Levels;
     std::uniform_int_distribution<int> index(0, 15);
     std::vector<int8_t> q(base_rows * k);
     std::vector<uint16_t> scales(base_rows * k / kQuantBlock, F32ToF16(1e-4f));
-    for (int8_t& v : q) v = kIq4Levels[index(rng)];
+    for (int8_t& v : q) v = levels[index(rng)];
     PackQuantMatrix(info.dtype, base_rows, k, q.data(), scales.data(), dst);
   } else if (info.quantized) {
     QuantizeOptions q;
