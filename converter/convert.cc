@@ -349,7 +349,8 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const std::string& dir, const st
     FFLITE_ASSIGN_OR_RETURN(model_type, config.String("model_type"));
     FFLITE_ASSIGN_OR_RETURN(const ArchEntry* arch, FindArchitecture(model_type));
     ctx = std::make_unique<ArchContext>(
-        ArchContext{*checkpoint, config, model_type, options.include_norm});
+        ArchContext{*checkpoint, config, model_type, options.include_norm,
+                    /*native=*/!options.dtype.has_value() && !options.quantize.has_value()});
     FFLITE_ASSIGN_OR_RETURN(plan, arch->convert(*ctx));
     if (plan.sublayers.empty()) {
       return config.Error("model_type", absl::StrFormat(

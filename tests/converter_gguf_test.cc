@@ -446,11 +446,7 @@ TEST_F(GgufTest, GptOssFromSafetensorsAndGguf) {
   for (float& v : const_cast<std::vector<float>&>(norm)) v += 1.0f;
 
   // transformers' checkpoint: gate_up_proj interleaved (gate = even rows), MXFP4 blocks.
-  CheckpointWriter hf;
   const std::string p = "model.layers.0";
-  hf.Add(p + ".post_attention_layernorm.weight", {kD}, norm);
-  hf.Add(p + ".mlp.router.weight", {kE, kD}, router);
-  hf.Add(p + ".mlp.router.bias", {kE}, router_bias);
   std::vector<uint8_t> gu_blocks, gu_scales, d_blocks, d_scales;
   for (uint64_t e = 0; e < kE; ++e) {
     Mx gu{2 * kFf, kD, {}, {}};
@@ -465,13 +461,21 @@ TEST_F(GgufTest, GptOssFromSafetensorsAndGguf) {
     PackHf(gu, &gu_blocks, &gu_scales);
     PackHf(down[e], &d_blocks, &d_scales);
   }
-  hf.AddRaw(p + ".mlp.experts.gate_up_proj_blocks", "U8", 1, {kE, 2 * kFf, kD / 32, 16},
-            gu_blocks);
-  hf.AddRaw(p + ".mlp.experts.gate_up_proj_scales", "U8", 1, {kE, 2 * kFf, kD / 32}, gu_scales);
-  hf.Add(p + ".mlp.experts.gate_up_proj_bias", {kE, 2 * kFf}, gu_bias);
-  hf.AddRaw(p + ".mlp.experts.down_proj_blocks", "U8", 1, {kE, kD, kFf / 32, 16}, d_blocks);
-  hf.AddRaw(p + ".mlp.experts.down_proj_scales", "U8", 1, {kE, kD, kFf / 32}, d_scales);
-  hf.Add(p + ".mlp.experts.down_proj_bias", {kE, kD}, down_bias);
+  auto make_hf = [&](const std::vector<uint8_t>& down_scales) {
+    CheckpointWriter w;
+    w.Add(p + ".post_attention_layernorm.weight", {kD}, norm);
+    w.Add(p + ".mlp.router.weight", {kE, kD}, router);
+    w.Add(p + ".mlp.router.bias", {kE}, router_bias);
+    w.AddRaw(p + ".mlp.experts.gate_up_proj_blocks", "U8", 1, {kE, 2 * kFf, kD / 32, 16},
+             gu_blocks);
+    w.AddRaw(p + ".mlp.experts.gate_up_proj_scales", "U8", 1, {kE, 2 * kFf, kD / 32}, gu_scales);
+    w.Add(p + ".mlp.experts.gate_up_proj_bias", {kE, 2 * kFf}, gu_bias);
+    w.AddRaw(p + ".mlp.experts.down_proj_blocks", "U8", 1, {kE, kD, kFf / 32, 16}, d_blocks);
+    w.AddRaw(p + ".mlp.experts.down_proj_scales", "U8", 1, {kE, kD, kFf / 32}, down_scales);
+    w.Add(p + ".mlp.experts.down_proj_bias", {kE, kD}, down_bias);
+    return w;
+  };
+  const CheckpointWriter hf = make_hf(d_scales);
   const json config = {{"model_type", "gpt_oss"}, {"hidden_size", kD},
                        {"intermediate_size", kFf}, {"num_hidden_layers", 1},
                        {"num_local_experts", kE}, {"num_experts_per_tok", kK},
@@ -479,6 +483,12 @@ TEST_F(GgufTest, GptOssFromSafetensorsAndGguf) {
   auto model = Convert(hf, config, {}, 1, "hf.fflite");
   ASSERT_NE(model, nullptr);
   EXPECT_EQ(model->layers()[0].moe.experts[0].activation, Activation::SWIGLU_OAI);
+  // Every scale fits f16 (e8m0 120-127): the experts keep their MXFP4 codes (dtype mxfp4).
+  for (const FfnView& e : model->layers()[0].moe.experts) {
+    EXPECT_EQ(e.gate.dtype, DType::MXFP4);
+    EXPECT_EQ(e.up.dtype, DType::MXFP4);
+    EXPECT_EQ(e.down.dtype, DType::MXFP4);
+  }
 
   // By hand: top-k of the biased logits, softmax among them, each expert
   // down·((clamp(up·h + b_u, ±7) + 1) · c·σ(1.702·c)) + b_d with c = min(gate·h + b_g, 7).
@@ -578,6 +588,28 @@ TEST_F(GgufTest, GptOssFromSafetensorsAndGguf) {
   EXPECT_EQ(got_plain, want);
   EXPECT_EQ(got_gguf, want);
   EXPECT_EQ(from_gguf->layers()[0].moe.experts[1].up.dtype, DType::MXFP4);
+  // One down scale f16 cannot hold (2^(150 - 128)): down as exact f32, gate and up still mxfp4;
+  // with --dtype every expert matrix is read as its exact values.
+  {
+    std::vector<uint8_t> scales = d_scales;
+    scales[5] = 150;
+    const CheckpointWriter odd = make_hf(scales);
+    std::filesystem::remove_all(ckpt_);
+    std::filesystem::create_directories(ckpt_);
+    auto m = Convert(odd, config, {}, 1, "odd.fflite");
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(m->layers()[0].moe.experts[2].gate.dtype, DType::MXFP4);
+    EXPECT_EQ(m->layers()[0].moe.experts[2].down.dtype, DType::F32);
+    converter::ConvertOptions f32;
+    f32.dtype = DType::F32;
+    std::filesystem::remove_all(ckpt_);
+    std::filesystem::create_directories(ckpt_);
+    auto all = Convert(hf, config, f32, 1, "f32.fflite");
+    ASSERT_NE(all, nullptr);
+    EXPECT_EQ(all->layers()[0].moe.experts[0].up.dtype, DType::F32);
+    ASSERT_OK_AND_ASSIGN(auto got_f32, RunLayer(*all, "reference", 0, x, 3));
+    EXPECT_EQ(got_f32, want);
+  }
   // A swiglu_limit fflite's activation does not have is refused by name.
   json other = config;
   other["swiglu_limit"] = 10.0;

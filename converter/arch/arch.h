@@ -26,6 +26,9 @@ struct ArchContext {
   const HfConfig& config;
   std::string model_type;
   bool include_norm = true;  // false: the norm helpers return no norm (and read nothing)
+  // Weights published quantised (gpt-oss's MXFP4 experts) keep their bits in a dtype of their own
+  // (mxfp4) where they fit it; false (an output dtype asked for): exact f32 values.
+  bool native = false;
 };
 
 // One FFN or MoE sublayer of the source model. `build` finds, checks and wraps its tensors

@@ -8,9 +8,12 @@
 //
 // The experts are published in MXFP4: <name>_blocks [experts, rows, k/32, 16] uint8 (byte j of a
 // block holds its elements 2j, low nibble, and 2j + 1, high nibble, each an e2m1 code) and
-// <name>_scales [experts, rows, k/32] uint8 (e8m0: 2^(s - 127)). They are dequantised exactly
-// (every value is an e2m1 value times a power of two, exact in f32 and in bf16: --dtype bf16
-// keeps them exactly at half the size). Checkpoints saved dequantised (gate_up_proj
+// <name>_scales [experts, rows, k/32] uint8 (e8m0: 2^(s - 127)). Without an output dtype
+// (fflite-convert --dtype) a tensor whose scales all fit f16 (s in [104, 143]: 2^(s - 128) as
+// i8's f16 scale) is kept as dtype mxfp4, its codes and scales re-laid (4.5 bits per weight);
+// otherwise, and with an output dtype, they are dequantised exactly (every value is an e2m1 value times a power of two, exact
+// in f32 and in bf16: --dtype bf16 keeps them exactly at half the size of f32). Checkpoints saved
+// dequantised (gate_up_proj
 // [experts, hidden, 2·intermediate], down_proj [experts, intermediate, hidden], as the modeling
 // code's parameters) convert too.
 #include <cmath>
@@ -19,6 +22,8 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "converter/arch/arch.h"
+#include "format/quant_layout.h"
+#include "kernels/quant_types.h"
 
 namespace fflite {
 namespace converter {
@@ -49,12 +54,56 @@ absl::StatusOr<TensorRef> RawTensor(const ArchContext& ctx, const std::string& n
 }
 
 
-// Rows first, first + step, ... (count of them) of expert e's [rows, k] MXFP4 matrix, as f32.
+// Whether every e8m0 scale s of a checkpoint's _scales tensor gives an f16 2^(s - 128), the
+// scale dtype mxfp4 keeps (half of 2^(s - 127), its codes' values being doubled): s in [104, 143].
+bool ScalesFitF16(const TensorRef& scales) {
+  const uint8_t* p = scales.file->Data(*scales.tensor);
+  for (uint64_t i = 0; i < scales.tensor->end - scales.tensor->begin; ++i) {
+    if (p[i] < 104 || p[i] > 143) return false;
+  }
+  return true;
+}
+
+// Rows first, first + step, ... (count of them) of expert e's [rows, k] MXFP4 matrix, as f32, or
+// (`keep`: the tensor's scales fit, ScalesFitF16) as dtype mxfp4: each value's e2m1 code as its
+// index and 2^(s - 128) as the f16 scale of its 32, so every value d·level is the same.
 TensorSource Mxfp4Rows(const TensorRef& blocks, const TensorRef& scales, uint64_t e,
-                       uint64_t rows, uint64_t k, uint64_t first, uint64_t step, uint64_t count) {
+                       uint64_t rows, uint64_t k, uint64_t first, uint64_t step, uint64_t count,
+                       bool keep) {
   TensorSource s;
-  s.dtype = DType::F32;
   s.shape = {count, k};
+  if (keep) {
+    s.dtype = DType::MXFP4;
+    s.fill = [=](uint8_t* dst, uint64_t bytes) -> absl::Status {
+      if (bytes != QuantMatrixGeometry(DType::MXFP4, count, k).bytes()) {
+        return absl::InternalError(blocks.Describe() + ": byte count");
+      }
+      const uint64_t nb = k / 32;
+      const uint8_t* bp = blocks.file->Data(*blocks.tensor) + e * rows * nb * 16;
+      const uint8_t* sp = scales.file->Data(*scales.tensor) + e * rows * nb;
+      std::vector<int8_t> q(count * k);
+      std::vector<uint16_t> f16(count * nb);
+      for (uint64_t i = 0; i < count; ++i) {
+        const uint64_t r = first + i * step;
+        for (uint64_t b = 0; b < nb; ++b) {
+          // 2^p, p = s - 128 in [-24, 15]: an f16 normal for p >= -14, else a subnormal.
+          const int p = static_cast<int>(sp[r * nb + b]) - 128;
+          if (p < -24 || p > 15) return absl::InternalError(scales.Describe() + ": scale range");
+          f16[i * nb + b] = static_cast<uint16_t>(p >= -14 ? (p + 15) << 10 : 1 << (p + 24));
+          const uint8_t* c = bp + (r * nb + b) * 16;
+          int8_t* out = q.data() + i * k + b * 32;
+          for (uint64_t j = 0; j < 16; ++j) {
+            out[2 * j] = kMxfp4Levels[c[j] & 0xf];
+            out[2 * j + 1] = kMxfp4Levels[c[j] >> 4];
+          }
+        }
+      }
+      PackQuantMatrix(DType::MXFP4, count, k, q.data(), f16.data(), dst);
+      return absl::OkStatus();
+    };
+    return s;
+  }
+  s.dtype = DType::F32;
   s.fill = [=](uint8_t* dst, uint64_t bytes) -> absl::Status {
     if (bytes != count * k * 4) return absl::InternalError(blocks.Describe() + ": byte count");
     const uint64_t nb = k / 32;
@@ -152,6 +201,7 @@ absl::StatusOr<ArchPlan> ConvertGptOss(const ArchContext& ctx) {
                                          "[num_local_experts, hidden_size]"));
       const bool packed = ctx.checkpoint.Has(ex + "gate_up_proj_blocks");
       TensorRef gu_blocks, gu_scales, down_blocks, down_scales, gu, down;
+      bool keep_gu = false, keep_down = false;
       if (packed) {
         FFLITE_ASSIGN_OR_RETURN(gu_blocks, RawTensor(ctx, ex + "gate_up_proj_blocks",
                                                      {experts, 2ull * ff, d / 32, 16}, "U8",
@@ -165,6 +215,9 @@ absl::StatusOr<ArchPlan> ConvertGptOss(const ArchContext& ctx) {
         FFLITE_ASSIGN_OR_RETURN(down_scales, RawTensor(ctx, ex + "down_proj_scales",
                                                        {experts, d, ff / 32}, "U8",
                                                        "[experts, hidden, intermediate/32]"));
+        // Per tensor, so that every expert's gate, up and down get one dtype each.
+        keep_gu = ctx.native && ScalesFitF16(gu_scales);
+        keep_down = ctx.native && ScalesFitF16(down_scales);
       } else {
         FFLITE_ASSIGN_OR_RETURN(gu, FindTensor(ctx, ex + "gate_up_proj", {experts, d, 2ull * ff},
                                                "[experts, hidden_size, 2·intermediate_size]"));
@@ -177,9 +230,9 @@ absl::StatusOr<ArchPlan> ConvertGptOss(const ArchContext& ctx) {
         f.gated = true;
         f.d_ff = ff;
         if (packed) {
-          f.gate = Mxfp4Rows(gu_blocks, gu_scales, e, 2ull * ff, d, 0, 2, ff);
-          f.up = Mxfp4Rows(gu_blocks, gu_scales, e, 2ull * ff, d, 1, 2, ff);
-          f.down = Mxfp4Rows(down_blocks, down_scales, e, d, ff, 0, 1, d);
+          f.gate = Mxfp4Rows(gu_blocks, gu_scales, e, 2ull * ff, d, 0, 2, ff, keep_gu);
+          f.up = Mxfp4Rows(gu_blocks, gu_scales, e, 2ull * ff, d, 1, 2, ff, keep_gu);
+          f.down = Mxfp4Rows(down_blocks, down_scales, e, d, ff, 0, 1, d, keep_down);
         } else {
           // gate_up_proj[e] is [hidden, 2·ff] (x @ W): gate row i is column 2i.
           f.gate = Strided(gu, {ff, d}, e * d * 2 * ff, 0, 2, 1, 2ull * ff);
