@@ -4,8 +4,8 @@
 //
 // Weights keep their bits where fflite has their type (gguf_relay.h: F32, F16 and BF16 as they
 // are; Q4_0 as i4; the k-quants, IQ4_XS and IQ4_NL at GGUF's sizes; Q8_0 and Q5_0 as i8 and
-// MXFP4 as mxfp4 where their scales fit), re-laid into fflite's panels, never quantised again; the other types
-// are dequantised exactly as the specification defines and stored as f32. With
+// MXFP4 as mxfp4 where their scales fit), re-laid into fflite's panels, never quantised again;
+// the other types are dequantised exactly as the specification defines and stored as f32. With
 // GgufPlanOptions::native false every tensor is read as its exact values, and --dtype and
 // --quantize then convert as from a checkpoint.
 #ifndef FFLITE_CONVERTER_GGUF_CONVERT_H_

@@ -23,8 +23,8 @@ namespace {
 // block's byte 4c + i, so each row's block is four-byte pieces moved as they are. The I8 types
 // (GgufBlockAsInt8: Q8_0, Q5_0, MXFP4) give an f16 scale and 32 integers; fflite's I8
 // byte g·64 + 4r + i holds row r's element 4g + i. IQ4_NL (f16 d, then 16 bytes of level indices)
-// keeps its indices in IQ4N's nibbles, MXFP4 (an E8M0 scale, then 16 bytes of E2M1 codes) its codes
-// in MXF4's, with GgufBlockAsInt8's f16 scale. Scales must be finite (the loader's check);
+// keeps its indices in IQ4N's nibbles, MXFP4 (an E8M0 scale, then 16 bytes of E2M1 codes) its
+// codes in MXF4's, with GgufBlockAsInt8's f16 scale. Scales must be finite (the loader's check);
 // Q8_0's -128 is outside I8's [-127, 127].
 absl::Status RelayQ(const GgufView& v, DType dtype, uint8_t* dst) {
   const bool q8 = dtype == DType::I8, mx = dtype == DType::MXFP4;

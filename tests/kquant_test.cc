@@ -1235,10 +1235,10 @@ TEST(KQuantTest, LayerMatchesTheReference) {
   }
 }
 
-// MoE with q4_k / q6_k routed and shared experts (a GGUF Q4_K_M MoE's experts: gate and up q4_k,
-// down q6_k): the CPU backend against the reference, whole and under an expert budget that
-// streams two experts' records from the file.
-TEST(KQuantTest, MoeMatchesTheReference) {
+// MoE with routed and shared experts of up and gate `dtype`, down `down_dtype` (a GGUF Q4_K_M
+// MoE's experts: gate and up q4_k, down q6_k): the CPU backend against the reference, whole and
+// under an expert budget that streams two experts' records from the file.
+void CheckMoe(DType dtype, DType down_dtype) {
   constexpr uint32_t kD = 256, kFf = 256;
   testing::Rng rng(31);
   std::mt19937 gen(31);
@@ -1255,9 +1255,9 @@ TEST(KQuantTest, MoeMatchesTheReference) {
   layer.kind = LayerKind::kMoe;
   layer.moe = testing::RandomMoe(mp, rng);
   auto quantise = [&](FfnSpec& f) {
-    f.up = RandomKSource(DType::Q4_K, kFf, kD, gen);
-    f.gate = RandomKSource(DType::Q4_K, kFf, kD, gen);
-    f.down = RandomKSource(DType::Q6_K_PACKED, kD, kFf, gen);
+    f.up = RandomKSource(dtype, kFf, kD, gen);
+    f.gate = RandomKSource(dtype, kFf, kD, gen);
+    f.down = RandomKSource(down_dtype, kD, kFf, gen);
   };
   for (FfnSpec& f : layer.moe.experts) quantise(f);
   for (FfnSpec& f : layer.moe.shared_experts) quantise(f);
@@ -1267,14 +1267,18 @@ TEST(KQuantTest, MoeMatchesTheReference) {
   spec.layers.push_back(std::move(layer));
   WriteOptions options;
   options.expert_alignment = kExpertPageAlignment;
-  ASSERT_OK_AND_ASSIGN(testing::LoadedModel m,
-                       testing::BuildModelFile(spec, "q4k_moe.fflite", options));
-  ASSERT_EQ(m.model->layers()[0].moe.experts[0].down.dtype, DType::Q6_K_PACKED);
+  // A file of its own per dtype pair: ctest runs the tests of this function side by side.
+  const std::string name =
+      std::string("moe_") + DTypeName(dtype) + "_" + DTypeName(down_dtype) + ".fflite";
+  ASSERT_OK_AND_ASSIGN(testing::LoadedModel m, testing::BuildModelFile(spec, name, options));
+  ASSERT_EQ(m.model->layers()[0].moe.experts[0].up.dtype, dtype);
+  ASSERT_EQ(m.model->layers()[0].moe.experts[0].down.dtype, down_dtype);
   const FfnView& e0 = m.model->layers()[0].moe.experts[0];
   const uint64_t expert_bytes = e0.up.size + e0.gate.size + e0.down.size;
   const size_t gemm_tokens =
-      std::min(DefaultQuantGemmMinTokens(QuantType::kQ4K, BestQGemvKernel(), BestQGemmKernel()),
-               DefaultQuantGemmMinTokens(QuantType::kQ6KP, BestQGemvKernel(), BestQGemmKernel()));
+      std::min(DefaultQuantGemmMinTokens(QuantTypeOf(dtype), BestQGemvKernel(), BestQGemmKernel()),
+               DefaultQuantGemmMinTokens(QuantTypeOf(down_dtype), BestQGemvKernel(),
+                                         BestQGemmKernel()));
   for (size_t tokens : {size_t{1}, size_t{5}, size_t{40}}) {
     const std::vector<float> x = rng.Vec(tokens * kD, 1.0f);
     ASSERT_OK_AND_ASSIGN(std::vector<float> want,
@@ -1287,12 +1291,17 @@ TEST(KQuantTest, MoeMatchesTheReference) {
       for (uint64_t budget : {uint64_t{0}, 2 * expert_bytes + 8192}) {
         ASSERT_OK_AND_ASSIGN(std::vector<float> got, testing::RunLayer(*m.model, "xnnpack", 0, x,
                                                                        tokens, threads, budget));
-        EXPECT_LE(RelError(got, want), tol)
-            << tokens << " tokens, " << threads << " threads, budget " << budget;
+        EXPECT_LE(RelError(got, want), tol) << DTypeName(dtype) << "/" << DTypeName(down_dtype)
+                                            << " " << tokens << " tokens, " << threads
+                                            << " threads, budget " << budget;
       }
     }
   }
 }
+
+TEST(KQuantTest, MoeMatchesTheReference) { CheckMoe(DType::Q4_K, DType::Q6_K_PACKED); }
+// gpt-oss's experts as its files hold them (mxfp4), streamed under a budget too.
+TEST(Mxfp4Test, MoeMatchesTheReference) { CheckMoe(DType::MXFP4, DType::MXFP4); }
 
 // A padded d_ff that leaves whole super-blocks is stored; one that does not is refused by name,
 // as is a q4_k source whose in_features are not whole super-blocks.

@@ -11,11 +11,10 @@
 // <name>_scales [experts, rows, k/32] uint8 (e8m0: 2^(s - 127)). Without an output dtype
 // (fflite-convert --dtype) a tensor whose scales all fit f16 (s in [104, 143]: 2^(s - 128) as
 // i8's f16 scale) is kept as dtype mxfp4, its codes and scales re-laid (4.5 bits per weight);
-// otherwise, and with an output dtype, they are dequantised exactly (every value is an e2m1 value times a power of two, exact
-// in f32 and in bf16: --dtype bf16 keeps them exactly at half the size of f32). Checkpoints saved
-// dequantised (gate_up_proj
-// [experts, hidden, 2·intermediate], down_proj [experts, intermediate, hidden], as the modeling
-// code's parameters) convert too.
+// otherwise, and with an output dtype, they are dequantised exactly (every value is an e2m1 value
+// times a power of two, exact in f32 and in bf16: --dtype bf16 keeps them exactly at half the
+// size of f32). Checkpoints saved dequantised (gate_up_proj [experts, hidden, 2·intermediate],
+// down_proj [experts, intermediate, hidden], as the modeling code's parameters) convert too.
 #include <cmath>
 #include <cstring>
 
