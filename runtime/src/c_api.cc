@@ -48,6 +48,24 @@ std::string StatusText(const absl::Status& status) {
          std::string(status.message());
 }
 
+// fflite_layer_info's dtypes are the file's, cast: the C enum names every dtype by its number.
+static_assert(FFLITE_DTYPE_F32 == static_cast<int>(DType::F32));
+static_assert(FFLITE_DTYPE_F16 == static_cast<int>(DType::F16));
+static_assert(FFLITE_DTYPE_BF16 == static_cast<int>(DType::BF16));
+static_assert(FFLITE_DTYPE_I8 == static_cast<int>(DType::I8));
+static_assert(FFLITE_DTYPE_I4 == static_cast<int>(DType::I4));
+static_assert(FFLITE_DTYPE_Q4_K == static_cast<int>(DType::Q4_K));
+static_assert(FFLITE_DTYPE_Q6_K == static_cast<int>(DType::Q6_K));
+static_assert(FFLITE_DTYPE_Q5_K == static_cast<int>(DType::Q5_K));
+static_assert(FFLITE_DTYPE_Q6_K_PACKED == static_cast<int>(DType::Q6_K_PACKED));
+static_assert(FFLITE_DTYPE_Q5_K_PACKED == static_cast<int>(DType::Q5_K_PACKED));
+static_assert(FFLITE_DTYPE_IQ4_XS == static_cast<int>(DType::IQ4_XS));
+static_assert(FFLITE_DTYPE_IQ4_NL == static_cast<int>(DType::IQ4_NL));
+static_assert(FFLITE_DTYPE_Q3_K_PACKED == static_cast<int>(DType::Q3_K_PACKED));
+static_assert(FFLITE_DTYPE_Q2_K_PACKED == static_cast<int>(DType::Q2_K_PACKED));
+static_assert(FFLITE_DTYPE_MXFP4 == static_cast<int>(DType::MXFP4));
+static_assert(static_cast<int>(DType::MAX) == FFLITE_DTYPE_MXFP4, "a dtype the C API does not name");
+
 }  // namespace fflite
 
 namespace {
