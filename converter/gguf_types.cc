@@ -415,11 +415,7 @@ bool GgufBlockAsInt8(GgmlType type, const uint8_t* b, uint16_t* scale_f16, int8_
       }
       return true;
     case GgmlType::MXFP4: {
-      // 2^p with p = e - 128: an f16 normal (exponent field p + 15) for p in [-14, 15], a
-      // subnormal (bit p + 24 of the mantissa) for p in [-24, -15].
-      const int p = static_cast<int>(b[0]) - 128;
-      if (p < -24 || p > 15) return false;
-      *scale_f16 = static_cast<uint16_t>(p >= -14 ? (p + 15) << 10 : 1 << (p + 24));
+      if (!E8m0HalfAsF16(b[0], scale_f16)) return false;
       for (int j = 0; j < 16; ++j) {
         q[j] = kE2m1Doubled[b[1 + j] & 0xF];
         q[j + 16] = kE2m1Doubled[b[1 + j] >> 4];
@@ -434,10 +430,19 @@ bool GgufBlockAsInt8(GgmlType type, const uint8_t* b, uint16_t* scale_f16, int8_
 bool GgufScalesFitInt8(GgmlType type, const uint8_t* src, uint64_t n) {
   if (type == GgmlType::Q8_0 || type == GgmlType::Q5_0 || type == GgmlType::IQ4_NL) return true;
   if (type != GgmlType::MXFP4) return false;
+  uint16_t f16;
   for (uint64_t b = 0; b < n / kQK; ++b) {
-    const int p = static_cast<int>(src[b * 17]) - 128;
-    if (p < -24 || p > 15) return false;
+    if (!E8m0HalfAsF16(src[b * 17], &f16)) return false;
   }
+  return true;
+}
+
+bool E8m0HalfAsF16(uint8_t e, uint16_t* f16) {
+  // 2^p with p = e - 128: an f16 normal (exponent field p + 15) for p in [-14, 15], a subnormal
+  // (bit p + 24 of the mantissa) for p in [-24, -15].
+  const int p = static_cast<int>(e) - 128;
+  if (p < -24 || p > 15) return false;
+  *f16 = static_cast<uint16_t>(p >= -14 ? (p + 15) << 10 : 1 << (p + 24));
   return true;
 }
 

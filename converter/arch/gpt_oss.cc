@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "converter/arch/arch.h"
+#include "converter/gguf_types.h"
 #include "format/quant_layout.h"
 #include "kernels/quant_types.h"
 
@@ -54,11 +55,12 @@ absl::StatusOr<TensorRef> RawTensor(const ArchContext& ctx, const std::string& n
 
 
 // Whether every e8m0 scale s of a checkpoint's _scales tensor gives an f16 2^(s - 128), the
-// scale dtype mxfp4 keeps (half of 2^(s - 127), its codes' values being doubled): s in [104, 143].
+// scale dtype mxfp4 keeps (E8m0HalfAsF16).
 bool ScalesFitF16(const TensorRef& scales) {
   const uint8_t* p = scales.file->Data(*scales.tensor);
+  uint16_t f16;
   for (uint64_t i = 0; i < scales.tensor->end - scales.tensor->begin; ++i) {
-    if (p[i] < 104 || p[i] > 143) return false;
+    if (!E8m0HalfAsF16(p[i], &f16)) return false;
   }
   return true;
 }
@@ -85,10 +87,9 @@ TensorSource Mxfp4Rows(const TensorRef& blocks, const TensorRef& scales, uint64_
       for (uint64_t i = 0; i < count; ++i) {
         const uint64_t r = first + i * step;
         for (uint64_t b = 0; b < nb; ++b) {
-          // 2^p, p = s - 128 in [-24, 15]: an f16 normal for p >= -14, else a subnormal.
-          const int p = static_cast<int>(sp[r * nb + b]) - 128;
-          if (p < -24 || p > 15) return absl::InternalError(scales.Describe() + ": scale range");
-          f16[i * nb + b] = static_cast<uint16_t>(p >= -14 ? (p + 15) << 10 : 1 << (p + 24));
+          if (!E8m0HalfAsF16(sp[r * nb + b], &f16[i * nb + b])) {  // checked by ScalesFitF16
+            return absl::InternalError(scales.Describe() + ": scale range");
+          }
           const uint8_t* c = bp + (r * nb + b) * 16;
           int8_t* out = q.data() + i * k + b * 32;
           for (uint64_t j = 0; j < 16; ++j) {
