@@ -1375,6 +1375,22 @@ TEST(KQuantTest, BadScalesFailTheRunByName) {
                                             "36, block 0 (columns [0, 32)) is not finite")))
         << backend;
   }
+  // mxfp4: an f16 scale (i8's) that is not finite.
+  const QuantGeometry gm = QuantMatrixGeometry(DType::MXFP4, 512, 256);
+  auto nan_scale = [&](std::vector<uint8_t>* b) {
+    const uint16_t nan = 0x7e00;
+    std::memcpy(b->data() + gm.panel_bytes + (2 * kQuantPanelRows + 9) * 2, &nan, 2);
+  };
+  ASSERT_OK_AND_ASSIGN(
+      testing::LoadedModel mx,
+      testing::BuildModel(KModel(DType::MXFP4, DType::MXFP4, 256, 512, 9, nan_scale)));
+  for (const char* backend : {"reference", "xnnpack"}) {
+    EXPECT_THAT(testing::RunLayer(*mx.model, backend, 0, std::vector<float>(256, 0.5f), 1).status(),
+                testing::StatusIs(absl::StatusCode::kDataLoss,
+                                  HasSubstr("layers[0].ffn.up: the scale of row 25, block 2 "
+                                            "(columns [64, 96)) is not finite")))
+        << backend;
+  }
 }
 
 }  // namespace
