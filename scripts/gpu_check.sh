@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The one script to run on a machine with an NVIDIA GPU (a few minutes): builds with the cuda
 # backend required, runs the cuda tests (the conformance suite's cuda cases and
-# cuda_backend_test, which are skipped without a GPU), then fflite-bench on the cuda backend at
-# the shapes of its goals. Usage: scripts/gpu_check.sh [BUILD_DIR] (default build-gpu).
+# cuda_backend_test, which are skipped without a GPU) with quantised matrices dequantised on
+# upload and kept quantised, then fflite-bench on the cuda backend at the shapes of its goals.
+# Usage: scripts/gpu_check.sh [BUILD_DIR] (default build-gpu).
 # Prints everything to stdout; exits non-zero if the build or a test fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -13,14 +14,30 @@ cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DFFLITE_CUDA=ON -DFFLITE_WERROR
   -DCMAKE_CUDA_ARCHITECTURES=native >"$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; exit 1; }
 cmake --build "$dir" -j"$jobs" >"$dir.build.log" 2>&1 || { tail -50 "$dir.build.log"; exit 1; }
 status=0
-(cd "$dir" && ctest -j4 --output-on-failure -R 'cuda|Cuda') 2>&1 | tee "$dir.ctest.log" | tail -25
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-# No cuda case may be skipped here: a skip means the GPU was not usable.
-if grep -q '(Skipped)' "$dir.ctest.log"; then
-  echo "gpu_check: cuda cases were skipped on this machine"; status=1
-fi
+# Twice: quantised matrices dequantised to f32 on upload (the default), then kept quantised
+# (FFLITE_CUDA_QUANT=packed, cuda_quant.h), which has not yet passed on a GPU.
+for quant in f32 packed; do
+  (cd "$dir" && FFLITE_CUDA_QUANT=$quant ctest -j4 --output-on-failure -R 'cuda|Cuda') 2>&1 |
+    tee "$dir.ctest.$quant.log" | tail -25
+  if [ "${PIPESTATUS[0]}" -ne 0 ]; then
+    echo "gpu_check: cuda tests FAILED with FFLITE_CUDA_QUANT=$quant"; status=1
+  fi
+  # No cuda case may be skipped here: a skip means the GPU was not usable.
+  if grep -q '(Skipped)' "$dir.ctest.$quant.log"; then
+    echo "gpu_check: cuda cases were skipped on this machine"; status=1
+  fi
+done
 bench="$dir/runtime/tools/fflite-bench --backend cuda --reps 20"
 $bench --synthetic llama-70b --dtype bf16 --tokens 1,512 || status=1
 $bench --synthetic qwen-moe --dtype bf16 --tokens 1,128 || status=1
 $bench --synthetic llama --tokens 1,128 || status=1
+# i8/i4 both ways at the Llama-7B shape (the quantiser takes about 15 s a run there, 80 s at
+# llama-70b's), then i4 kept quantised at the goal's Llama-70B shape.
+for dtype in i8 i4; do
+  for quant in f32 packed; do
+    echo "== llama $dtype, FFLITE_CUDA_QUANT=$quant =="
+    FFLITE_CUDA_QUANT=$quant $bench --synthetic llama --dtype $dtype --tokens 1,8,512 || status=1
+  done
+done
+FFLITE_CUDA_QUANT=packed $bench --synthetic llama-70b --dtype i4 --tokens 1,512 || status=1
 exit $status

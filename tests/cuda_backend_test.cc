@@ -1,10 +1,12 @@
 // The cuda backend beyond the conformance suite: what it says without a GPU (tested everywhere it
 // is built), and on a GPU the device-pointer runs (session stream and a caller's stream, equal to
-// the host-pointer run), refused host pointers, the device's name, quantised weights and larger
-// layers that take cuBLAS's tensor-core paths. GPU cases are skipped with the reason without one.
+// the host-pointer run), refused host pointers, the device's name, quantised weights (dequantised
+// on upload and kept quantised, FFLITE_CUDA_QUANT) and larger layers that take cuBLAS's
+// tensor-core paths. GPU cases are skipped with the reason without one.
 #include <cuda_runtime_api.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -266,25 +268,87 @@ TEST(CudaBackendTest, RoutingMatchesTheHostsRoute) {
   }
 }
 
-// i8/i4 weights are dequantised on upload (exactly), so f32 tolerances apply.
+// FFLITE_CUDA_QUANT set for a scope (sessions read it at creation), then unset.
+class QuantEnv {
+ public:
+  explicit QuantEnv(const char* value) { setenv("FFLITE_CUDA_QUANT", value, 1); }
+  ~QuantEnv() { unsetenv("FFLITE_CUDA_QUANT"); }
+};
+
+// i8/i4 weights dequantised on upload (exactly), or kept quantised (their own gemv up to 8 tokens,
+// dequantised rows for cuBLAS beyond; each weight the same f32 value): f32 tolerances apply.
+// Rotated matrices are dequantised either way. d_model 72: not a multiple of 32 (the gemv's
+// per-weight path for i4, 16-byte steps for i8); 64: the 16-byte steps.
 TEST(CudaBackendTest, QuantisedWeightsMatchReference) {
   SKIP_WITHOUT_GPU();
-  for (DType dtype : {DType::I8, DType::I4}) {
-    for (bool rotate : {false, true}) {
-      for (size_t tokens : {size_t{3}, size_t{40}}) {
-        FfnTester()
-            .d_model(64)
-            .d_ff(160)
-            .tokens(tokens)
-            .activation(Activation::SILU)
-            .gated(true)
-            .dtype(dtype)
-            .rotate(rotate)
-            .tolerance(testing::kF32RelTol)
-            .Test("cuda");
+  for (const char* quant : {"f32", "packed"}) {
+    QuantEnv env(quant);
+    for (DType dtype : {DType::I8, DType::I4}) {
+      for (bool rotate : {false, true}) {
+        for (uint32_t d : {64u, 72u}) {
+          for (size_t tokens : {size_t{1}, size_t{3}, size_t{8}, size_t{40}}) {
+            SCOPED_TRACE(::testing::Message() << quant << " " << DTypeName(dtype) << " rotate "
+                                            << rotate << " d " << d << " tokens " << tokens);
+            FfnTester()
+                .d_model(d)
+                .d_ff(160)
+                .tokens(tokens)
+                .activation(Activation::SILU)
+                .gated(true)
+                .dtype(dtype)
+                .rotate(rotate)
+                .tolerance(testing::kF32RelTol)
+                .Test("cuda");
+          }
+        }
       }
     }
   }
+}
+
+// Kept quantised, a product of many tokens dequantises at most 64 MiB of f32 rows at a time: up
+// (8200 x 2048) and down (2048 x 8200) are 67 MB each, so each goes in two chunks.
+TEST(CudaBackendTest, PackedPrefillInChunksMatchesReference) {
+  SKIP_WITHOUT_GPU();
+  QuantEnv env("packed");
+  for (DType dtype : {DType::I8, DType::I4}) {
+    FfnTester()
+        .d_model(2048)
+        .d_ff(8200)
+        .tokens(40)
+        .activation(Activation::SILU)
+        .gated(true)
+        .dtype(dtype)
+        .tolerance(testing::kF32RelTol)
+        .Test("cuda");
+  }
+}
+
+// Quantised MoE experts kept quantised take the grouped path (the fused decode reads floats).
+TEST(CudaBackendTest, PackedQuantisedMoeMatchesReference) {
+  SKIP_WITHOUT_GPU();
+  QuantEnv env("packed");
+  for (DType dtype : {DType::I8, DType::I4}) {
+    for (size_t tokens : {size_t{1}, size_t{5}, size_t{40}}) {
+      MoeTester()
+          .d_model(64)
+          .d_ff(96)
+          .moe(testing::ParamsFor(testing::Variant::kQwen2Moe))
+          .tokens(tokens)
+          .dtype(dtype)
+          .tolerance(testing::kF32RelTol)
+          .Test("cuda");
+    }
+  }
+}
+
+// A value of FFLITE_CUDA_QUANT that is neither f32 nor packed fails the creation, naming it.
+TEST(CudaBackendTest, UnknownQuantModeIsRefusedByName) {
+  QuantEnv env("int4");
+  bool keep = false;
+  const absl::Status status = CudaKeepsQuantised(&keep);
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("FFLITE_CUDA_QUANT is 'int4'"), std::string::npos) << status;
 }
 
 // Every quantised matrix is dequantised for the upload at session creation, so a NaN scale (which

@@ -9,7 +9,9 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -34,12 +36,16 @@ static_assert(static_cast<uint8_t>(Activation::RELU) == 1 &&
 // per 8 tokens); above it on cuBLAS.
 constexpr size_t kGemvMaxTokens = 8;
 constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
+// Quantised matrices kept quantised (FFLITE_CUDA_QUANT=packed): a product of more tokens than the
+// gemv takes dequantises at most this many bytes of f32 rows at a time for cuBLAS.
+constexpr uint64_t kDequantChunkBytes = uint64_t{64} << 20;
 constexpr int kDevice = kCudaDevice;
 
 class CudaBackend : public Backend, LayerExecutor, ExpertExecutor {
  public:
-  CudaBackend(const Model& model, size_t max_tokens)
-      : model_(model), d_(model.d_model()), max_tokens_(max_tokens) {}
+  CudaBackend(const Model& model, size_t max_tokens, bool keep_quantised)
+      : model_(model), d_(model.d_model()), max_tokens_(max_tokens),
+        keep_quantised_(keep_quantised) {}
 
   // Copies the session's scales of (layer, expert) to the device, after the runs queued so far.
   absl::Status NeuronScalesChanged(size_t layer, int expert) override {
@@ -94,18 +100,29 @@ class CudaBackend : public Backend, LayerExecutor, ExpertExecutor {
     // all their scales are checked now (the loader does not): a bad one fails the creation.
     FFLITE_RETURN_IF_ERROR(model_.CheckAllScales());
     Arena sizing(nullptr);
-    PlaceModel(&sizing, model_);
+    PlaceModel(&sizing, model_, keep_quantised_);
     FFLITE_CUDA_CHECK("cudaMalloc (weights)", cudaMalloc(&weights_, std::max<uint64_t>(
                                                                        sizing.size(), 1)));
     device_bytes_ += sizing.size();
     Arena arena(static_cast<uint8_t*>(weights_));
-    layers_ = PlaceModel(&arena, model_);
+    layers_ = PlaceModel(&arena, model_, keep_quantised_);
     FFLITE_RETURN_IF_ERROR(arena.status());
 
     // Scratch, sized for max_tokens and the largest layer.
     uint32_t max_ff = 0, max_experts = 0, max_k = 0;
     size_t route_bytes = 0;
-    auto see = [&max_ff](const DevFfn& f) { max_ff = std::max(max_ff, f.ff); };
+    uint64_t deq_bytes = 0;  // the f32 rows a quantised matrix's cuBLAS product takes at a time
+    auto see_matrix = [&deq_bytes, this](const DevMatrix& m) {
+      if (!m.quantised() || max_tokens_ <= kGemvMaxTokens) return;
+      const uint64_t row = uint64_t{m.cols} * 4;
+      deq_bytes = std::max(deq_bytes, std::max(row, std::min(row * m.rows, kDequantChunkBytes)));
+    };
+    auto see = [&max_ff, &see_matrix](const DevFfn& f) {
+      max_ff = std::max(max_ff, f.ff);
+      see_matrix(f.up);
+      if (f.gated) see_matrix(f.gate);
+      see_matrix(f.down);
+    };
     for (const DevLayer& l : layers_) {
       if (!l.moe) {
         see(l.ffn);
@@ -130,6 +147,7 @@ class CudaBackend : public Backend, LayerExecutor, ExpertExecutor {
     const uint64_t o_experts = reserve(t * max_k * 4), o_weights = reserve(t * max_k * 8);
     const uint64_t o_gtokens = reserve(t * max_k * 4), o_gweights = reserve(t * max_k * 4);
     const uint64_t o_ws = reserve(kCublasWorkspaceBytes);
+    const uint64_t o_deq = reserve(deq_bytes);
     FFLITE_CUDA_CHECK("cudaMalloc (scratch)", cudaMalloc(&scratch_, total));
     device_bytes_ += total;
     uint8_t* s = static_cast<uint8_t*>(scratch_);
@@ -150,6 +168,8 @@ class CudaBackend : public Backend, LayerExecutor, ExpertExecutor {
     weights_d_ = reinterpret_cast<double*>(s + o_weights);
     group_tokens_ = reinterpret_cast<uint32_t*>(s + o_gtokens);
     group_weights_ = reinterpret_cast<float*>(s + o_gweights);
+    deq_ = reinterpret_cast<float*>(s + o_deq);
+    deq_bytes_ = deq_bytes;
     FFLITE_CUBLAS_CHECK("cublasSetWorkspace",
                         Cublas().set_workspace(handle_, s + o_ws, kCublasWorkspaceBytes));
 
@@ -289,6 +309,7 @@ class CudaBackend : public Backend, LayerExecutor, ExpertExecutor {
   // y[n, rows] = x[n, cols] · Wᵀ. `exact`: keep f32 activations whatever the token count.
   absl::Status Product(const DevMatrix& w, const float* x, size_t n, float* y, cudaStream_t s,
                        bool exact = false) {
+    if (w.quantised()) return QuantProduct(w, x, n, y, s, exact);
     if (exact || n <= kGemvMaxTokens) {
       return CudaStatus("gemv kernel", cuda::Gemv(w.type, w.data, w.rows, w.cols, x, w.cols, n, y,
                                                   w.rows, s));
@@ -308,6 +329,37 @@ class CudaBackend : public Backend, LayerExecutor, ExpertExecutor {
         Cublas().gemm_ex(handle_, CUBLAS_OP_T, CUBLAS_OP_N, m, static_cast<int>(n), k, &one,
                          w.data, type, k, b, type, k, &zero, y, CUDA_R_32F, m,
                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return absl::OkStatus();
+  }
+
+  // Product of a matrix kept quantised: its own gemv for a few tokens (and `exact`), else its rows
+  // dequantised to f32 (exactly) in chunks of deq_ for cuBLAS's f32 product, as the f32 matrix a
+  // dequantising upload gives.
+  absl::Status QuantProduct(const DevMatrix& w, const float* x, size_t n, float* y,
+                            cudaStream_t s, bool exact) {
+    if (exact || n <= kGemvMaxTokens) {
+      return CudaStatus("quantised gemv kernel",
+                        cuda::GemvQuant(w.type, w.data, w.scales, w.rows, w.cols, x, w.cols, n,
+                                        y, w.rows, s));
+    }
+    const uint64_t row_bytes = uint64_t{w.cols} * 4;
+    const uint32_t chunk = static_cast<uint32_t>(
+        std::min<uint64_t>(w.rows, std::max<uint64_t>(1, deq_bytes_ / row_bytes)));
+    const float one = 1.0f, zero = 0.0f;
+    const int k = static_cast<int>(w.cols);
+    for (uint32_t r0 = 0; r0 < w.rows; r0 += chunk) {
+      const uint32_t m = std::min(chunk, w.rows - r0);
+      FFLITE_CUDA_CHECK("dequantise kernel",
+                        cuda::DequantRows(w.type, w.data, w.scales, r0, m, w.cols, deq_, s));
+      // Column-major view, as Product: rows r0 .. r0 + m of Yᵀ[rows, n] = (the chunk as
+      // [cols, m])ᵀ · (X as [cols, n]).
+      FFLITE_CUBLAS_CHECK(
+          "cublasGemmEx",
+          Cublas().gemm_ex(handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(m),
+                           static_cast<int>(n), k, &one, deq_, CUDA_R_32F, k, x, CUDA_R_32F, k,
+                           &zero, y + r0, CUDA_R_32F, static_cast<int>(w.rows),
+                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    }
     return absl::OkStatus();
   }
 
@@ -549,6 +601,7 @@ class CudaBackend : public Backend, LayerExecutor, ExpertExecutor {
   const Model& model_;
   const uint32_t d_;
   const size_t max_tokens_;
+  const bool keep_quantised_;  // I8/I4 stay quantised on the device (FFLITE_CUDA_QUANT=packed)
   std::string device_name_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t handle_ = nullptr;
@@ -565,6 +618,8 @@ class CudaBackend : public Backend, LayerExecutor, ExpertExecutor {
   double* weights_d_ = nullptr;
   uint32_t* group_tokens_ = nullptr;
   float* group_weights_ = nullptr;
+  float* deq_ = nullptr;  // a quantised matrix's rows as f32 for cuBLAS (QuantProduct)
+  uint64_t deq_bytes_ = 0;
   void* pinned_ = nullptr;  // host side of the routing round trip
   double* weights_h_ = nullptr;
   uint32_t *experts_h_ = nullptr, *gtokens_h_ = nullptr;
@@ -585,6 +640,22 @@ class CudaBackend : public Backend, LayerExecutor, ExpertExecutor {
 
 }  // namespace
 
+absl::Status CudaKeepsQuantised(bool* keep) {
+  const char* v = std::getenv("FFLITE_CUDA_QUANT");
+  const std::string value = v != nullptr ? v : "";
+  if (value.empty() || value == "f32") {
+    *keep = false;
+  } else if (value == "packed") {
+    *keep = true;
+  } else {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "FFLITE_CUDA_QUANT is '%s': 'f32' (quantised matrices dequantised to f32 on upload, the "
+        "default) or 'packed' (I8/I4 kept quantised on the device)",
+        value));
+  }
+  return absl::OkStatus();
+}
+
 bool CublasLoads(std::string* why) {
   if (!Cublas().error.empty() && why != nullptr) *why = Cublas().error;
   return Cublas().error.empty();
@@ -603,9 +674,11 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const Model& model,
         "expert_budget_bytes: the cuda backend keeps every expert in device memory; pass 0 "
         "(a budget of device memory for routed experts is not implemented)");
   }
+  bool keep_quantised = false;
+  FFLITE_RETURN_IF_ERROR(CudaKeepsQuantised(&keep_quantised));
   std::string why;
   if (!CudaBackendAvailable(&why)) return absl::FailedPreconditionError(why);
-  auto backend = std::make_unique<CudaBackend>(model, config.max_tokens);
+  auto backend = std::make_unique<CudaBackend>(model, config.max_tokens, keep_quantised);
   FFLITE_RETURN_IF_ERROR(backend->Init(config.time_routed_experts));
   return std::unique_ptr<Backend>(std::move(backend));
 }

@@ -6,6 +6,7 @@
 
 #include "backends/cuda/cuda_device.cuh"
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/cuda_quant.h"
 
 namespace fflite {
 namespace cuda {
@@ -117,6 +118,159 @@ cudaError_t LaunchGemv(const void* w, uint32_t rows, uint32_t cols, const float*
   return cudaGetLastError();
 }
 
+// The quantised twin of GemvRowsKernel (cuda_quant.h's layout): each lane takes 16 bytes of codes
+// of every row in turn (a warp reads 512 contiguous bytes of a row per load, U loads per row in
+// flight, not kept in L1), sums their 16 (kQ8) or 32 (kQ4) values times x in f32 (DotOf16, the
+// code the tests check on the CPU) and adds that times the block's scale. cols a multiple of the
+// values per 16 bytes, x 16-byte aligned (the launcher checks): no lane reads past a row of x.
+template <QKind K, int R, int NT, int U, int WARPS>
+__global__ void __launch_bounds__(WARPS* kWarp)
+    GemvQuantKernel(const uint8_t* __restrict__ codes, const uint16_t* __restrict__ scales,
+                    uint32_t rows, uint32_t cols, const float* __restrict__ x, size_t ldx,
+                    size_t n, float* __restrict__ y, size_t ldy) {
+  constexpr uint32_t kVals = ValuesPer16Bytes(K);
+  const uint32_t row0 = (blockIdx.x * WARPS + threadIdx.x / kWarp) * R;
+  const int lane = threadIdx.x % kWarp;
+  if (row0 >= rows) return;
+  const size_t t0 = static_cast<size_t>(blockIdx.y) * NT;
+  const int nt = static_cast<int>(n - t0 < NT ? n - t0 : NT);
+  const uint32_t blocks = (cols + kQBlock - 1) / kQBlock;
+  const uint64_t row_bytes = RowBytes(K, blocks);
+  const uint8_t* wr[R];
+  const uint16_t* sr[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const uint64_t rr = min(row0 + r, rows - 1);
+    wr[r] = codes + rr * row_bytes;
+    sr[r] = scales + rr * blocks;
+  }
+  const float* xb = x + t0 * ldx;
+  float acc[R][NT] = {};
+  const uint32_t chunks = cols / kVals;  // of 16 bytes per row
+  for (uint32_t c0 = lane; c0 < chunks; c0 += U * kWarp) {
+    uint4 raw[U][R];
+    float s[U][R];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint32_t c = c0 + u * kWarp;
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        raw[u][r] = c < chunks ? LoadOnce(wr[r] + 16 * static_cast<uint64_t>(c)) : uint4{};
+        s[u][r] = c < chunks ? ScaleToF32(sr[r][c * kVals / kQBlock]) : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint32_t c = c0 + u * kWarp;
+      if (c >= chunks) break;
+#pragma unroll
+      for (int t = 0; t < NT; ++t) {
+        if (t < nt) {
+          float xv[kVals];
+#pragma unroll
+          for (int q = 0; q < static_cast<int>(kVals / 4); ++q) {
+            const float4 a =
+                __ldg(reinterpret_cast<const float4*>(xb + t * ldx + c * kVals) + q);
+            xv[4 * q] = a.x;
+            xv[4 * q + 1] = a.y;
+            xv[4 * q + 2] = a.z;
+            xv[4 * q + 3] = a.w;
+          }
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            const uint32_t w[4] = {raw[u][r].x, raw[u][r].y, raw[u][r].z, raw[u][r].w};
+            acc[r][t] += DotOf16<K>(w, xv) * s[u][r];
+          }
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const float v = WarpSum(acc[r][t]);
+      if (lane == 0 && t < nt && row0 + r < rows) y[(t0 + t) * ldy + row0 + r] = v;
+    }
+  }
+}
+
+// The fallback where cols or x do not allow GemvQuantKernel's loads: one warp per row, a weight
+// per lane (WeightAt).
+template <QKind K>
+__global__ void GemvQuantScalarKernel(const uint8_t* __restrict__ codes,
+                                      const uint16_t* __restrict__ scales, uint32_t rows,
+                                      uint32_t cols, const float* __restrict__ x, size_t ldx,
+                                      size_t n, float* __restrict__ y, size_t ldy) {
+  const uint32_t row = blockIdx.x * kGemvWarps + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  const size_t t0 = static_cast<size_t>(blockIdx.y) * kGemvTokens;
+  if (row >= rows) return;
+  const int nt = static_cast<int>(n - t0 < kGemvTokens ? n - t0 : kGemvTokens);
+  const float* xb = x + t0 * ldx;
+  const uint32_t blocks = (cols + kQBlock - 1) / kQBlock;
+  float acc[kGemvTokens] = {};
+  for (uint32_t c = lane; c < cols; c += kWarp) {
+    const float wv = WeightAt<K>(codes, scales, blocks, row, c);
+#pragma unroll
+    for (int t = 0; t < kGemvTokens; ++t) {
+      if (t < nt) acc[t] += wv * xb[t * ldx + c];
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kGemvTokens; ++t) {
+    const float s = WarpSum(acc[t]);
+    if (lane == 0 && t < nt) y[(t0 + t) * ldy + row] = s;
+  }
+}
+
+template <QKind K, int R, int NT, int U, int WARPS>
+void LaunchQuantRows(const uint8_t* codes, const uint16_t* scales, uint32_t rows, uint32_t cols,
+                     const float* x, size_t ldx, size_t n, float* y, size_t ldy,
+                     cudaStream_t stream) {
+  ForTokenGroups(n, NT, rows, R * WARPS, [&](size_t t, size_t nt, dim3 grid) {
+    GemvQuantKernel<K, R, NT, U, WARPS><<<grid, WARPS * kWarp, 0, stream>>>(
+        codes, scales, rows, cols, x + t * ldx, ldx, nt, y + t * ldy, ldy);
+  });
+}
+
+// The launch shapes of LaunchGemv's (measured there for bf16; not yet on quantised weights).
+template <QKind K>
+cudaError_t LaunchGemvQuant(const void* codes, const uint16_t* scales, uint32_t rows,
+                            uint32_t cols, const float* x, size_t ldx, size_t n, float* y,
+                            size_t ldy, cudaStream_t stream) {
+  const uint8_t* w = static_cast<const uint8_t*>(codes);
+  const bool vec = cols % ValuesPer16Bytes(K) == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
+  if (!vec) {
+    ForTokenGroups(n, kGemvTokens, rows, kGemvWarps, [&](size_t t, size_t nt, dim3 grid) {
+      GemvQuantScalarKernel<K><<<grid, kGemvWarps * kWarp, 0, stream>>>(
+          w, scales, rows, cols, x + t * ldx, ldx, nt, y + t * ldy, ldy);
+    });
+  } else if (n == 1) {
+    LaunchQuantRows<K, 1, 1, 4, 8>(w, scales, rows, cols, x, ldx, n, y, ldy, stream);
+  } else if (n == 2) {
+    LaunchQuantRows<K, 4, 2, 2, 4>(w, scales, rows, cols, x, ldx, n, y, ldy, stream);
+  } else if (n <= 4) {
+    LaunchQuantRows<K, 4, 4, 2, 4>(w, scales, rows, cols, x, ldx, n, y, ldy, stream);
+  } else {
+    LaunchQuantRows<K, 4, 8, 1, 4>(w, scales, rows, cols, x, ldx, n, y, ldy, stream);
+  }
+  return cudaGetLastError();
+}
+
+template <QKind K>
+__global__ void DequantRowsKernel(const uint8_t* __restrict__ codes,
+                                  const uint16_t* __restrict__ scales, uint32_t first_row,
+                                  size_t count, uint32_t cols, float* __restrict__ out) {
+  const uint32_t blocks = (cols + kQBlock - 1) / kQBlock;
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < count;
+       i += size_t{gridDim.x} * blockDim.x) {
+    out[i] = WeightAt<K>(codes, scales, blocks, first_row + static_cast<uint32_t>(i / cols),
+                         static_cast<uint32_t>(i % cols));
+  }
+}
+
 __device__ __forceinline__ void StoreRounded(float v, __half* out) { *out = __float2half_rn(v); }
 __device__ __forceinline__ void StoreRounded(float v, __nv_bfloat16* out) {
   *out = __float2bfloat16_rn(v);
@@ -204,9 +358,38 @@ __global__ void ResidualKernel(const float* __restrict__ f, const float* __restr
 
 cudaError_t Gemv(WType type, const void* w, uint32_t rows, uint32_t cols, const float* x,
                  size_t ldx, size_t n, float* y, size_t ldy, cudaStream_t stream) {
+  if (type == WType::kQ8 || type == WType::kQ4) return cudaErrorInvalidValue;  // GemvQuant's
   return ByType(type, [&](auto tag) {
     return LaunchGemv<decltype(tag)>(w, rows, cols, x, ldx, n, y, ldy, stream);
   });
+}
+
+cudaError_t GemvQuant(WType type, const void* codes, const uint16_t* scales, uint32_t rows,
+                      uint32_t cols, const float* x, size_t ldx, size_t n, float* y, size_t ldy,
+                      cudaStream_t stream) {
+  if (type == WType::kQ8) {
+    return LaunchGemvQuant<QKind::kQ8>(codes, scales, rows, cols, x, ldx, n, y, ldy, stream);
+  }
+  if (type == WType::kQ4) {
+    return LaunchGemvQuant<QKind::kQ4>(codes, scales, rows, cols, x, ldx, n, y, ldy, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t DequantRows(WType type, const void* codes, const uint16_t* scales, uint32_t first_row,
+                        uint32_t count, uint32_t cols, float* out, cudaStream_t stream) {
+  const size_t total = size_t{count} * cols;
+  const uint8_t* w = static_cast<const uint8_t*>(codes);
+  if (type == WType::kQ8) {
+    DequantRowsKernel<QKind::kQ8><<<Blocks(total, kThreads), kThreads, 0, stream>>>(
+        w, scales, first_row, total, cols, out);
+  } else if (type == WType::kQ4) {
+    DequantRowsKernel<QKind::kQ4><<<Blocks(total, kThreads), kThreads, 0, stream>>>(
+        w, scales, first_row, total, cols, out);
+  } else {
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
 }
 
 cudaError_t ConvertF32(WType type, const float* in, size_t count, void* out, cudaStream_t stream) {

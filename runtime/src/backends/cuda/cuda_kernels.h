@@ -14,14 +14,28 @@
 namespace fflite {
 namespace cuda {
 
-// How a weight matrix is stored on the device (quantised files are dequantised to f32 on upload).
-enum class WType : uint8_t { kF32, kF16, kBF16 };
+// How a weight matrix is stored on the device: f32/f16/bf16 as stored (quantised matrices
+// dequantised to f32 on upload), or kQ8/kQ4: I8/I4 kept quantised in cuda_quant.h's layout (codes
+// and f16 scales; FFLITE_CUDA_QUANT=packed), read by GemvQuant and DequantRows only.
+enum class WType : uint8_t { kF32, kF16, kBF16, kQ8, kQ4 };
 
 // y[t, r] = Σ_c w[r, c] · x[t, c] for t < n, r < rows, in f32 with f32 activations (no rounding
 // of x): the decode path and the router. x: [n, cols] with row stride ldx; y: [n, rows] with row
 // stride ldy. Each weight row is read once per group of up to 8 tokens.
 cudaError_t Gemv(WType type, const void* w, uint32_t rows, uint32_t cols, const float* x,
                  size_t ldx, size_t n, float* y, size_t ldy, cudaStream_t stream);
+
+// Gemv of a kQ8/kQ4 matrix (cuda_quant.h's layout: codes, scales [rows, ceil(cols / 32)]): y[t, r]
+// = Σ_j value(r, j) · scale · x[t, j], each lane's 16 or 32 values summed in f32 and then
+// scaled by their block's scale. Another type: cudaErrorInvalidValue.
+cudaError_t GemvQuant(WType type, const void* codes, const uint16_t* scales, uint32_t rows,
+                      uint32_t cols, const float* x, size_t ldx, size_t n, float* y, size_t ldy,
+                      cudaStream_t stream);
+
+// out[i, j] = weight (first_row + i, j) of a kQ8/kQ4 matrix as f32 (exact: value · scale, as the
+// file's dequantisation), i < count, j < cols: the rows a prefill product takes in turn.
+cudaError_t DequantRows(WType type, const void* codes, const uint16_t* scales, uint32_t first_row,
+                        uint32_t count, uint32_t cols, float* out, cudaStream_t stream);
 
 // out[i] = in[i] rounded to nearest even as f16 (type kF16) or bf16 (kBF16), i < count.
 cudaError_t ConvertF32(WType type, const float* in, size_t count, void* out, cudaStream_t stream);

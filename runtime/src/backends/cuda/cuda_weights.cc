@@ -21,6 +21,7 @@ size_t TypeBytes(WType t) { return t == WType::kF32 ? 4 : 2; }
 bool FusedDecodeType(const DevLayer& l, uint32_t d, WType* type) {
   if (l.experts.empty() || l.route.top_k > cuda::kCombineMaxK) return false;
   const DevFfn& first = l.experts[0];
+  if (first.up.quantised()) return false;  // the fused kernels read float weights
   *type = first.up.type;
   const auto fits = [&](const DevMatrix& m, uint32_t cols) {
     return m.type == *type && m.cols == cols && (cols * TypeBytes(*type)) % 16 == 0 &&
@@ -60,6 +61,27 @@ const float* Arena::PlaceFloats(uint64_t count, const std::function<void(float*)
   return reinterpret_cast<const float*>(at);
 }
 
+void Arena::PlaceQuant(const TensorView& t, cuda::QKind kind, const void** codes,
+                       const uint16_t** scales) {
+  const uint64_t rows = t.shape[0], cols = t.shape[1];
+  const uint64_t code_bytes = cuda::DeviceCodeBytes(kind, rows, cols);
+  const uint64_t scale_bytes = cuda::DeviceScaleBytes(rows, cols);
+  uint8_t* c = Reserve(code_bytes);
+  uint8_t* s = Reserve(scale_bytes);
+  *codes = c;
+  *scales = reinterpret_cast<const uint16_t*>(s);
+  if (base_ == nullptr || !status_.ok()) return;
+  codes_staging_.resize(code_bytes);
+  scales_staging_.resize(scale_bytes / 2);
+  cuda::RelayForDevice(t, kind, codes_staging_.data(), scales_staging_.data());
+  status_ = CudaStatus("cudaMemcpy (weights)",
+                       cudaMemcpy(c, codes_staging_.data(), code_bytes, cudaMemcpyHostToDevice));
+  if (status_.ok()) {
+    status_ = CudaStatus("cudaMemcpy (weights)", cudaMemcpy(s, scales_staging_.data(), scale_bytes,
+                                                            cudaMemcpyHostToDevice));
+  }
+}
+
 uint8_t* Arena::Reserve(uint64_t bytes) {
   const uint64_t at = (size_ + 255) / 256 * 256;  // cuBLAS and 16-byte loads like alignment
   size_ = at + bytes;
@@ -75,11 +97,18 @@ const float* PlaceVector(Arena* a, const TensorView& t) {
   return a->PlaceFloats(n, [&t, n](float* out) { FindDType(t.dtype)->to_f32(t.data, 0, n, out); });
 }
 
-// f32/f16/bf16 matrices as stored; quantised ones dequantised to f32 (exactly: q · scale).
-DevMatrix PlaceMatrix(Arena* a, const TensorView& t) {
+// f32/f16/bf16 matrices as stored; quantised ones kept quantised where asked and possible
+// (cuda_quant.h), else dequantised to f32 (exactly: q · scale).
+DevMatrix PlaceMatrix(Arena* a, const TensorView& t, bool keep_quantised) {
   DevMatrix m;
   m.rows = static_cast<uint32_t>(t.shape[0]);
   m.cols = static_cast<uint32_t>(t.shape.size() > 1 ? t.shape[1] : 1);
+  cuda::QKind kind;
+  if (keep_quantised && cuda::KeepsQuantisedOnDevice(t, &kind)) {
+    m.type = kind == cuda::QKind::kQ8 ? WType::kQ8 : WType::kQ4;
+    a->PlaceQuant(t, kind, &m.data, &m.scales);
+    return m;
+  }
   if (t.quantized()) {
     const uint64_t rows = m.rows, cols = m.cols;
     m.type = WType::kF32;
@@ -97,11 +126,11 @@ DevMatrix PlaceMatrix(Arena* a, const TensorView& t) {
   return m;
 }
 
-DevFfn PlaceFfn(Arena* a, const FfnView& f) {
+DevFfn PlaceFfn(Arena* a, const FfnView& f, bool keep_quantised) {
   DevFfn d;
-  d.up = PlaceMatrix(a, f.up);
-  if (f.gated) d.gate = PlaceMatrix(a, f.gate);
-  d.down = PlaceMatrix(a, f.down);
+  d.up = PlaceMatrix(a, f.up, keep_quantised);
+  if (f.gated) d.gate = PlaceMatrix(a, f.gate, keep_quantised);
+  d.down = PlaceMatrix(a, f.down, keep_quantised);
   d.up_bias = PlaceVector(a, f.up_bias);
   d.gate_bias = f.gated ? PlaceVector(a, f.gate_bias) : nullptr;
   d.down_bias = PlaceVector(a, f.down_bias);
@@ -113,7 +142,7 @@ DevFfn PlaceFfn(Arena* a, const FfnView& f) {
 
 }  // namespace
 
-std::vector<DevLayer> PlaceModel(Arena* a, const Model& model) {
+std::vector<DevLayer> PlaceModel(Arena* a, const Model& model, bool keep_quantised) {
   std::vector<DevLayer> layers;
   for (const LayerView& l : model.layers()) {
     DevLayer d;
@@ -132,11 +161,11 @@ std::vector<DevLayer> PlaceModel(Arena* a, const Model& model) {
     place_norm(l.norm, steps.pre_norm, &d.norm);
     place_norm(l.output_norm, false, &d.output_norm);
     if (l.kind == LayerKind::kDense) {
-      d.ffn = PlaceFfn(a, l.ffn);
+      d.ffn = PlaceFfn(a, l.ffn, keep_quantised);
     } else {
       const MoeView& m = l.moe;
       d.moe = true;
-      d.router = PlaceMatrix(a, m.router);
+      d.router = PlaceMatrix(a, m.router, keep_quantised);
       d.router_bias = PlaceVector(a, m.router_bias);
       const RoutingParams host = MakeRoutingParams(m);
       d.route = ToRouteParams(host);
@@ -144,9 +173,13 @@ std::vector<DevLayer> PlaceModel(Arena* a, const Model& model) {
         d.route.score_correction_bias = static_cast<const double*>(a->PlaceRaw(
             host.score_correction_bias.data(), host.score_correction_bias.size() * sizeof(double)));
       }
-      for (const FfnView& f : m.experts) d.experts.push_back(PlaceFfn(a, f));
-      for (const FfnView& f : m.shared_experts) d.shared.push_back(PlaceFfn(a, f));
-      if (m.shared_expert_gate.present()) d.shared_gate = PlaceMatrix(a, m.shared_expert_gate);
+      for (const FfnView& f : m.experts) d.experts.push_back(PlaceFfn(a, f, keep_quantised));
+      for (const FfnView& f : m.shared_experts) {
+        d.shared.push_back(PlaceFfn(a, f, keep_quantised));
+      }
+      if (m.shared_expert_gate.present()) {
+        d.shared_gate = PlaceMatrix(a, m.shared_expert_gate, /*keep_quantised=*/false);
+      }
     }
     layers.push_back(std::move(d));
   }

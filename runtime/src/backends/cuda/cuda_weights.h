@@ -1,6 +1,7 @@
 // The cuda backend's weights on the device: every layer's tensors placed in one allocation at
-// session creation (f32/f16/bf16 as stored, quantised matrices dequantised to f32, norms' weights
-// with their unit offset), and the tables of the fused MoE decode. Needs the CUDA headers.
+// session creation (f32/f16/bf16 as stored, quantised matrices dequantised to f32 or, where asked,
+// I8/I4 kept quantised in cuda_quant.h's layout; norms' weights with their unit offset), and the
+// tables of the fused MoE decode. Needs the CUDA headers.
 #ifndef FFLITE_RUNTIME_SRC_BACKENDS_CUDA_CUDA_WEIGHTS_H_
 #define FFLITE_RUNTIME_SRC_BACKENDS_CUDA_CUDA_WEIGHTS_H_
 
@@ -11,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/cuda_quant.h"
 #include "format/model.h"
 
 namespace fflite {
@@ -18,9 +20,11 @@ namespace fflite {
 using cuda::WType;
 
 struct DevMatrix {
-  const void* data = nullptr;
+  const void* data = nullptr;  // kQ8, kQ4: the codes
+  const uint16_t* scales = nullptr;  // kQ8, kQ4: [rows, ceil(cols / 32)] f16 bits
   WType type = WType::kF32;
   uint32_t rows = 0, cols = 0;
+  bool quantised() const { return type == WType::kQ8 || type == WType::kQ4; }
 };
 
 struct DevFfn {
@@ -66,12 +70,13 @@ struct DevLayer {
 // and *total advanced past them: the layout of one allocation holding several buffers.
 uint64_t PlaceAfter(uint64_t* total, uint64_t bytes);
 
-// Bytes of one element of a matrix type.
+// Bytes of one element of a float matrix type (kF32, kF16, kBF16).
 size_t TypeBytes(WType t);
 
 // Whether the fused decode kernels can run a MoE layer's experts, and their weight type: one type
 // and one activation for every routed and shared expert, rows of 16-byte multiples at 16-byte
-// aligned addresses (the kernels' loads), and top_k within CombineExperts' limit.
+// aligned addresses (the kernels' loads), and top_k within CombineExperts' limit. Not for
+// quantised experts (kQ8, kQ4): those take the grouped path.
 bool FusedDecodeType(const DevLayer& l, uint32_t d, WType* type);
 
 // An expert's entry in a fused layer's table.
@@ -88,6 +93,10 @@ class Arena {
   const void* PlaceRaw(const void* src, uint64_t bytes);
   // `count` floats produced by fill(out) on the host.
   const float* PlaceFloats(uint64_t count, const std::function<void(float*)>& fill);
+  // A quantised matrix t (cuda::KeepsQuantisedOnDevice) in cuda_quant.h's layout: its codes, then
+  // its scales.
+  void PlaceQuant(const TensorView& t, cuda::QKind kind, const void** codes,
+                  const uint16_t** scales);
 
  private:
   uint8_t* Reserve(uint64_t bytes);
@@ -95,10 +104,15 @@ class Arena {
   uint64_t size_ = 0;
   absl::Status status_;
   std::vector<float> staging_;
+  std::vector<uint8_t> codes_staging_;
+  std::vector<uint16_t> scales_staging_;
 };
 
-// Every layer of `model` placed by `arena` (the sizing pass or the copying one).
-std::vector<DevLayer> PlaceModel(Arena* a, const Model& model);
+// Every layer of `model` placed by `arena` (the sizing pass or the copying one). keep_quantised:
+// I8/I4 matrices stay quantised (cuda_quant.h) where the kernels take them (not a shared
+// expert's gate, which the fused decode reads as floats); otherwise every quantised matrix is
+// dequantised to f32.
+std::vector<DevLayer> PlaceModel(Arena* a, const Model& model, bool keep_quantised);
 
 }  // namespace fflite
 
