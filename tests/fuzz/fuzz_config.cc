@@ -1,7 +1,8 @@
 // libFuzzer target: config.json reading and every architecture mapping, fed by a small generator
 // of plausible checkpoints. The input drives the generator: a model_type, tiny sizes (hidden and
-// intermediate 1-8, 0-3 layers, 1-6 experts, top-k 0-7, groups), HF activation names (and now and
-// then an unknown one), booleans; it writes config.json and tensors with the names and shapes that
+// intermediate 1-8, gpt_oss's 32 or 64, 0-3 layers, 1-6 experts, top-k 0-7, groups, gpt_oss's
+// MXFP4 codes and scales), HF activation names (and now and then an unknown one), booleans; it
+// writes config.json and tensors with the names and shapes that
 // architecture uses, then sometimes edits them so that they disagree (a key dropped or set to a
 // string / negative / huge / float / null value, a tensor dropped, reshaped, renamed or of another
 // dtype), picks conversion options, now and then wraps it as Gemma 3's vision-language
@@ -33,7 +34,7 @@ using json = nlohmann::json;
 
 const std::vector<std::string> kModelTypes = {
     "llama", "mistral", "qwen2", "qwen3", "gemma", "phi3", "mixtral", "qwen2_moe", "deepseek_v2",
-    "deepseek_v3", "bert", "gpt2", "t5", "whisper", "opt", "qwen3_moe"};
+    "deepseek_v3", "bert", "gpt2", "t5", "whisper", "opt", "qwen3_moe", "gpt_oss"};
 
 // transformers' ACT2FN names the converter knows, then ones it does not.
 const std::vector<std::string> kActivations = {
@@ -43,7 +44,9 @@ const std::vector<std::string> kActivations = {
 struct PlannedTensor {
   std::string name;
   std::vector<uint64_t> shape;
-  std::string dtype;  // F32, F16, BF16; I8 / I64 are written as raw zeros
+  // F32, F16, BF16; I8 / I64 are written as raw zeros; U8 as random bytes (MXFP4 codes), E8M0 as
+  // U8 bytes that are mostly scales f16 can hold (2^-24 .. 2^15) and now and then any byte.
+  std::string dtype;
   float center = 0.0f;
 };
 
@@ -98,6 +101,11 @@ class Generator {
       Vector(prefix + "." + down + ".bias", d);
     }
   }
+  // A tensor of any rank and dtype (PlannedTensor's).
+  void Tensor(const std::string& name, std::vector<uint64_t> shape, const std::string& dtype) {
+    tensors_.push_back({name, std::move(shape), dtype, 0.0f});
+  }
+  const std::string& dtype() const { return dtype_; }
   void set_dtype(std::string dtype) { dtype_ = std::move(dtype); }
 
  private:
@@ -394,6 +402,42 @@ void GenOpt(Generator& g) {
   }
 }
 
+// gpt_oss: every layer an MoE with a biased router and SWIGLU_OAI experts, published as MXFP4
+// (<name>_blocks and <name>_scales, U8) or dequantised (floats, [experts, in, out]), their fused
+// gate/up biases interleaved. Sizes in MXFP4's blocks of 32.
+void GenGptOss(Generator& g) {
+  const uint32_t d = 32 * g.Range(1, 2), ff = 32 * g.Range(1, 2), layers = g.Layers();
+  json& c = g.config();
+  c["hidden_size"] = d;
+  c["intermediate_size"] = ff;
+  c["num_hidden_layers"] = layers;
+  const uint32_t experts = g.Range(1, 4);
+  c["num_local_experts"] = experts;
+  // transformers' key or OpenAI's own (or neither: 4, refused beyond the experts).
+  g.MaybeSet(g.Bool() ? "num_experts_per_tok" : "experts_per_token", g.TopK(experts));
+  if (g.OneIn(8)) c["swiglu_limit"] = g.Bool() ? 7.0 : 6.0;
+  g.MaybeSet("rms_norm_eps", g.Eps());
+  const bool packed = !g.OneIn(4);
+  for (uint32_t i = 0; i < layers; ++i) {
+    const std::string layer = absl::StrFormat("model.layers.%d", i);
+    const std::string mlp = layer + ".mlp", ex = mlp + ".experts.";
+    g.Matrix(mlp + ".router.weight", experts, d);
+    g.Vector(mlp + ".router.bias", experts);
+    g.Matrix(ex + "gate_up_proj_bias", experts, 2 * ff);
+    g.Matrix(ex + "down_proj_bias", experts, d);
+    if (packed) {
+      g.Tensor(ex + "gate_up_proj_blocks", {experts, 2 * ff, d / 32, 16}, "U8");
+      g.Tensor(ex + "gate_up_proj_scales", {experts, 2 * ff, d / 32}, "E8M0");
+      g.Tensor(ex + "down_proj_blocks", {experts, d, ff / 32, 16}, "U8");
+      g.Tensor(ex + "down_proj_scales", {experts, d, ff / 32}, "E8M0");
+    } else {
+      g.Tensor(ex + "gate_up_proj", {experts, d, 2 * ff}, g.dtype());
+      g.Tensor(ex + "down_proj", {experts, ff, d}, g.dtype());
+    }
+    g.Vector(layer + ".post_attention_layernorm.weight", d, 1.0f);
+  }
+}
+
 // ---- Edits that make config.json and the tensors disagree ----
 
 json OddValue(ByteReader& in) {
@@ -470,10 +514,23 @@ void EditTensor(ByteReader& in, std::vector<PlannedTensor>& tensors) {
 absl::Status WriteCheckpoint(ByteReader& in, const std::string& dir, const json& config,
                              const std::vector<PlannedTensor>& tensors, int shards) {
   testing::CheckpointWriter w;
-  testing::Rng rng(in.Byte());
+  const uint8_t seed = in.Byte();
+  testing::Rng rng(seed);
+  uint32_t state = seed * 2654435761u + 1;  // the U8 tensors' bytes
   for (const PlannedTensor& t : tensors) {
     if (t.dtype == "I8" || t.dtype == "I64") {
       w.AddRaw(t.name, t.dtype, t.dtype == "I8" ? 1 : 8, t.shape);
+    } else if (t.dtype == "U8" || t.dtype == "E8M0") {
+      uint64_t n = 1;
+      for (uint64_t dim : t.shape) n *= dim;
+      std::vector<uint8_t> bytes(n);
+      const bool any = in.OneIn(8);  // E8M0: any byte (255 is NaN; most overflow f16)
+      for (uint8_t& b : bytes) {
+        state = state * 1664525u + 1013904223u;
+        const uint8_t r = static_cast<uint8_t>(state >> 24);
+        b = t.dtype == "U8" || any ? r : static_cast<uint8_t>(112 + r % 24);  // 2^-15 .. 2^8
+      }
+      w.AddRaw(t.name, "U8", 1, t.shape, std::move(bytes));
     } else {
       w.AddRandom(t.name, t.shape, rng, 0.5f, t.dtype, t.center);
     }
@@ -564,6 +621,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     GenWhisper(g);
   } else if (type == "opt") {
     GenOpt(g);
+  } else if (type == "gpt_oss") {
+    GenGptOss(g);
   } else {
     GenDecoderMlp(g, type);
   }

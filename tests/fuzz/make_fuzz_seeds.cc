@@ -159,14 +159,14 @@ bool PoisonOneScale(int pick, std::vector<uint8_t>* bytes) {
 }
 
 // fuzz_config: the input drives a generator, so seeds are byte strings: the first byte picks the
-// model_type (one of 16, fuzz_config.cc's kModelTypes), the rest is a fixed pseudo-random stream
-// (3 per model_type).
+// model_type (one of 17, fuzz_config.cc's kModelTypes), the rest is a fixed pseudo-random stream
+// (3 per model_type; 8 for gpt_oss, the last, whose first 3 streams are all refused early).
 bool WriteConfigSeeds(const std::string& root, int* n) {
   const std::string dir = root + "/fuzz_config";
   ::mkdir(dir.c_str(), 0755);
   uint64_t state = 12345;
-  for (uint8_t type = 0; type < 16; ++type) {
-    for (int variant = 0; variant < 3; ++variant) {
+  for (uint8_t type = 0; type < 17; ++type) {
+    for (int variant = 0; variant < (type == 16 ? 8 : 3); ++variant) {
       std::vector<uint8_t> bytes = {type};
       for (int i = 0; i < 127; ++i) {
         state = state * 6364136223846793005ull + 1442695040888963407ull;
