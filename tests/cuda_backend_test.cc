@@ -324,7 +324,8 @@ TEST(CudaBackendTest, PackedPrefillInChunksMatchesReference) {
   }
 }
 
-// Quantised MoE experts kept quantised take the grouped path (the fused decode reads floats).
+// Quantised MoE experts kept quantised: up to 8 tokens on the fused decode (its kernels read the
+// codes with the decode gemv's loop), more on the grouped path.
 TEST(CudaBackendTest, PackedQuantisedMoeMatchesReference) {
   SKIP_WITHOUT_GPU();
   QuantEnv env("packed");

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/cuda_quant.h"
 
 namespace fflite {
 namespace cuda {
@@ -122,6 +123,104 @@ __device__ __forceinline__ void WarpRows(const W* const (&wr)[R], const float* x
 #pragma unroll
     for (int r = 0; r < R; ++r) raw[r] = LoadOnce(wr[r] + c0);
     step(c0, raw);
+  }
+}
+
+// The element type W of kQ8/kQ4 matrices in the kernels templated on it (Quant<K>), as float,
+// __half and __nv_bfloat16 are of the float types.
+template <QKind K>
+struct Quant {};
+template <typename W>
+struct QuantOf {
+  static constexpr bool kQuant = false;
+};
+template <QKind K>
+struct QuantOf<Quant<K>> {
+  static constexpr bool kQuant = true;
+  static constexpr QKind kKind = K;
+};
+
+// WarpRows over kQ8/kQ4 rows (cuda_quant.h's layout): acc[r][t] += Σ_j value(r, j) · scale ·
+// x[t][j] over this lane's chunks: each lane takes 16 bytes of codes of every row in turn (a warp
+// reads 512 contiguous bytes of a row per load, U loads per row in flight, not kept in L1), sums
+// their 16 (kQ8) or 32 (kQ4) values times x in f32 (DotOf16, the code the tests check on the CPU)
+// and adds that times the block's scale. wr[r], sr[r]: row r's codes and scales. cols a multiple
+// of the values per 16 bytes and xb 16-byte aligned, ldx % 4 == 0: no lane reads past a row of x.
+template <QKind K, int R, int NT, int U>
+__device__ __forceinline__ void QuantWarpRows(const uint8_t* const (&wr)[R],
+                                              const uint16_t* const (&sr)[R], const float* xb,
+                                              size_t ldx, int nt, uint32_t cols, int lane,
+                                              float (&acc)[R][NT]) {
+  constexpr uint32_t kVals = ValuesPer16Bytes(K);
+  const uint32_t chunks = cols / kVals;  // of 16 bytes per row
+  for (uint32_t c0 = lane; c0 < chunks; c0 += U * kWarp) {
+    uint4 raw[U][R];
+    float s[U][R];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint32_t c = c0 + u * kWarp;
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        raw[u][r] = c < chunks ? LoadOnce(wr[r] + 16 * static_cast<uint64_t>(c)) : uint4{};
+        s[u][r] = c < chunks ? ScaleToF32(sr[r][c * kVals / kQBlock]) : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint32_t c = c0 + u * kWarp;
+      if (c >= chunks) break;
+#pragma unroll
+      for (int t = 0; t < NT; ++t) {
+        if (t < nt) {
+          float xv[kVals];
+#pragma unroll
+          for (int q = 0; q < static_cast<int>(kVals / 4); ++q) {
+            const float4 a = __ldg(reinterpret_cast<const float4*>(xb + t * ldx + c * kVals) + q);
+            xv[4 * q] = a.x;
+            xv[4 * q + 1] = a.y;
+            xv[4 * q + 2] = a.z;
+            xv[4 * q + 3] = a.w;
+          }
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            const uint32_t w[4] = {raw[u][r].x, raw[u][r].y, raw[u][r].z, raw[u][r].w};
+            acc[r][t] += DotOf16<K>(w, xv) * s[u][r];
+          }
+        }
+      }
+    }
+  }
+}
+
+// Blocks of 32 values in a row of `cols`: its scales.
+__device__ __forceinline__ uint32_t QuantBlocks(uint32_t cols) {
+  return (cols + kQBlock - 1) / kQBlock;
+}
+
+// acc[r][0] += row `row` of matrix m[r] (`cols` columns of W; kQ8/kQ4 with its scales sc[r]) · x,
+// one token, four loads per row in flight: WarpRows or QuantWarpRows, as the gemv's one-token
+// kernels (GemvRowsKernel<W, 1, 1, 4, 8>, GemvQuantKernel<K, 1, 1, 4, 8>) read a row.
+template <typename W, int R>
+__device__ __forceinline__ void OneTokenRows(const void* const (&m)[R],
+                                             const uint16_t* const (&sc)[R], uint32_t row,
+                                             uint32_t cols, const float* xb, size_t ldx, int lane,
+                                             float (&acc)[R][1]) {
+  if constexpr (QuantOf<W>::kQuant) {
+    constexpr QKind K = QuantOf<W>::kKind;
+    const uint32_t blocks = QuantBlocks(cols);
+    const uint8_t* wr[R];
+    const uint16_t* sr[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      wr[r] = static_cast<const uint8_t*>(m[r]) + row * RowBytes(K, blocks);
+      sr[r] = sc[r] + static_cast<size_t>(row) * blocks;
+    }
+    QuantWarpRows<K, R, 1, 4>(wr, sr, xb, ldx, 1, cols, lane, acc);
+  } else {
+    const W* wr[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) wr[r] = static_cast<const W*>(m[r]) + static_cast<size_t>(row) * cols;
+    WarpRows<W, R, 1, 4>(wr, xb, ldx, 1, cols, lane, acc);
   }
 }
 

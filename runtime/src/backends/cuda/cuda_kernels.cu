@@ -118,73 +118,28 @@ cudaError_t LaunchGemv(const void* w, uint32_t rows, uint32_t cols, const float*
   return cudaGetLastError();
 }
 
-// The quantised twin of GemvRowsKernel (cuda_quant.h's layout): each lane takes 16 bytes of codes
-// of every row in turn (a warp reads 512 contiguous bytes of a row per load, U loads per row in
-// flight, not kept in L1), sums their 16 (kQ8) or 32 (kQ4) values times x in f32 (DotOf16, the
-// code the tests check on the CPU) and adds that times the block's scale. cols a multiple of the
-// values per 16 bytes, x 16-byte aligned (the launcher checks): no lane reads past a row of x.
+// The quantised twin of GemvRowsKernel (QuantWarpRows; the launcher checks its conditions).
 template <QKind K, int R, int NT, int U, int WARPS>
 __global__ void __launch_bounds__(WARPS* kWarp)
     GemvQuantKernel(const uint8_t* __restrict__ codes, const uint16_t* __restrict__ scales,
                     uint32_t rows, uint32_t cols, const float* __restrict__ x, size_t ldx,
                     size_t n, float* __restrict__ y, size_t ldy) {
-  constexpr uint32_t kVals = ValuesPer16Bytes(K);
   const uint32_t row0 = (blockIdx.x * WARPS + threadIdx.x / kWarp) * R;
   const int lane = threadIdx.x % kWarp;
   if (row0 >= rows) return;
   const size_t t0 = static_cast<size_t>(blockIdx.y) * NT;
   const int nt = static_cast<int>(n - t0 < NT ? n - t0 : NT);
-  const uint32_t blocks = (cols + kQBlock - 1) / kQBlock;
-  const uint64_t row_bytes = RowBytes(K, blocks);
+  const uint32_t blocks = QuantBlocks(cols);
   const uint8_t* wr[R];
   const uint16_t* sr[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const uint64_t rr = min(row0 + r, rows - 1);
-    wr[r] = codes + rr * row_bytes;
+    wr[r] = codes + rr * RowBytes(K, blocks);
     sr[r] = scales + rr * blocks;
   }
-  const float* xb = x + t0 * ldx;
   float acc[R][NT] = {};
-  const uint32_t chunks = cols / kVals;  // of 16 bytes per row
-  for (uint32_t c0 = lane; c0 < chunks; c0 += U * kWarp) {
-    uint4 raw[U][R];
-    float s[U][R];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const uint32_t c = c0 + u * kWarp;
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        raw[u][r] = c < chunks ? LoadOnce(wr[r] + 16 * static_cast<uint64_t>(c)) : uint4{};
-        s[u][r] = c < chunks ? ScaleToF32(sr[r][c * kVals / kQBlock]) : 0.0f;
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const uint32_t c = c0 + u * kWarp;
-      if (c >= chunks) break;
-#pragma unroll
-      for (int t = 0; t < NT; ++t) {
-        if (t < nt) {
-          float xv[kVals];
-#pragma unroll
-          for (int q = 0; q < static_cast<int>(kVals / 4); ++q) {
-            const float4 a =
-                __ldg(reinterpret_cast<const float4*>(xb + t * ldx + c * kVals) + q);
-            xv[4 * q] = a.x;
-            xv[4 * q + 1] = a.y;
-            xv[4 * q + 2] = a.z;
-            xv[4 * q + 3] = a.w;
-          }
-#pragma unroll
-          for (int r = 0; r < R; ++r) {
-            const uint32_t w[4] = {raw[u][r].x, raw[u][r].y, raw[u][r].z, raw[u][r].w};
-            acc[r][t] += DotOf16<K>(w, xv) * s[u][r];
-          }
-        }
-      }
-    }
-  }
+  QuantWarpRows<K, R, NT, U>(wr, sr, x + t0 * ldx, ldx, nt, cols, lane, acc);
 #pragma unroll
   for (int r = 0; r < R; ++r) {
 #pragma unroll
@@ -208,7 +163,7 @@ __global__ void GemvQuantScalarKernel(const uint8_t* __restrict__ codes,
   if (row >= rows) return;
   const int nt = static_cast<int>(n - t0 < kGemvTokens ? n - t0 : kGemvTokens);
   const float* xb = x + t0 * ldx;
-  const uint32_t blocks = (cols + kQBlock - 1) / kQBlock;
+  const uint32_t blocks = QuantBlocks(cols);
   float acc[kGemvTokens] = {};
   for (uint32_t c = lane; c < cols; c += kWarp) {
     const float wv = WeightAt<K>(codes, scales, blocks, row, c);
@@ -263,7 +218,7 @@ template <QKind K>
 __global__ void DequantRowsKernel(const uint8_t* __restrict__ codes,
                                   const uint16_t* __restrict__ scales, uint32_t first_row,
                                   size_t count, uint32_t cols, float* __restrict__ out) {
-  const uint32_t blocks = (cols + kQBlock - 1) / kQBlock;
+  const uint32_t blocks = QuantBlocks(cols);
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < count;
        i += size_t{gridDim.x} * blockDim.x) {
     out[i] = WeightAt<K>(codes, scales, blocks, first_row + static_cast<uint32_t>(i / cols),

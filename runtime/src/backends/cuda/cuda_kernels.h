@@ -75,7 +75,8 @@ cudaError_t AddGated(const float* f, const float* gate_logit, size_t n, uint32_t
 
 // One expert's weights for the MoE decode kernels below (device pointers; biases and scale may
 // be null). Every matrix of a table has the table's WType, and its rows are 16-byte aligned
-// (cols a multiple of 16 bytes of the type).
+// (cols a multiple of 16 bytes of the type; kQ8/kQ4: of the values in 16 bytes of codes, 16 and
+// 32, with each matrix's block scales, cuda_quant.h).
 struct ExpertPtrs {
   const void* up;
   const void* gate;  // null when not gated
@@ -86,6 +87,9 @@ struct ExpertPtrs {
   const float* scale;  // neuron edits [ff]
   uint32_t ff;         // d_ff_padded: up/gate rows, down cols
   uint32_t reserved;
+  const uint16_t* up_scales;  // kQ8/kQ4 only, else null
+  const uint16_t* gate_scales;
+  const uint16_t* down_scales;
 };
 
 // The MoE layer of a few tokens in three launches, no host round trip. Slots: n · k routed ones

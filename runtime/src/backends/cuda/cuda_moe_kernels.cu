@@ -89,7 +89,8 @@ __device__ __forceinline__ uint32_t SlotExpert(uint32_t slot, const uint32_t* ex
 }
 
 // A warp per row of up (and gate) of the slot's expert: the rows of the products at one token
-// with the same loop as GemvRowsKernel<W, 1, 1, 4, 8>, so the bits of the grouped path's.
+// with the same loop as GemvRowsKernel<W, 1, 1, 4, 8> (kQ8/kQ4, W = Quant<K>: as
+// GemvQuantKernel<K, 1, 1, 4, 8>), so the bits of the grouped path's.
 template <typename W>
 __global__ void __launch_bounds__(kExpertWarps* kWarp)
     ExpertsHiddenKernel(const ExpertPtrs* __restrict__ table, const uint32_t* __restrict__ experts,
@@ -105,16 +106,17 @@ __global__ void __launch_bounds__(kExpertWarps* kWarp)
   const float* xb = x + token * d;
   float u = 0.0f, g = 0.0f;
   if (gated) {
-    const W* wr[2] = {static_cast<const W*>(p.up) + static_cast<size_t>(row) * d,
-                      static_cast<const W*>(p.gate) + static_cast<size_t>(row) * d};
+    const void* m[2] = {p.up, p.gate};
+    const uint16_t* sc[2] = {p.up_scales, p.gate_scales};
     float acc[2][1] = {};
-    WarpRows<W, 2, 1, 4>(wr, xb, d, 1, d, lane, acc);
+    OneTokenRows<W, 2>(m, sc, row, d, xb, d, lane, acc);
     u = WarpSum(acc[0][0]);
     g = WarpSum(acc[1][0]);
   } else {
-    const W* wr[1] = {static_cast<const W*>(p.up) + static_cast<size_t>(row) * d};
+    const void* m[1] = {p.up};
+    const uint16_t* sc[1] = {p.up_scales};
     float acc[1][1] = {};
-    WarpRows<W, 1, 1, 4>(wr, xb, d, 1, d, lane, acc);
+    OneTokenRows<W, 1>(m, sc, row, d, xb, d, lane, acc);
     u = WarpSum(acc[0][0]);
   }
   if (lane != 0) return;
@@ -135,9 +137,10 @@ __global__ void __launch_bounds__(kExpertWarps* kWarp)
   const uint32_t row = blockIdx.x * kExpertWarps + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (row >= d) return;
-  const W* wr[1] = {static_cast<const W*>(p.down) + static_cast<size_t>(row) * p.ff};
+  const void* m[1] = {p.down};
+  const uint16_t* sc[1] = {p.down_scales};
   float acc[1][1] = {};
-  WarpRows<W, 1, 1, 4>(wr, h + blockIdx.y * ldh, ldh, 1, p.ff, lane, acc);
+  OneTokenRows<W, 1>(m, sc, row, p.ff, h + blockIdx.y * ldh, ldh, lane, acc);
   const float v = WarpSum(acc[0][0]);
   if (lane == 0) {
     float y = v;
@@ -335,19 +338,25 @@ cudaError_t ExpertsHidden(WType type, const ExpertPtrs* table, const uint32_t* e
                           uint32_t k, uint32_t shared, uint32_t num_experts, const float* x,
                           uint32_t d, uint8_t activation, bool gated, uint32_t max_ff, float* h,
                           size_t ldh, cudaStream_t stream) {
-  return ByType(type, [&](auto tag) {
+  const auto launch = [&](auto tag) {
     return LaunchExperts<decltype(tag)>(table, experts, n, k, shared, num_experts, x, d,
                                         activation, gated, max_ff, h, ldh, stream);
-  });
+  };
+  if (type == WType::kQ8) return launch(Quant<QKind::kQ8>());
+  if (type == WType::kQ4) return launch(Quant<QKind::kQ4>());
+  return ByType(type, launch);
 }
 
 cudaError_t ExpertsDown(WType type, const ExpertPtrs* table, const uint32_t* experts, size_t n,
                         uint32_t k, uint32_t shared, uint32_t num_experts, const float* h,
                         size_t ldh, uint32_t d, float* o, cudaStream_t stream) {
-  return ByType(type, [&](auto tag) {
+  const auto launch = [&](auto tag) {
     return LaunchExpertsDown<decltype(tag)>(table, experts, n, k, shared, num_experts, h, ldh, d,
                                             o, stream);
-  });
+  };
+  if (type == WType::kQ8) return launch(Quant<QKind::kQ8>());
+  if (type == WType::kQ4) return launch(Quant<QKind::kQ4>());
+  return ByType(type, launch);
 }
 
 cudaError_t CombineExperts(const uint32_t* experts, const double* weights, size_t n, uint32_t k,

@@ -21,11 +21,16 @@ size_t TypeBytes(WType t) { return t == WType::kF32 ? 4 : 2; }
 bool FusedDecodeType(const DevLayer& l, uint32_t d, WType* type) {
   if (l.experts.empty() || l.route.top_k > cuda::kCombineMaxK) return false;
   const DevFfn& first = l.experts[0];
-  if (first.up.quantised()) return false;  // the fused kernels read float weights
   *type = first.up.type;
   const auto fits = [&](const DevMatrix& m, uint32_t cols) {
-    return m.type == *type && m.cols == cols && (cols * TypeBytes(*type)) % 16 == 0 &&
-           reinterpret_cast<uintptr_t>(m.data) % 16 == 0;
+    if (m.type != *type || m.cols != cols || reinterpret_cast<uintptr_t>(m.data) % 16 != 0) {
+      return false;
+    }
+    if (m.quantised()) {  // whole 16-byte loads of codes within each row (QuantWarpRows)
+      return cols % cuda::ValuesPer16Bytes(*type == WType::kQ8 ? cuda::QKind::kQ8
+                                                               : cuda::QKind::kQ4) == 0;
+    }
+    return (cols * TypeBytes(*type)) % 16 == 0;
   };
   const auto ok = [&](const DevFfn& f) {
     return f.gated == first.gated && f.activation == first.activation && f.ff % 4 == 0 &&
@@ -36,8 +41,9 @@ bool FusedDecodeType(const DevLayer& l, uint32_t d, WType* type) {
 }
 
 cuda::ExpertPtrs ExpertEntry(const DevFfn& f) {
-  return cuda::ExpertPtrs{f.up.data,   f.gate.data, f.down.data, f.up_bias, f.gate_bias,
-                          f.down_bias, f.scale,     f.ff,        0};
+  return cuda::ExpertPtrs{f.up.data,   f.gate.data,   f.down.data,   f.up_bias,
+                          f.gate_bias, f.down_bias,   f.scale,       f.ff,
+                          0,           f.up.scales,   f.gate.scales, f.down.scales};
 }
 
 const void* Arena::PlaceRaw(const void* src, uint64_t bytes) {

@@ -75,8 +75,8 @@ size_t TypeBytes(WType t);
 
 // Whether the fused decode kernels can run a MoE layer's experts, and their weight type: one type
 // and one activation for every routed and shared expert, rows of 16-byte multiples at 16-byte
-// aligned addresses (the kernels' loads), and top_k within CombineExperts' limit. Not for
-// quantised experts (kQ8, kQ4): those take the grouped path.
+// aligned addresses (the kernels' loads; kQ8/kQ4: columns a multiple of the values in 16 bytes of
+// codes), and top_k within CombineExperts' limit.
 bool FusedDecodeType(const DevLayer& l, uint32_t d, WType* type);
 
 // An expert's entry in a fused layer's table.
@@ -110,7 +110,7 @@ class Arena {
 
 // Every layer of `model` placed by `arena` (the sizing pass or the copying one). keep_quantised:
 // I8/I4 matrices stay quantised (cuda_quant.h) where the kernels take them (not a shared
-// expert's gate, which the fused decode reads as floats); otherwise every quantised matrix is
+// expert's gate, which CombineExperts reads as floats); otherwise every quantised matrix is
 // dequantised to f32.
 std::vector<DevLayer> PlaceModel(Arena* a, const Model& model, bool keep_quantised);
 
