@@ -15,15 +15,6 @@ namespace {
 
 uint64_t Blocks(uint64_t cols) { return (cols + kQBlock - 1) / kQBlock; }
 
-// Row r's values of block b (32, the file's padding past cols included) from the panel layout.
-template <typename Q>
-void BlockValues(const uint8_t* data, const QuantGeometry& g, uint64_t r, uint64_t b,
-                 int (&v)[kQBlock]) {
-  const uint8_t* blk = data + r / kQuantPanelRows * g.panel_bytes + g.scale_bytes +
-                       b * g.block_panel_bytes;
-  for (uint32_t j = 0; j < kQBlock; ++j) v[j] = Q::Value(blk, r % kQuantPanelRows, j);
-}
-
 }  // namespace
 
 bool KeepsQuantisedOnDevice(const TensorView& t, QKind* kind) {
@@ -44,25 +35,23 @@ uint64_t DeviceCodeBytes(QKind kind, uint64_t rows, uint64_t cols) {
 
 uint64_t DeviceScaleBytes(uint64_t rows, uint64_t cols) { return rows * Blocks(cols) * 2; }
 
+// The panels keep a row's 4 values of each group g of a block at blk + 64g + 4r (kernels/
+// quant_types.h: Q8's byte per value; Q4's byte holding value 4g + i in its low nibble and
+// 16 + 4g + i in its high one, g < 4), which are the device row's bytes 4g .. 4g + 3 of that block
+// in both layouts: the relay copies 4 bytes at a time.
 void RelayForDevice(const TensorView& t, QKind kind, uint8_t* codes, uint16_t* scales) {
   const uint64_t rows = t.shape[0], cols = t.shape[1], blocks = Blocks(cols);
   const QuantGeometry g = QuantMatrixGeometry(t.dtype, rows, cols);
+  const uint64_t block_bytes = RowBytes(kind, 1), groups = block_bytes / 4;
   for (uint64_t r = 0; r < rows; ++r) {
     const uint8_t* panel = t.data + r / kQuantPanelRows * g.panel_bytes;
+    const uint64_t pr = r % kQuantPanelRows;
     uint8_t* row = codes + r * RowBytes(kind, blocks);
     for (uint64_t b = 0; b < blocks; ++b) {
-      scales[r * blocks + b] = PanelScale(panel, r % kQuantPanelRows, b);
-      int v[kQBlock];
-      if (kind == QKind::kQ8) {
-        BlockValues<Q8>(t.data, g, r, b, v);
-        for (uint32_t j = 0; j < kQBlock; ++j) {
-          row[kQBlock * b + j] = static_cast<uint8_t>(static_cast<int8_t>(v[j]));
-        }
-      } else {
-        BlockValues<Q4>(t.data, g, r, b, v);
-        for (uint32_t i = 0; i < 16; ++i) {
-          row[16 * b + i] = static_cast<uint8_t>((v[i] + 8) | ((v[16 + i] + 8) << 4));
-        }
+      scales[r * blocks + b] = PanelScale(panel, pr, b);
+      const uint8_t* blk = panel + g.scale_bytes + b * g.block_panel_bytes;
+      for (uint64_t q = 0; q < groups; ++q) {
+        std::memcpy(row + b * block_bytes + 4 * q, blk + 64 * q + 4 * pr, 4);
       }
     }
   }
