@@ -219,7 +219,9 @@ __device__ __forceinline__ void OneTokenRows(const void* const (&m)[R],
   } else {
     const W* wr[R];
 #pragma unroll
-    for (int r = 0; r < R; ++r) wr[r] = static_cast<const W*>(m[r]) + static_cast<size_t>(row) * cols;
+    for (int r = 0; r < R; ++r) {
+      wr[r] = static_cast<const W*>(m[r]) + static_cast<size_t>(row) * cols;
+    }
     WarpRows<W, R, 1, 4>(wr, xb, ldx, 1, cols, lane, acc);
   }
 }

@@ -1,5 +1,5 @@
 // How the cuda backend keeps an I8 or I4 matrix on the device when its weights stay quantised
-// (FFLITE_CUDA_QUANT=packed, docs/cuda.md): re-laid once at upload from the file's panels
+// (FFLITE_CUDA_QUANT=packed, README's cuda section): re-laid once at upload from the file's panels
 // (kernels/quant_types.h) into rows the GPU reads with 16-byte loads, the values and scales
 // unchanged, never re-quantised. Plain C++ (no CUDA header) for the host side and the tests; the
 // element functions are also compiled for the device (FFLITE_CUDA_HD), so the kernels and the tests
@@ -11,7 +11,7 @@
 //     kQ4: 16 bytes per block of 32 values: byte i of block c = (value 32c + i) + 8 in its low
 //          nibble and (value 32c + 16 + i) + 8 in its high one;
 //   scales: [rows, b] f16 bits, the block's scale; weight (r, j) = value · f32(scale).
-// Values past cols are 0 and their blocks' scales as the file's padding (0): they add nothing.
+// Values past cols (in a row's last block) are 0, the file's padding: they add nothing.
 #ifndef FFLITE_RUNTIME_SRC_BACKENDS_CUDA_CUDA_QUANT_H_
 #define FFLITE_RUNTIME_SRC_BACKENDS_CUDA_CUDA_QUANT_H_
 
@@ -38,7 +38,9 @@ enum class QKind : uint8_t { kQ8, kQ4 };
 constexpr uint32_t kQBlock = 32;
 
 // Values in 16 bytes of codes: a lane's load.
-FFLITE_CUDA_HD constexpr uint32_t ValuesPer16Bytes(QKind kind) { return kind == QKind::kQ8 ? 16 : 32; }
+FFLITE_CUDA_HD constexpr uint32_t ValuesPer16Bytes(QKind kind) {
+  return kind == QKind::kQ8 ? 16 : 32;
+}
 
 // Bytes of a row of `blocks` blocks.
 FFLITE_CUDA_HD constexpr uint64_t RowBytes(QKind kind, uint64_t blocks) {
