@@ -76,6 +76,19 @@ __device__ __forceinline__ uint4 LoadOnce(const void* p) {
   return r;
 }
 
+// xv = the V floats at p (16-byte aligned), in 16-byte loads through L1 (every row reads them).
+template <int V>
+__device__ __forceinline__ void LoadX(const float* p, float (&xv)[V]) {
+#pragma unroll
+  for (int q = 0; q < V / 4; ++q) {
+    const float4 a = __ldg(reinterpret_cast<const float4*>(p) + q);
+    xv[4 * q] = a.x;
+    xv[4 * q + 1] = a.y;
+    xv[4 * q + 2] = a.z;
+    xv[4 * q + 3] = a.w;
+  }
+}
+
 // acc[r][t] += Σ_c wr[r][c] · x[t][c] over this lane's columns: each lane takes 16 bytes of
 // every row in turn (a warp reads 512 contiguous bytes per row and load), U loads per row in
 // flight; x (f32) is read through L1, once per R rows. cols % V == 0, rows 16-byte aligned.
@@ -90,14 +103,7 @@ __device__ __forceinline__ void WarpRows(const W* const (&wr)[R], const float* x
     for (int t = 0; t < NT; ++t) {
       if (t < nt) {
         float xv[V];
-#pragma unroll
-        for (int q = 0; q < V / 4; ++q) {
-          const float4 a = __ldg(reinterpret_cast<const float4*>(xb + t * ldx + c) + q);
-          xv[4 * q] = a.x;
-          xv[4 * q + 1] = a.y;
-          xv[4 * q + 2] = a.z;
-          xv[4 * q + 3] = a.w;
-        }
+        LoadX<V>(xb + t * ldx + c, xv);
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           float f[V];
@@ -173,14 +179,7 @@ __device__ __forceinline__ void QuantWarpRows(const uint8_t* const (&wr)[R],
       for (int t = 0; t < NT; ++t) {
         if (t < nt) {
           float xv[kVals];
-#pragma unroll
-          for (int q = 0; q < static_cast<int>(kVals / 4); ++q) {
-            const float4 a = __ldg(reinterpret_cast<const float4*>(xb + t * ldx + c * kVals) + q);
-            xv[4 * q] = a.x;
-            xv[4 * q + 1] = a.y;
-            xv[4 * q + 2] = a.z;
-            xv[4 * q + 3] = a.w;
-          }
+          LoadX<kVals>(xb + t * ldx + c * kVals, xv);
 #pragma unroll
           for (int r = 0; r < R; ++r) {
             const uint32_t w[4] = {raw[u][r].x, raw[u][r].y, raw[u][r].z, raw[u][r].w};
@@ -197,14 +196,16 @@ __device__ __forceinline__ uint32_t QuantBlocks(uint32_t cols) {
   return (cols + kQBlock - 1) / kQBlock;
 }
 
-// acc[r][0] += row `row` of matrix m[r] (`cols` columns of W; kQ8/kQ4 with its scales sc[r]) · x,
-// one token, four loads per row in flight: WarpRows or QuantWarpRows, as the gemv's one-token
-// kernels (GemvRowsKernel<W, 1, 1, 4, 8>, GemvQuantKernel<K, 1, 1, 4, 8>) read a row.
-template <typename W, int R>
-__device__ __forceinline__ void OneTokenRows(const void* const (&m)[R],
-                                             const uint16_t* const (&sc)[R], uint32_t row,
-                                             uint32_t cols, const float* xb, size_t ldx, int lane,
-                                             float (&acc)[R][1]) {
+// acc[r][t] += row rows[r] of matrix m[r] (`cols` columns of W; W = Quant<K>: kQ8/kQ4 codes
+// with their block scales sc[r]) · x[t]: WarpRows or QuantWarpRows, which the decode gemv (R rows
+// of one matrix) and the experts' kernels (the same row of up and gate) share, so that both give
+// the same bits.
+template <typename W, int R, int NT, int U>
+__device__ __forceinline__ void MatrixRows(const void* const (&m)[R],
+                                           const uint16_t* const (&sc)[R],
+                                           const uint32_t (&rows)[R], uint32_t cols,
+                                           const float* xb, size_t ldx, int nt, int lane,
+                                           float (&acc)[R][NT]) {
   if constexpr (QuantOf<W>::kQuant) {
     constexpr QKind K = QuantOf<W>::kKind;
     const uint32_t blocks = QuantBlocks(cols);
@@ -212,17 +213,29 @@ __device__ __forceinline__ void OneTokenRows(const void* const (&m)[R],
     const uint16_t* sr[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      wr[r] = static_cast<const uint8_t*>(m[r]) + row * RowBytes(K, blocks);
-      sr[r] = sc[r] + static_cast<size_t>(row) * blocks;
+      wr[r] = static_cast<const uint8_t*>(m[r]) + rows[r] * RowBytes(K, blocks);
+      sr[r] = sc[r] + static_cast<size_t>(rows[r]) * blocks;
     }
-    QuantWarpRows<K, R, 1, 4>(wr, sr, xb, ldx, 1, cols, lane, acc);
+    QuantWarpRows<K, R, NT, U>(wr, sr, xb, ldx, nt, cols, lane, acc);
   } else {
     const W* wr[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      wr[r] = static_cast<const W*>(m[r]) + static_cast<size_t>(row) * cols;
+      wr[r] = static_cast<const W*>(m[r]) + static_cast<size_t>(rows[r]) * cols;
     }
-    WarpRows<W, R, 1, 4>(wr, xb, ldx, 1, cols, lane, acc);
+    WarpRows<W, R, NT, U>(wr, xb, ldx, nt, cols, lane, acc);
+  }
+}
+
+// Weight (row, c) of a matrix as f32: W's element, or a kQ8/kQ4 value times its block's scale.
+template <typename W>
+__device__ __forceinline__ float WeightOf(const void* w, const uint16_t* scales, uint32_t row,
+                                          uint32_t cols, uint32_t c) {
+  if constexpr (QuantOf<W>::kQuant) {
+    return WeightAt<QuantOf<W>::kKind>(static_cast<const uint8_t*>(w), scales, QuantBlocks(cols),
+                                       row, c);
+  } else {
+    return ToF32(static_cast<const W*>(w)[static_cast<size_t>(row) * cols + c]);
   }
 }
 

@@ -15,25 +15,33 @@ namespace {
 constexpr int kGemvWarps = 8;   // scalar fallback: rows per block (a warp per row)
 constexpr int kGemvTokens = 8;  // tokens per block (grid.y covers the rest)
 
-// y[t][row] = w[row] · x[t]: R rows per warp, WARPS warps per block, NT tokens per blockIdx.y.
+// y[t][row] = w[row] · x[t]: R rows per warp, WARPS warps per block, NT tokens per blockIdx.y;
+// W a float type, or Quant<K> for kQ8/kQ4 codes with their block scales (MatrixRows).
 // Measured on an H200 (bf16, [28672, 8192] and [8192, 28672]): one token at R 1, U 4, 8 warps
 // reads 4080-4190 GB/s, where a warp per row with scalar x loads read 1780; 2-8 tokens at R 4,
-// U 2, 4 warps 1600-3780 GB/s, where a warp per row read 240-950.
+// U 2, 4 warps 1600-3780 GB/s, where a warp per row read 240-950. (kQ8/kQ4 take the same shapes,
+// not yet measured.)
 template <typename W, int R, int NT, int U, int WARPS>
 __global__ void __launch_bounds__(WARPS* kWarp)
-    GemvRowsKernel(const W* __restrict__ w, uint32_t rows, uint32_t cols,
-                   const float* __restrict__ x, size_t ldx, size_t n, float* __restrict__ y,
-                   size_t ldy) {
+    GemvRowsKernel(const void* __restrict__ w, const uint16_t* __restrict__ scales, uint32_t rows,
+                   uint32_t cols, const float* __restrict__ x, size_t ldx, size_t n,
+                   float* __restrict__ y, size_t ldy) {
   const uint32_t row0 = (blockIdx.x * WARPS + threadIdx.x / kWarp) * R;
   const int lane = threadIdx.x % kWarp;
   if (row0 >= rows) return;
   const size_t t0 = static_cast<size_t>(blockIdx.y) * NT;
   const int nt = static_cast<int>(n - t0 < NT ? n - t0 : NT);
-  const W* wr[R];
+  const void* m[R];
+  const uint16_t* sc[R];
+  uint32_t rr[R];
 #pragma unroll
-  for (int r = 0; r < R; ++r) wr[r] = w + static_cast<size_t>(min(row0 + r, rows - 1)) * cols;
+  for (int r = 0; r < R; ++r) {
+    m[r] = w;
+    sc[r] = scales;
+    rr[r] = min(row0 + r, rows - 1);
+  }
   float acc[R][NT] = {};
-  WarpRows<W, R, NT, U>(wr, x + t0 * ldx, ldx, nt, cols, lane, acc);
+  MatrixRows<W, R, NT, U>(m, sc, rr, cols, x + t0 * ldx, ldx, nt, lane, acc);
 #pragma unroll
   for (int r = 0; r < R; ++r) {
 #pragma unroll
@@ -44,21 +52,21 @@ __global__ void __launch_bounds__(WARPS* kWarp)
   }
 }
 
-// The fallback where rows are not 16-byte aligned: one warp per row, an element per lane.
+// The fallback where rows are not 16-byte aligned (kQ8/kQ4: cols not a multiple of the values in
+// 16 bytes of codes), or x is not: one warp per row, an element per lane.
 template <typename W>
-__global__ void GemvScalarKernel(const W* __restrict__ w, uint32_t rows, uint32_t cols,
-                                 const float* __restrict__ x, size_t ldx, size_t n,
-                                 float* __restrict__ y, size_t ldy) {
+__global__ void GemvScalarKernel(const void* __restrict__ w, const uint16_t* __restrict__ scales,
+                                 uint32_t rows, uint32_t cols, const float* __restrict__ x,
+                                 size_t ldx, size_t n, float* __restrict__ y, size_t ldy) {
   const uint32_t row = blockIdx.x * kGemvWarps + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   const size_t t0 = static_cast<size_t>(blockIdx.y) * kGemvTokens;
   if (row >= rows) return;
   const int nt = static_cast<int>(n - t0 < kGemvTokens ? n - t0 : kGemvTokens);
   const float* xb = x + t0 * ldx;
-  const W* wr = w + static_cast<size_t>(row) * cols;
   float acc[kGemvTokens] = {};
   for (uint32_t c = lane; c < cols; c += kWarp) {
-    const float wv = ToF32(wr[c]);
+    const float wv = WeightOf<W>(w, scales, row, cols, c);
 #pragma unroll
     for (int t = 0; t < kGemvTokens; ++t) {
       if (t < nt) acc[t] += wv * xb[t * ldx + c];
@@ -86,130 +94,44 @@ void ForTokenGroups(size_t n, size_t per_block, uint32_t rows, uint32_t block_ro
 }
 
 template <typename W, int R, int NT, int U, int WARPS>
-void LaunchRows(const W* w, uint32_t rows, uint32_t cols, const float* x, size_t ldx, size_t n,
-                float* y, size_t ldy, cudaStream_t stream) {
+void LaunchRows(const void* w, const uint16_t* scales, uint32_t rows, uint32_t cols,
+                const float* x, size_t ldx, size_t n, float* y, size_t ldy, cudaStream_t stream) {
   ForTokenGroups(n, NT, rows, R * WARPS, [&](size_t t, size_t nt, dim3 grid) {
     GemvRowsKernel<W, R, NT, U, WARPS><<<grid, WARPS * kWarp, 0, stream>>>(
-        w, rows, cols, x + t * ldx, ldx, nt, y + t * ldy, ldy);
+        w, scales, rows, cols, x + t * ldx, ldx, nt, y + t * ldy, ldy);
   });
+}
+
+// Whether MatrixRows' 16-byte loads fit: cols a multiple of the values in 16 bytes.
+template <typename W>
+constexpr uint32_t ValuesPerLoad() {
+  if constexpr (QuantOf<W>::kQuant) {
+    return ValuesPer16Bytes(QuantOf<W>::kKind);
+  } else {
+    return Lanes<W>::V;
+  }
 }
 
 template <typename W>
-cudaError_t LaunchGemv(const void* w, uint32_t rows, uint32_t cols, const float* x, size_t ldx,
-                       size_t n, float* y, size_t ldy, cudaStream_t stream) {
-  const W* wt = static_cast<const W*>(w);
+cudaError_t LaunchGemv(const void* w, const uint16_t* scales, uint32_t rows, uint32_t cols,
+                       const float* x, size_t ldx, size_t n, float* y, size_t ldy,
+                       cudaStream_t stream) {
   // 16-byte loads need every row of weights and of x to start 16-byte aligned.
-  const bool vec = cols % Lanes<W>::V == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
+  const bool vec = cols % ValuesPerLoad<W>() == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
   if (!vec) {
     ForTokenGroups(n, kGemvTokens, rows, kGemvWarps, [&](size_t t, size_t nt, dim3 grid) {
-      GemvScalarKernel<W><<<grid, kGemvWarps * kWarp, 0, stream>>>(wt, rows, cols, x + t * ldx,
-                                                                     ldx, nt, y + t * ldy, ldy);
-    });
-  } else if (n == 1) {
-    LaunchRows<W, 1, 1, 4, 8>(wt, rows, cols, x, ldx, n, y, ldy, stream);
-  } else if (n == 2) {
-    LaunchRows<W, 4, 2, 2, 4>(wt, rows, cols, x, ldx, n, y, ldy, stream);
-  } else if (n <= 4) {
-    LaunchRows<W, 4, 4, 2, 4>(wt, rows, cols, x, ldx, n, y, ldy, stream);
-  } else {
-    LaunchRows<W, 4, 8, 2, 4>(wt, rows, cols, x, ldx, n, y, ldy, stream);
-  }
-  return cudaGetLastError();
-}
-
-// The quantised twin of GemvRowsKernel (QuantWarpRows; the launcher checks its conditions).
-template <QKind K, int R, int NT, int U, int WARPS>
-__global__ void __launch_bounds__(WARPS* kWarp)
-    GemvQuantKernel(const uint8_t* __restrict__ codes, const uint16_t* __restrict__ scales,
-                    uint32_t rows, uint32_t cols, const float* __restrict__ x, size_t ldx,
-                    size_t n, float* __restrict__ y, size_t ldy) {
-  const uint32_t row0 = (blockIdx.x * WARPS + threadIdx.x / kWarp) * R;
-  const int lane = threadIdx.x % kWarp;
-  if (row0 >= rows) return;
-  const size_t t0 = static_cast<size_t>(blockIdx.y) * NT;
-  const int nt = static_cast<int>(n - t0 < NT ? n - t0 : NT);
-  const uint32_t blocks = QuantBlocks(cols);
-  const uint8_t* wr[R];
-  const uint16_t* sr[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const uint64_t rr = min(row0 + r, rows - 1);
-    wr[r] = codes + rr * RowBytes(K, blocks);
-    sr[r] = scales + rr * blocks;
-  }
-  float acc[R][NT] = {};
-  QuantWarpRows<K, R, NT, U>(wr, sr, x + t0 * ldx, ldx, nt, cols, lane, acc);
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-#pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      const float v = WarpSum(acc[r][t]);
-      if (lane == 0 && t < nt && row0 + r < rows) y[(t0 + t) * ldy + row0 + r] = v;
-    }
-  }
-}
-
-// The fallback where cols or x do not allow GemvQuantKernel's loads: one warp per row, a weight
-// per lane (WeightAt).
-template <QKind K>
-__global__ void GemvQuantScalarKernel(const uint8_t* __restrict__ codes,
-                                      const uint16_t* __restrict__ scales, uint32_t rows,
-                                      uint32_t cols, const float* __restrict__ x, size_t ldx,
-                                      size_t n, float* __restrict__ y, size_t ldy) {
-  const uint32_t row = blockIdx.x * kGemvWarps + threadIdx.x / kWarp;
-  const int lane = threadIdx.x % kWarp;
-  const size_t t0 = static_cast<size_t>(blockIdx.y) * kGemvTokens;
-  if (row >= rows) return;
-  const int nt = static_cast<int>(n - t0 < kGemvTokens ? n - t0 : kGemvTokens);
-  const float* xb = x + t0 * ldx;
-  const uint32_t blocks = QuantBlocks(cols);
-  float acc[kGemvTokens] = {};
-  for (uint32_t c = lane; c < cols; c += kWarp) {
-    const float wv = WeightAt<K>(codes, scales, blocks, row, c);
-#pragma unroll
-    for (int t = 0; t < kGemvTokens; ++t) {
-      if (t < nt) acc[t] += wv * xb[t * ldx + c];
-    }
-  }
-#pragma unroll
-  for (int t = 0; t < kGemvTokens; ++t) {
-    const float s = WarpSum(acc[t]);
-    if (lane == 0 && t < nt) y[(t0 + t) * ldy + row] = s;
-  }
-}
-
-template <QKind K, int R, int NT, int U, int WARPS>
-void LaunchQuantRows(const uint8_t* codes, const uint16_t* scales, uint32_t rows, uint32_t cols,
-                     const float* x, size_t ldx, size_t n, float* y, size_t ldy,
-                     cudaStream_t stream) {
-  ForTokenGroups(n, NT, rows, R * WARPS, [&](size_t t, size_t nt, dim3 grid) {
-    GemvQuantKernel<K, R, NT, U, WARPS><<<grid, WARPS * kWarp, 0, stream>>>(
-        codes, scales, rows, cols, x + t * ldx, ldx, nt, y + t * ldy, ldy);
-  });
-}
-
-// The launch shapes of LaunchGemv's (measured there for bf16; not yet on quantised weights).
-template <QKind K>
-cudaError_t LaunchGemvQuant(const void* codes, const uint16_t* scales, uint32_t rows,
-                            uint32_t cols, const float* x, size_t ldx, size_t n, float* y,
-                            size_t ldy, cudaStream_t stream) {
-  const uint8_t* w = static_cast<const uint8_t*>(codes);
-  const bool vec = cols % ValuesPer16Bytes(K) == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
-                   reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
-  if (!vec) {
-    ForTokenGroups(n, kGemvTokens, rows, kGemvWarps, [&](size_t t, size_t nt, dim3 grid) {
-      GemvQuantScalarKernel<K><<<grid, kGemvWarps * kWarp, 0, stream>>>(
+      GemvScalarKernel<W><<<grid, kGemvWarps * kWarp, 0, stream>>>(
           w, scales, rows, cols, x + t * ldx, ldx, nt, y + t * ldy, ldy);
     });
   } else if (n == 1) {
-    LaunchQuantRows<K, 1, 1, 4, 8>(w, scales, rows, cols, x, ldx, n, y, ldy, stream);
+    LaunchRows<W, 1, 1, 4, 8>(w, scales, rows, cols, x, ldx, n, y, ldy, stream);
   } else if (n == 2) {
-    LaunchQuantRows<K, 4, 2, 2, 4>(w, scales, rows, cols, x, ldx, n, y, ldy, stream);
+    LaunchRows<W, 4, 2, 2, 4>(w, scales, rows, cols, x, ldx, n, y, ldy, stream);
   } else if (n <= 4) {
-    LaunchQuantRows<K, 4, 4, 2, 4>(w, scales, rows, cols, x, ldx, n, y, ldy, stream);
+    LaunchRows<W, 4, 4, 2, 4>(w, scales, rows, cols, x, ldx, n, y, ldy, stream);
   } else {
-    LaunchQuantRows<K, 4, 8, 1, 4>(w, scales, rows, cols, x, ldx, n, y, ldy, stream);
+    LaunchRows<W, 4, 8, 2, 4>(w, scales, rows, cols, x, ldx, n, y, ldy, stream);
   }
   return cudaGetLastError();
 }
@@ -315,7 +237,7 @@ cudaError_t Gemv(WType type, const void* w, uint32_t rows, uint32_t cols, const 
                  size_t ldx, size_t n, float* y, size_t ldy, cudaStream_t stream) {
   if (type == WType::kQ8 || type == WType::kQ4) return cudaErrorInvalidValue;  // GemvQuant's
   return ByType(type, [&](auto tag) {
-    return LaunchGemv<decltype(tag)>(w, rows, cols, x, ldx, n, y, ldy, stream);
+    return LaunchGemv<decltype(tag)>(w, nullptr, rows, cols, x, ldx, n, y, ldy, stream);
   });
 }
 
@@ -323,10 +245,10 @@ cudaError_t GemvQuant(WType type, const void* codes, const uint16_t* scales, uin
                       uint32_t cols, const float* x, size_t ldx, size_t n, float* y, size_t ldy,
                       cudaStream_t stream) {
   if (type == WType::kQ8) {
-    return LaunchGemvQuant<QKind::kQ8>(codes, scales, rows, cols, x, ldx, n, y, ldy, stream);
+    return LaunchGemv<Quant<QKind::kQ8>>(codes, scales, rows, cols, x, ldx, n, y, ldy, stream);
   }
   if (type == WType::kQ4) {
-    return LaunchGemvQuant<QKind::kQ4>(codes, scales, rows, cols, x, ldx, n, y, ldy, stream);
+    return LaunchGemv<Quant<QKind::kQ4>>(codes, scales, rows, cols, x, ldx, n, y, ldy, stream);
   }
   return cudaErrorInvalidValue;
 }

@@ -108,15 +108,17 @@ __global__ void __launch_bounds__(kExpertWarps* kWarp)
   if (gated) {
     const void* m[2] = {p.up, p.gate};
     const uint16_t* sc[2] = {p.up_scales, p.gate_scales};
+    const uint32_t rows[2] = {row, row};
     float acc[2][1] = {};
-    OneTokenRows<W, 2>(m, sc, row, d, xb, d, lane, acc);
+    MatrixRows<W, 2, 1, 4>(m, sc, rows, d, xb, d, 1, lane, acc);
     u = WarpSum(acc[0][0]);
     g = WarpSum(acc[1][0]);
   } else {
     const void* m[1] = {p.up};
     const uint16_t* sc[1] = {p.up_scales};
+    const uint32_t rows[1] = {row};
     float acc[1][1] = {};
-    OneTokenRows<W, 1>(m, sc, row, d, xb, d, lane, acc);
+    MatrixRows<W, 1, 1, 4>(m, sc, rows, d, xb, d, 1, lane, acc);
     u = WarpSum(acc[0][0]);
   }
   if (lane != 0) return;
@@ -139,8 +141,9 @@ __global__ void __launch_bounds__(kExpertWarps* kWarp)
   if (row >= d) return;
   const void* m[1] = {p.down};
   const uint16_t* sc[1] = {p.down_scales};
+  const uint32_t rows[1] = {row};
   float acc[1][1] = {};
-  OneTokenRows<W, 1>(m, sc, row, p.ff, h + blockIdx.y * ldh, ldh, lane, acc);
+  MatrixRows<W, 1, 1, 4>(m, sc, rows, p.ff, h + blockIdx.y * ldh, ldh, 1, lane, acc);
   const float v = WarpSum(acc[0][0]);
   if (lane == 0) {
     float y = v;
