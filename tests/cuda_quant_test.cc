@@ -99,7 +99,8 @@ void CheckLayout(const Stored& m) {
       }
       for (uint32_t i = 0; i < per; ++i) {
         const float v = cuda::ValueF32Of16<K>(w, static_cast<int>(i));
-        ASSERT_EQ(v, static_cast<float>(cuda::ValueOf16<K>(w, static_cast<int>(i))))
+        const int value = cuda::ValueAt<K>(row, static_cast<uint32_t>(c * per + i));
+        ASSERT_EQ(v, static_cast<float>(value))
             << "row " << r << " chunk " << c << " value " << i;
       }
       const float got = cuda::DotOf16<K>(w, x.data());

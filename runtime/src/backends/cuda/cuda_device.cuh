@@ -264,12 +264,14 @@ __device__ __forceinline__ float Glu(uint8_t activation, float g, float u) {
 
 constexpr unsigned kThreads = 256;
 
-// f(W()) with W the C++ type of `type`'s elements.
+// f(W()) with W the C++ type of `type`'s elements (kQ8/kQ4: Quant<K>).
 template <typename F>
 cudaError_t ByType(WType type, F&& f) {
   switch (type) {
     case WType::kF16: return f(__half());
     case WType::kBF16: return f(__nv_bfloat16());
+    case WType::kQ8: return f(Quant<QKind::kQ8>());
+    case WType::kQ4: return f(Quant<QKind::kQ4>());
     default: return f(float());
   }
 }

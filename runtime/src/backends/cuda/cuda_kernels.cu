@@ -244,13 +244,10 @@ cudaError_t Gemv(WType type, const void* w, uint32_t rows, uint32_t cols, const 
 cudaError_t GemvQuant(WType type, const void* codes, const uint16_t* scales, uint32_t rows,
                       uint32_t cols, const float* x, size_t ldx, size_t n, float* y, size_t ldy,
                       cudaStream_t stream) {
-  if (type == WType::kQ8) {
-    return LaunchGemv<Quant<QKind::kQ8>>(codes, scales, rows, cols, x, ldx, n, y, ldy, stream);
-  }
-  if (type == WType::kQ4) {
-    return LaunchGemv<Quant<QKind::kQ4>>(codes, scales, rows, cols, x, ldx, n, y, ldy, stream);
-  }
-  return cudaErrorInvalidValue;
+  if (type != WType::kQ8 && type != WType::kQ4) return cudaErrorInvalidValue;  // Gemv's
+  return ByType(type, [&](auto tag) {
+    return LaunchGemv<decltype(tag)>(codes, scales, rows, cols, x, ldx, n, y, ldy, stream);
+  });
 }
 
 cudaError_t DequantRows(WType type, const void* codes, const uint16_t* scales, uint32_t first_row,

@@ -89,8 +89,8 @@ __device__ __forceinline__ uint32_t SlotExpert(uint32_t slot, const uint32_t* ex
 }
 
 // A warp per row of up (and gate) of the slot's expert: the rows of the products at one token
-// with the same loop as GemvRowsKernel<W, 1, 1, 4, 8> (kQ8/kQ4, W = Quant<K>: as
-// GemvQuantKernel<K, 1, 1, 4, 8>), so the bits of the grouped path's.
+// with the same loop as GemvRowsKernel<W, 1, 1, 4, 8> (MatrixRows; W = Quant<K> for kQ8/kQ4), so
+// the bits of the grouped path's.
 template <typename W>
 __global__ void __launch_bounds__(kExpertWarps* kWarp)
     ExpertsHiddenKernel(const ExpertPtrs* __restrict__ table, const uint32_t* __restrict__ experts,
@@ -345,8 +345,6 @@ cudaError_t ExpertsHidden(WType type, const ExpertPtrs* table, const uint32_t* e
     return LaunchExperts<decltype(tag)>(table, experts, n, k, shared, num_experts, x, d,
                                         activation, gated, max_ff, h, ldh, stream);
   };
-  if (type == WType::kQ8) return launch(Quant<QKind::kQ8>());
-  if (type == WType::kQ4) return launch(Quant<QKind::kQ4>());
   return ByType(type, launch);
 }
 
@@ -357,8 +355,6 @@ cudaError_t ExpertsDown(WType type, const ExpertPtrs* table, const uint32_t* exp
     return LaunchExpertsDown<decltype(tag)>(table, experts, n, k, shared, num_experts, h, ldh, d,
                                             o, stream);
   };
-  if (type == WType::kQ8) return launch(Quant<QKind::kQ8>());
-  if (type == WType::kQ4) return launch(Quant<QKind::kQ4>());
   return ByType(type, launch);
 }
 

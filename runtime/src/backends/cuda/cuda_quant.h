@@ -56,19 +56,6 @@ FFLITE_CUDA_HD float ScaleToF32(uint16_t s) {
 #endif
 }
 
-// Value i of 16 bytes of codes held as four little-endian words (kQ8: i < 16; kQ4: i < 32, the
-// block's value i).
-template <QKind K>
-FFLITE_CUDA_HD int ValueOf16(const uint32_t (&w)[4], int i) {
-  if constexpr (K == QKind::kQ8) {
-    return static_cast<int8_t>(static_cast<uint8_t>(w[i / 4] >> (8 * (i % 4))));
-  } else {
-    const int b = i % 16;
-    const uint32_t byte = (w[b / 4] >> (8 * (b % 4))) & 0xffu;
-    return static_cast<int>(i < 16 ? byte & 0xfu : byte >> 4) - 8;
-  }
-}
-
 FFLITE_CUDA_HD float BitsAsF32(uint32_t bits) {
 #if defined(__CUDA_ARCH__)
   return __uint_as_float(bits);
@@ -77,9 +64,11 @@ FFLITE_CUDA_HD float BitsAsF32(uint32_t bits) {
 #endif
 }
 
-// ValueOf16 as f32 without an int-to-float conversion (a quarter-rate instruction on the GPU): the
-// code u (kQ8: the byte with its sign bit flipped, value + 128; kQ4: the nibble, value + 8) in the
-// low mantissa bits of 2^23 gives 2^23 + u exactly, less 2^23 + the offset: the value, exactly.
+// Value i of 16 bytes of codes held as four little-endian words (kQ8: i < 16; kQ4: i < 32, the
+// block's value i), as f32 without an int-to-float conversion (a quarter-rate instruction on the
+// GPU): the code u (kQ8: the byte with its sign bit flipped, value + 128; kQ4: the nibble, value
+// + 8) in the low mantissa bits of 2^23 gives 2^23 + u exactly, less 2^23 + the offset: the
+// value, exactly.
 template <QKind K>
 FFLITE_CUDA_HD float ValueF32Of16(const uint32_t (&w)[4], int i) {
   if constexpr (K == QKind::kQ8) {
