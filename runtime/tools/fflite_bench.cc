@@ -136,8 +136,10 @@ ABSL_FLAG(std::string, gemm_ahead, "auto",
           "off; the same results; compare with --gemm_ahead on --baseline --vs gemm_ahead=off)");
 ABSL_FLAG(int64_t, bandwidth_mib, 1024, "buffer for the read-bandwidth measurement");
 ABSL_FLAG(std::string, dtype, "f32",
-          "--synthetic: dtype of the FFN weight matrices: f32, f16, bf16, i8 or i4 (quantised by "
-          "the converter's quantiser; every other tensor f32)");
+          "--synthetic: dtype of the FFN weight matrices: f32, f16, bf16, i8, i4, q2_k, q3_k, "
+          "q4_k, q5_k or q6_k (quantised by the converter's quantiser; a k-quant matrix whose "
+          "in_features is not whole super-blocks of 256 falls back to i4 or i8 as fflite-convert "
+          "does; every other tensor f32)");
 ABSL_FLAG(bool, rotate, true,
           "--synthetic with --dtype i8|i4: the block-rotated layout (the converter's default)");
 ABSL_FLAG(int64_t, quant_gemm_tokens, -1,
@@ -344,7 +346,8 @@ std::string ResolveBackend(const std::string& name) {
 }
 
 std::optional<DType> ParseDTypeName(const std::string& name) {
-  for (DType d : {DType::F32, DType::F16, DType::BF16, DType::I8, DType::I4}) {
+  for (DType d : {DType::F32, DType::F16, DType::BF16, DType::I8, DType::I4, DType::Q2_K_PACKED,
+                  DType::Q3_K_PACKED, DType::Q4_K, DType::Q5_K_PACKED, DType::Q6_K_PACKED}) {
     if (name == DTypeName(d)) return d;
   }
   return std::nullopt;
@@ -413,7 +416,9 @@ int Main() {
     write.expert_alignment = kExpertPageAlignment;
     auto dtype = ParseDTypeName(absl::GetFlag(FLAGS_dtype));
     if (!dtype.has_value()) {
-      std::fprintf(stderr, "--dtype: '%s' is not one of f32, f16, bf16, i8, i4\n",
+      std::fprintf(stderr,
+                   "--dtype: '%s' is not one of f32, f16, bf16, i8, i4, q2_k, q3_k, q4_k, q5_k, "
+                   "q6_k\n",
                    absl::GetFlag(FLAGS_dtype).c_str());
       return 2;
     }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 #include "backends/cpu/cpu_backend.h"
+#include "format/dtype.h"
 #include "session/session.h"
 #include "testing/backends.h"
 #include "testing/tolerances.h"
@@ -67,7 +68,8 @@ void LayerTesterBase<Derived>::TestLayer(LayerSpec layer, Rng& rng,
   spec.d_model = ffn_.d_model;
   spec.layers.push_back(std::move(layer));
   WriteOptions options;
-  if (dtype_ == DType::I8 || dtype_ == DType::I4) {
+  const DTypeInfo* info = FindDType(dtype_);
+  if (info != nullptr && info->quantized) {  // the matrices quantised, the rest f32
     const DType quantized = dtype_;
     options.dtype = DType::F32;
     options.matrix_dtype = [quantized](const std::string&, DType) { return quantized; };

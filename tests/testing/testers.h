@@ -60,8 +60,10 @@ class LayerTesterBase {
     return self();
   }
   Derived& residual(bool v) { residual_ = v; return self(); }
-  // F32/F16/BF16: every tensor; I8/I4: the weight matrices, quantised by the writer (the rest
-  // f32), `rotate` choosing the block-rotated layout.
+  // F32/F16/BF16: every tensor; a quantised dtype (I8, I4, the k-quants): the weight matrices,
+  // quantised by the writer (the rest f32; a k-quant matrix whose in_features is not whole
+  // super-blocks falls back to I4 or I8, as the writer does), `rotate` choosing the
+  // block-rotated layout (I8/I4).
   Derived& dtype(DType v) { dtype_ = v; return self(); }
   Derived& rotate(bool v) { rotate_ = v; return self(); }
   Derived& d_ff_alignment(uint32_t v) { alignment_ = v; return self(); }
