@@ -31,9 +31,10 @@ bench="$dir/runtime/tools/fflite-bench --backend cuda --reps 20"
 $bench --synthetic llama-70b --dtype bf16 --tokens 1,512 || status=1
 $bench --synthetic qwen-moe --dtype bf16 --tokens 1,128 || status=1
 $bench --synthetic llama --tokens 1,128 || status=1
-# i8/i4 both ways at the Llama-7B shape (the quantiser takes about 15 s a run there, 80 s at
-# llama-70b's), then i4 kept quantised at the goal's Llama-70B shape.
-for dtype in i8 i4; do
+# i8/i4/q4_k both ways at the Llama-7B shape (the quantiser takes about 15 s a run there for
+# i8/i4, 80 s at llama-70b's; q4_k's search longer), then i4 kept quantised at the goal's
+# Llama-70B shape.
+for dtype in i8 i4 q4_k; do
   for quant in f32 packed; do
     echo "== llama $dtype, FFLITE_CUDA_QUANT=$quant =="
     FFLITE_CUDA_QUANT=$quant $bench --synthetic llama --dtype $dtype --tokens 1,8,512 || status=1

@@ -306,12 +306,42 @@ TEST(CudaBackendTest, QuantisedWeightsMatchReference) {
   }
 }
 
+// The k-quants (d_model 256: whole super-blocks) kept quantised or dequantised on upload: q4_k
+// (nibbles and mins), q6_k and q3_k (a byte per value and Q6_K's scales per 16), q5_k and q2_k
+// (dequantised either way). d_ff 512 keeps down a k-quant too; at 320 down falls back to i4 or i8
+// (mixed types in one FFN).
+TEST(CudaBackendTest, KQuantWeightsMatchReference) {
+  SKIP_WITHOUT_GPU();
+  for (const char* quant : {"f32", "packed"}) {
+    QuantEnv env(quant);
+    for (DType dtype : {DType::Q4_K, DType::Q6_K_PACKED, DType::Q3_K_PACKED, DType::Q5_K_PACKED,
+                        DType::Q2_K_PACKED}) {
+      for (uint32_t ff : {512u, 320u}) {
+        for (size_t tokens : {size_t{1}, size_t{3}, size_t{8}, size_t{40}}) {
+          SCOPED_TRACE(::testing::Message() << quant << " " << DTypeName(dtype) << " d_ff " << ff
+                                            << " tokens " << tokens);
+          FfnTester()
+              .d_model(256)
+              .d_ff(ff)
+              .tokens(tokens)
+              .activation(Activation::SILU)
+              .gated(true)
+              .dtype(dtype)
+              .tolerance(testing::kF32RelTol)
+              .Test("cuda");
+        }
+      }
+    }
+  }
+}
+
 // Kept quantised, a product of many tokens dequantises at most 64 MiB of f32 rows at a time: up
-// (8200 x 2048) and down (2048 x 8200) are 67 MB each, so each goes in two chunks.
+// (8200 x 2048) and down (2048 x 8200) are 67 MB each, so each goes in two chunks (Q4_K: up and
+// gate; its down, 8200 columns, falls back to I4).
 TEST(CudaBackendTest, PackedPrefillInChunksMatchesReference) {
   SKIP_WITHOUT_GPU();
   QuantEnv env("packed");
-  for (DType dtype : {DType::I8, DType::I4}) {
+  for (DType dtype : {DType::I8, DType::I4, DType::Q4_K}) {
     FfnTester()
         .d_model(2048)
         .d_ff(8200)
@@ -329,11 +359,13 @@ TEST(CudaBackendTest, PackedPrefillInChunksMatchesReference) {
 TEST(CudaBackendTest, PackedQuantisedMoeMatchesReference) {
   SKIP_WITHOUT_GPU();
   QuantEnv env("packed");
-  for (DType dtype : {DType::I8, DType::I4}) {
+  for (DType dtype : {DType::I8, DType::I4, DType::Q4_K, DType::Q6_K_PACKED}) {
     for (size_t tokens : {size_t{1}, size_t{5}, size_t{40}}) {
+      // k-quants: whole super-blocks along every matrix's columns
+      const bool k = dtype == DType::Q4_K || dtype == DType::Q6_K_PACKED;
       MoeTester()
-          .d_model(64)
-          .d_ff(96)
+          .d_model(k ? 256 : 64)
+          .d_ff(k ? 256 : 96)
           .moe(testing::ParamsFor(testing::Variant::kQwen2Moe))
           .tokens(tokens)
           .dtype(dtype)

@@ -1,9 +1,12 @@
-// The cuda backend's device layout of I8/I4 matrices (backends/cuda/cuda_quant.h), on the CPU: the
+// The cuda backend's device layout of quantised matrices (backends/cuda/cuda_quant.h), on the CPU: the
 // same element functions the kernels read it with, against the file's own reading of each value
 // (QuantValueAt, the panel layout) and its dequantisation (DequantizeRows), bit for bit. Built
 // and run everywhere, with or without the cuda backend: the layout is host code.
 #include "backends/cuda/cuda_quant.h"
 
+#include <algorithm>
+#include <cmath>
+#include <iterator>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -27,15 +30,47 @@ struct Stored {
   TensorView view;
 };
 
-// A stored [rows, cols] matrix of random values over the whole range (row 0 at the extremes) and
-// random f16 scales of both signs, one of them 0.
+// The view of m's bytes.
+void SetView(Stored* m) {
+  m->view.dtype = m->dtype;
+  m->view.shape = {m->rows, m->cols};
+  m->view.layout = Layout::PANEL16_K4;
+  m->view.size = m->bytes.size();
+  m->view.data = m->bytes.data();
+}
+
+// The values a type holds: the range of I8 and I4, the levels of IQ4_NL and MXFP4 (IQ4_XS: its
+// levels too, Q6_K, Q6_K_PACKED and Q3_K_PACKED their ranges).
+std::vector<int> ValuesOf(DType dtype) {
+  std::vector<int> v;
+  const auto range = [&v](int lo, int hi) {
+    for (int q = lo; q <= hi; ++q) v.push_back(q);
+  };
+  switch (dtype) {
+    case DType::I8:
+    case DType::Q6_K: range(-127, 127); break;
+    case DType::I4: range(-8, 7); break;
+    case DType::Q6_K_PACKED: range(-32, 31); break;
+    case DType::Q3_K_PACKED: range(-4, 3); break;
+    case DType::IQ4_NL:
+    case DType::IQ4_XS: v.assign(std::begin(kIq4Levels), std::end(kIq4Levels)); break;
+    case DType::MXFP4: v.assign(std::begin(kMxfp4Levels), std::end(kMxfp4Levels)); break;
+    default: break;
+  }
+  return v;
+}
+
+// A stored [rows, cols] matrix of a type with an f16 scale per block of 32 (I8, I4, IQ4_NL,
+// MXFP4): random values over all the type holds (row 0 at its extremes) and random f16 scales of
+// both signs, one of them 0.
 Stored RandomStored(DType dtype, uint64_t rows, uint64_t cols, std::mt19937& gen) {
   Stored m{dtype, rows, cols, {}, {}};
-  const int lo = dtype == DType::I8 ? -127 : -8, hi = dtype == DType::I8 ? 127 : 7;
-  std::uniform_int_distribution<int> qdist(lo, hi);
+  const std::vector<int> values = ValuesOf(dtype);
+  std::uniform_int_distribution<size_t> pick(0, values.size() - 1);
   std::vector<int8_t> q(rows * cols);
-  for (int8_t& v : q) v = static_cast<int8_t>(qdist(gen));
-  for (uint64_t j = 0; j < cols; ++j) q[j] = static_cast<int8_t>(gen() & 1 ? hi : lo);
+  for (int8_t& v : q) v = static_cast<int8_t>(values[pick(gen)]);
+  const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
+  for (uint64_t j = 0; j < cols; ++j) q[j] = static_cast<int8_t>(gen() & 1 ? *hi : *lo);
   const uint64_t blocks = (cols + 31) / 32;
   std::vector<uint16_t> scales(rows * blocks);
   std::uniform_real_distribution<float> sdist(-0.02f, 0.02f);
@@ -44,21 +79,64 @@ Stored RandomStored(DType dtype, uint64_t rows, uint64_t cols, std::mt19937& gen
   const QuantGeometry g = QuantMatrixGeometry(dtype, rows, cols);
   m.bytes.resize(g.bytes());
   PackQuantMatrix(dtype, rows, cols, q.data(), scales.data(), m.bytes.data());
-  m.view.dtype = dtype;
-  m.view.shape = {rows, cols};
-  m.view.layout = Layout::PANEL16_K4;
-  m.view.size = m.bytes.size();
-  m.view.data = m.bytes.data();
+  SetView(&m);
+  return m;
+}
+
+// A stored [rows, cols] matrix of a type with Q6_K's scales (Q6_K, Q6_K_PACKED, Q3_K_PACKED,
+// IQ4_XS; cols a multiple of 256): random f16 d of both signs, int8 scales over their range
+// (Q6_K's whole byte, 6 bits for Q3_K and IQ4_XS) and values over all the type holds.
+Stored RandomQ6KScheme(DType dtype, uint64_t rows, uint64_t cols, std::mt19937& gen) {
+  Stored m{dtype, rows, cols, {}, {}};
+  const std::vector<int> values = ValuesOf(dtype);
+  std::uniform_int_distribution<size_t> pick(0, values.size() - 1);
+  const bool wide = dtype == DType::Q6_K || dtype == DType::Q6_K_PACKED;
+  std::uniform_int_distribution<int> sc(wide ? -128 : -32, wide ? 127 : 31);
+  std::uniform_real_distribution<float> ddist(-0.05f, 0.05f);
+  const QuantGeometry g = QuantMatrixGeometry(dtype, rows, cols);
+  m.bytes.resize(g.bytes());
+  PackQ6KFromBlocks(
+      dtype, rows, cols,
+      [&](uint64_t, uint64_t, uint16_t* d, int8_t* scales, int8_t* v) {
+        *d = F32ToF16(ddist(gen));
+        for (int i = 0; i < 16; ++i) scales[i] = static_cast<int8_t>(sc(gen));
+        for (int i = 0; i < 256; ++i) v[i] = static_cast<int8_t>(values[pick(gen)]);
+      },
+      m.bytes.data());
+  SetView(&m);
+  return m;
+}
+
+// A stored Q4_K [rows, cols] matrix (cols a multiple of 256) from GGUF rows of random bytes:
+// every nibble, 6-bit scale and min, and random finite f16 d and dmin of both signs.
+Stored RandomQ4K(uint64_t rows, uint64_t cols, std::mt19937& gen) {
+  Stored m{DType::Q4_K, rows, cols, {}, {}};
+  const uint64_t supers = cols / 256;
+  std::vector<uint8_t> gguf(rows * supers * 144);
+  std::uniform_real_distribution<float> ddist(-0.05f, 0.05f);
+  for (size_t i = 0; i < gguf.size(); i += 144) {
+    const uint16_t d = F32ToF16(ddist(gen)), dmin = F32ToF16(ddist(gen));
+    std::memcpy(&gguf[i], &d, 2);
+    std::memcpy(&gguf[i + 2], &dmin, 2);
+    for (size_t j = 4; j < 144; ++j) gguf[i + j] = static_cast<uint8_t>(gen());
+  }
+  const QuantGeometry g = QuantMatrixGeometry(DType::Q4_K, rows, cols);
+  m.bytes.resize(g.bytes());
+  PackQ4KFromGguf(rows, cols, gguf.data(), m.bytes.data());
+  SetView(&m);
   return m;
 }
 
 template <QKind K>
 void CheckLayout(const Stored& m) {
   const uint64_t rows = m.rows, cols = m.cols, blocks = (cols + 31) / 32;
+  QKind kind = QKind::kQ8;
+  ASSERT_TRUE(cuda::KeepsQuantisedOnDevice(m.view, &kind));
+  ASSERT_EQ(kind, K);
   std::vector<uint8_t> codes(cuda::DeviceCodeBytes(K, rows, cols), 0xa5);
-  std::vector<uint16_t> scales(cuda::DeviceScaleBytes(rows, cols) / 2, 0xa5a5);
+  std::vector<uint16_t> scales(cuda::DeviceScaleBytes(K, rows, cols) / 2, 0xa5a5);
   ASSERT_EQ(codes.size(), rows * cuda::RowBytes(K, blocks));
-  ASSERT_EQ(scales.size(), rows * blocks);
+  ASSERT_EQ(scales.size(), rows * cuda::ScaleWords(K, blocks));
   cuda::RelayForDevice(m.view, K, codes.data(), scales.data());
 
   const QuantGeometry g = QuantMatrixGeometry(m.dtype, rows, cols);
@@ -68,7 +146,9 @@ void CheckLayout(const Stored& m) {
   std::uniform_real_distribution<float> xdist(-1.0f, 1.0f);
   for (uint64_t r = 0; r < rows; ++r) {
     const uint8_t* row = codes.data() + r * cuda::RowBytes(K, blocks);
-    for (uint64_t b = 0; b < blocks; ++b) {
+    // kQ4K's and kQ6K's d, dmin, scales and mins are checked through the weights (WeightAt
+    // against the file's dequantisation, below: every scale and min meets a nonzero value).
+    for (uint64_t b = 0; b < blocks && (K == QKind::kQ8 || K == QKind::kQ4); ++b) {
       ASSERT_EQ(scales[r * blocks + b], QuantScaleAt(g, m.bytes.data(), r, b))
           << "row " << r << " block " << b;
     }
@@ -116,11 +196,57 @@ TEST(CudaQuantLayoutTest, EveryValueScaleAndWeightAsTheFileHasThem) {
       SCOPED_TRACE(::testing::Message() << rows << " x " << cols);
       CheckLayout<QKind::kQ8>(RandomStored(DType::I8, rows, cols, gen));
       CheckLayout<QKind::kQ4>(RandomStored(DType::I4, rows, cols, gen));
+      CheckLayout<QKind::kQ8>(RandomStored(DType::IQ4_NL, rows, cols, gen));
+      CheckLayout<QKind::kQ8>(RandomStored(DType::MXFP4, rows, cols, gen));
+    }
+    for (uint64_t cols : {256, 768}) {
+      SCOPED_TRACE(::testing::Message() << rows << " x " << cols);
+      CheckLayout<QKind::kQ4K>(RandomQ4K(rows, cols, gen));
+      for (DType dtype : {DType::Q6_K, DType::Q6_K_PACKED, DType::Q3_K_PACKED, DType::IQ4_XS}) {
+        SCOPED_TRACE(DTypeName(dtype));
+        CheckLayout<QKind::kQ6K>(RandomQ6KScheme(dtype, rows, cols, gen));
+      }
     }
   }
 }
 
-TEST(CudaQuantLayoutTest, OnlyPlainI8AndI4MatricesStayQuantised) {
+// The kernels' per-chunk step for kQ4K: Σ weight · x over a block = scale · DotOf16 - min · Σx,
+// within f32 rounding of the sum of the file's dequantised weights times x (in double).
+TEST(CudaQuantLayoutTest, Q4KBlockSumsMatchTheDequantisedWeights) {
+  std::mt19937 gen(5);
+  const Stored m = RandomQ4K(16, 512, gen);
+  const uint64_t blocks = 16;
+  std::vector<uint8_t> codes(cuda::DeviceCodeBytes(QKind::kQ4K, 16, 512));
+  std::vector<uint16_t> scales(cuda::DeviceScaleBytes(QKind::kQ4K, 16, 512) / 2);
+  cuda::RelayForDevice(m.view, QKind::kQ4K, codes.data(), scales.data());
+  std::vector<float> deq(16 * 512);
+  DequantizeRows(DType::Q4_K, Layout::PANEL16_K4, 16, 512, m.bytes.data(), 0, 16, deq.data());
+  std::uniform_real_distribution<float> xdist(-1.0f, 1.0f);
+  for (uint32_t r = 0; r < 16; ++r) {
+    for (uint32_t b = 0; b < blocks; ++b) {
+      float x[32], sum_x = 0.0f;
+      double want = 0.0, mag = 0.0;
+      for (int i = 0; i < 32; ++i) {
+        x[i] = xdist(gen);
+        sum_x += x[i];
+        want += static_cast<double>(deq[r * 512 + 32 * b + i]) * x[i];
+        mag += std::fabs(static_cast<double>(deq[r * 512 + 32 * b + i]) * x[i]);
+      }
+      uint32_t w[4];
+      std::memcpy(w, codes.data() + r * cuda::RowBytes(QKind::kQ4K, blocks) + 16 * b, 16);
+      float scale, min;
+      cuda::ScaleMinAt<QKind::kQ4K>(scales.data() + r * cuda::ScaleWords(QKind::kQ4K, blocks),
+                                    blocks, 32 * b, &scale, &min);
+      const float got = cuda::DotOf16<QKind::kQ4K>(w, x) * scale - min * sum_x;
+      // 64 f32 roundings of terms up to |min|·|x| and |scale|·15·|x| each.
+      const double bound = 1e-5 * (mag + std::fabs(static_cast<double>(min)) * 32 +
+                                   std::fabs(static_cast<double>(scale)) * 15 * 32);
+      ASSERT_NEAR(got, want, bound) << "row " << r << " block " << b;
+    }
+  }
+}
+
+TEST(CudaQuantLayoutTest, WhichMatricesStayQuantised) {
   std::mt19937 gen(4);
   Stored m = RandomStored(DType::I4, 16, 64, gen);
   QKind kind = QKind::kQ8;
@@ -132,9 +258,23 @@ TEST(CudaQuantLayoutTest, OnlyPlainI8AndI4MatricesStayQuantised) {
   TensorView rotated = m.view;  // its kernels multiply rotated activations
   rotated.layout = Layout::PANEL16_K4_HADAMARD32;
   EXPECT_FALSE(cuda::KeepsQuantisedOnDevice(rotated, &kind));
-  TensorView other = m.view;  // k-quants, MXFP4, ...: dequantised on upload for now
-  other.dtype = DType::Q4_K;
-  EXPECT_FALSE(cuda::KeepsQuantisedOnDevice(other, &kind));
+  Stored q4k = RandomQ4K(16, 256, gen);
+  EXPECT_TRUE(cuda::KeepsQuantisedOnDevice(q4k.view, &kind));
+  EXPECT_EQ(kind, QKind::kQ4K);
+  TensorView partial = q4k.view;  // not whole super-blocks (the loader refuses it anyway)
+  partial.shape = {16, 64};
+  EXPECT_FALSE(cuda::KeepsQuantisedOnDevice(partial, &kind));
+  Stored q3k = RandomQ6KScheme(DType::Q3_K_PACKED, 16, 256, gen);
+  EXPECT_TRUE(cuda::KeepsQuantisedOnDevice(q3k.view, &kind));
+  EXPECT_EQ(kind, QKind::kQ6K);
+  Stored mx = RandomStored(DType::MXFP4, 16, 64, gen);
+  EXPECT_TRUE(cuda::KeepsQuantisedOnDevice(mx.view, &kind));
+  EXPECT_EQ(kind, QKind::kQ8);
+  for (DType dequantised : {DType::Q5_K, DType::Q5_K_PACKED, DType::Q2_K_PACKED}) {
+    TensorView other = q4k.view;  // dequantised on upload
+    other.dtype = dequantised;
+    EXPECT_FALSE(cuda::KeepsQuantisedOnDevice(other, &kind)) << DTypeName(dequantised);
+  }
   TensorView absent;
   EXPECT_FALSE(cuda::KeepsQuantisedOnDevice(absent, &kind));
 }

@@ -132,7 +132,7 @@ __device__ __forceinline__ void WarpRows(const W* const (&wr)[R], const float* x
   }
 }
 
-// The element type W of kQ8/kQ4 matrices in the kernels templated on it (Quant<K>), as float,
+// The element type W of quantised matrices in the kernels templated on it (Quant<K>), as float,
 // __half and __nv_bfloat16 are of the float types.
 template <QKind K>
 struct Quant {};
@@ -146,12 +146,13 @@ struct QuantOf<Quant<K>> {
   static constexpr QKind kKind = K;
 };
 
-// WarpRows over kQ8/kQ4 rows (cuda_quant.h's layout): acc[r][t] += Σ_j value(r, j) · scale ·
-// x[t][j] over this lane's chunks: each lane takes 16 bytes of codes of every row in turn (a warp
-// reads 512 contiguous bytes of a row per load, U loads per row in flight, not kept in L1), sums
-// their 16 (kQ8) or 32 (kQ4) values times x in f32 (DotOf16, the code the tests check on the CPU)
-// and adds that times the block's scale. wr[r], sr[r]: row r's codes and scales. cols a multiple
-// of the values per 16 bytes and xb 16-byte aligned, ldx % 4 == 0: no lane reads past a row of x.
+// WarpRows over quantised rows (cuda_quant.h's layout): acc[r][t] += Σ_j weight(r, j) · x[t][j]
+// over this lane's chunks: each lane takes 16 bytes of codes of every row in turn (a warp reads
+// 512 contiguous bytes of a row per load, U loads per row in flight, not kept in L1), sums their
+// 16 (byte codes) or 32 (nibbles) values times x in f32 (DotOf16, the code the tests check on the
+// CPU) and adds that times their scale (kQ4K: less the block's min times the block's Σx, summed
+// once for the R rows). wr[r], sr[r]: row r's codes and scale record. cols a multiple of the values
+// per 16 bytes and xb 16-byte aligned, ldx % 4 == 0: no lane reads past a row of x.
 template <QKind K, int R, int NT, int U>
 __device__ __forceinline__ void QuantWarpRows(const uint8_t* const (&wr)[R],
                                               const uint16_t* const (&sr)[R], const float* xb,
@@ -159,16 +160,19 @@ __device__ __forceinline__ void QuantWarpRows(const uint8_t* const (&wr)[R],
                                               float (&acc)[R][NT]) {
   constexpr uint32_t kVals = ValuesPer16Bytes(K);
   const uint32_t chunks = cols / kVals;  // of 16 bytes per row
+  const uint32_t blocks = (cols + kQBlock - 1) / kQBlock;
   for (uint32_t c0 = lane; c0 < chunks; c0 += U * kWarp) {
     uint4 raw[U][R];
-    float s[U][R];
+    float s[U][R], m[U][R];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const uint32_t c = c0 + u * kWarp;
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         raw[u][r] = c < chunks ? LoadOnce(wr[r] + 16 * static_cast<uint64_t>(c)) : uint4{};
-        s[u][r] = c < chunks ? ScaleToF32(sr[r][c * kVals / kQBlock]) : 0.0f;
+        s[u][r] = 0.0f;
+        m[u][r] = 0.0f;
+        if (c < chunks) ScaleMinAt<K>(sr[r], blocks, c * kVals, &s[u][r], &m[u][r]);
       }
     }
 #pragma unroll
@@ -180,10 +184,19 @@ __device__ __forceinline__ void QuantWarpRows(const uint8_t* const (&wr)[R],
         if (t < nt) {
           float xv[kVals];
           LoadX<kVals>(xb + t * ldx + c * kVals, xv);
+          [[maybe_unused]] float sum_x = 0.0f;
+          if constexpr (HasMin(K)) {
+#pragma unroll
+            for (uint32_t i = 0; i < kVals; ++i) sum_x += xv[i];
+          }
 #pragma unroll
           for (int r = 0; r < R; ++r) {
             const uint32_t w[4] = {raw[u][r].x, raw[u][r].y, raw[u][r].z, raw[u][r].w};
-            acc[r][t] += DotOf16<K>(w, xv) * s[u][r];
+            if constexpr (HasMin(K)) {
+              acc[r][t] += DotOf16<K>(w, xv) * s[u][r] - m[u][r] * sum_x;
+            } else {
+              acc[r][t] += DotOf16<K>(w, xv) * s[u][r];
+            }
           }
         }
       }
@@ -196,8 +209,8 @@ __device__ __forceinline__ uint32_t QuantBlocks(uint32_t cols) {
   return (cols + kQBlock - 1) / kQBlock;
 }
 
-// acc[r][t] += row rows[r] of matrix m[r] (`cols` columns of W; W = Quant<K>: kQ8/kQ4 codes
-// with their block scales sc[r]) · x[t]: WarpRows or QuantWarpRows, which the decode gemv (R rows
+// acc[r][t] += row rows[r] of matrix m[r] (`cols` columns of W; W = Quant<K>: quantised codes
+// with their scale records sc[r]) · x[t]: WarpRows or QuantWarpRows, which the decode gemv (R rows
 // of one matrix) and the experts' kernels (the same row of up and gate) share, so that both give
 // the same bits.
 template <typename W, int R, int NT, int U>
@@ -214,7 +227,7 @@ __device__ __forceinline__ void MatrixRows(const void* const (&m)[R],
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       wr[r] = static_cast<const uint8_t*>(m[r]) + rows[r] * RowBytes(K, blocks);
-      sr[r] = sc[r] + static_cast<size_t>(rows[r]) * blocks;
+      sr[r] = sc[r] + static_cast<size_t>(rows[r]) * ScaleWords(K, blocks);
     }
     QuantWarpRows<K, R, NT, U>(wr, sr, xb, ldx, nt, cols, lane, acc);
   } else {
@@ -227,7 +240,7 @@ __device__ __forceinline__ void MatrixRows(const void* const (&m)[R],
   }
 }
 
-// Weight (row, c) of a matrix as f32: W's element, or a kQ8/kQ4 value times its block's scale.
+// Weight (row, c) of a matrix as f32: W's element, or a quantised one's (WeightAt).
 template <typename W>
 __device__ __forceinline__ float WeightOf(const void* w, const uint16_t* scales, uint32_t row,
                                           uint32_t cols, uint32_t c) {
@@ -264,7 +277,7 @@ __device__ __forceinline__ float Glu(uint8_t activation, float g, float u) {
 
 constexpr unsigned kThreads = 256;
 
-// f(W()) with W the C++ type of `type`'s elements (kQ8/kQ4: Quant<K>).
+// f(W()) with W the C++ type of `type`'s elements (quantised: Quant<K>).
 template <typename F>
 cudaError_t ByType(WType type, F&& f) {
   switch (type) {
@@ -272,6 +285,8 @@ cudaError_t ByType(WType type, F&& f) {
     case WType::kBF16: return f(__nv_bfloat16());
     case WType::kQ8: return f(Quant<QKind::kQ8>());
     case WType::kQ4: return f(Quant<QKind::kQ4>());
+    case WType::kQ4K: return f(Quant<QKind::kQ4K>());
+    case WType::kQ6K: return f(Quant<QKind::kQ6K>());
     default: return f(float());
   }
 }

@@ -16,10 +16,10 @@ constexpr int kGemvWarps = 8;   // scalar fallback: rows per block (a warp per r
 constexpr int kGemvTokens = 8;  // tokens per block (grid.y covers the rest)
 
 // y[t][row] = w[row] · x[t]: R rows per warp, WARPS warps per block, NT tokens per blockIdx.y;
-// W a float type, or Quant<K> for kQ8/kQ4 codes with their block scales (MatrixRows).
+// W a float type, or Quant<K> for quantised codes with their scale records (MatrixRows).
 // Measured on an H200 (bf16, [28672, 8192] and [8192, 28672]): one token at R 1, U 4, 8 warps
 // reads 4080-4190 GB/s, where a warp per row with scalar x loads read 1780; 2-8 tokens at R 4,
-// U 2, 4 warps 1600-3780 GB/s, where a warp per row read 240-950. (kQ8/kQ4 take the same shapes,
+// U 2, 4 warps 1600-3780 GB/s, where a warp per row read 240-950. (Quantised types take the same shapes,
 // not yet measured.)
 template <typename W, int R, int NT, int U, int WARPS>
 __global__ void __launch_bounds__(WARPS* kWarp)
@@ -52,7 +52,7 @@ __global__ void __launch_bounds__(WARPS* kWarp)
   }
 }
 
-// The fallback where rows are not 16-byte aligned (kQ8/kQ4: cols not a multiple of the values in
+// The fallback where rows are not 16-byte aligned (quantised: cols not a multiple of the values in
 // 16 bytes of codes), or x is not: one warp per row, an element per lane.
 template <typename W>
 __global__ void GemvScalarKernel(const void* __restrict__ w, const uint16_t* __restrict__ scales,
@@ -235,7 +235,7 @@ __global__ void ResidualKernel(const float* __restrict__ f, const float* __restr
 
 cudaError_t Gemv(WType type, const void* w, uint32_t rows, uint32_t cols, const float* x,
                  size_t ldx, size_t n, float* y, size_t ldy, cudaStream_t stream) {
-  if (type == WType::kQ8 || type == WType::kQ4) return cudaErrorInvalidValue;  // GemvQuant's
+  if (IsQuantised(type)) return cudaErrorInvalidValue;  // GemvQuant's
   return ByType(type, [&](auto tag) {
     return LaunchGemv<decltype(tag)>(w, nullptr, rows, cols, x, ldx, n, y, ldy, stream);
   });
@@ -244,7 +244,7 @@ cudaError_t Gemv(WType type, const void* w, uint32_t rows, uint32_t cols, const 
 cudaError_t GemvQuant(WType type, const void* codes, const uint16_t* scales, uint32_t rows,
                       uint32_t cols, const float* x, size_t ldx, size_t n, float* y, size_t ldy,
                       cudaStream_t stream) {
-  if (type != WType::kQ8 && type != WType::kQ4) return cudaErrorInvalidValue;  // Gemv's
+  if (!IsQuantised(type)) return cudaErrorInvalidValue;  // Gemv's
   return ByType(type, [&](auto tag) {
     return LaunchGemv<decltype(tag)>(codes, scales, rows, cols, x, ldx, n, y, ldy, stream);
   });
@@ -254,16 +254,15 @@ cudaError_t DequantRows(WType type, const void* codes, const uint16_t* scales, u
                         uint32_t count, uint32_t cols, float* out, cudaStream_t stream) {
   const size_t total = size_t{count} * cols;
   const uint8_t* w = static_cast<const uint8_t*>(codes);
-  if (type == WType::kQ8) {
-    DequantRowsKernel<QKind::kQ8><<<Blocks(total, kThreads), kThreads, 0, stream>>>(
-        w, scales, first_row, total, cols, out);
-  } else if (type == WType::kQ4) {
-    DequantRowsKernel<QKind::kQ4><<<Blocks(total, kThreads), kThreads, 0, stream>>>(
-        w, scales, first_row, total, cols, out);
-  } else {
-    return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  if (!IsQuantised(type)) return cudaErrorInvalidValue;
+  return ByType(type, [&](auto tag) {
+    if constexpr (QuantOf<decltype(tag)>::kQuant) {
+      DequantRowsKernel<QuantOf<decltype(tag)>::kKind>
+          <<<Blocks(total, kThreads), kThreads, 0, stream>>>(w, scales, first_row, total, cols,
+                                                             out);
+    }
+    return cudaGetLastError();
+  });
 }
 
 cudaError_t ConvertF32(WType type, const float* in, size_t count, void* out, cudaStream_t stream) {

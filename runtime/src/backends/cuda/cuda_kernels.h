@@ -9,15 +9,29 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/cuda/cuda_quant.h"
 #include "moe/route_token.h"
 
 namespace fflite {
 namespace cuda {
 
 // How a weight matrix is stored on the device: f32/f16/bf16 as stored (quantised matrices
-// dequantised to f32 on upload), or kQ8/kQ4: I8/I4 kept quantised in cuda_quant.h's layout (codes
-// and f16 scales; FFLITE_CUDA_QUANT=packed), read by GemvQuant and DequantRows only.
-enum class WType : uint8_t { kF32, kF16, kBF16, kQ8, kQ4 };
+// dequantised to f32 on upload), or kQ8/kQ4/kQ4K/kQ6K: quantised matrices kept quantised in
+// cuda_quant.h's layout of that kind (codes and scale records; FFLITE_CUDA_QUANT=packed), read by
+// GemvQuant, DequantRows and the MoE decode kernels.
+enum class WType : uint8_t { kF32, kF16, kBF16, kQ8, kQ4, kQ4K, kQ6K };
+
+// Whether `type` is kept quantised, and its layout's kind (and back).
+constexpr bool IsQuantised(WType type) { return type >= WType::kQ8; }
+constexpr QKind KindOf(WType type) {
+  return static_cast<QKind>(static_cast<uint8_t>(type) - static_cast<uint8_t>(WType::kQ8));
+}
+constexpr WType TypeOf(QKind kind) {
+  return static_cast<WType>(static_cast<uint8_t>(kind) + static_cast<uint8_t>(WType::kQ8));
+}
+static_assert(KindOf(WType::kQ4K) == QKind::kQ4K && KindOf(WType::kQ6K) == QKind::kQ6K &&
+                  TypeOf(QKind::kQ8) == WType::kQ8 && TypeOf(QKind::kQ4) == WType::kQ4,
+              "WType's quantised values follow QKind's order");
 
 // y[t, r] = Σ_c w[r, c] · x[t, c] for t < n, r < rows, in f32 with f32 activations (no rounding
 // of x): the decode path and the router. x: [n, cols] with row stride ldx; y: [n, rows] with row
@@ -25,15 +39,17 @@ enum class WType : uint8_t { kF32, kF16, kBF16, kQ8, kQ4 };
 cudaError_t Gemv(WType type, const void* w, uint32_t rows, uint32_t cols, const float* x,
                  size_t ldx, size_t n, float* y, size_t ldy, cudaStream_t stream);
 
-// Gemv of a kQ8/kQ4 matrix (cuda_quant.h's layout: codes, scales [rows, ceil(cols / 32)]): y[t, r]
-// = Σ_j value(r, j) · scale · x[t, j], each lane's 16 or 32 values summed in f32 and then
-// scaled by their block's scale. Another type: cudaErrorInvalidValue.
+// Gemv of a quantised matrix (IsQuantised; cuda_quant.h's layout: codes, a scale record per row):
+// y[t, r] = Σ_j weight(r, j) · x[t, j], each lane's 16 or 32 values summed in f32 and then
+// scaled by their block's (kQ6K: half-block's) scale (kQ4K: less the block's min times its Σx).
+// Another type:
+// cudaErrorInvalidValue.
 cudaError_t GemvQuant(WType type, const void* codes, const uint16_t* scales, uint32_t rows,
                       uint32_t cols, const float* x, size_t ldx, size_t n, float* y, size_t ldy,
                       cudaStream_t stream);
 
-// out[i, j] = weight (first_row + i, j) of a kQ8/kQ4 matrix as f32 (exact: value · scale, as the
-// file's dequantisation), i < count, j < cols: the rows a prefill product takes in turn.
+// out[i, j] = weight (first_row + i, j) of a quantised matrix as f32 (as the file's
+// dequantisation: WeightAt), i < count, j < cols: the rows a prefill product takes in turn.
 cudaError_t DequantRows(WType type, const void* codes, const uint16_t* scales, uint32_t first_row,
                         uint32_t count, uint32_t cols, float* out, cudaStream_t stream);
 
@@ -75,8 +91,8 @@ cudaError_t AddGated(const float* f, const float* gate_logit, size_t n, uint32_t
 
 // One expert's weights for the MoE decode kernels below (device pointers; biases and scale may
 // be null). Every matrix of a table has the table's WType, and its rows are 16-byte aligned
-// (cols a multiple of 16 bytes of the type; kQ8/kQ4: of the values in 16 bytes of codes, 16 and
-// 32, with each matrix's block scales, cuda_quant.h).
+// (cols a multiple of 16 bytes of the type; quantised: of the values in 16 bytes of codes, 16 or
+// 32, with each matrix's scale records, cuda_quant.h).
 struct ExpertPtrs {
   const void* up;
   const void* gate;  // null when not gated
@@ -87,7 +103,7 @@ struct ExpertPtrs {
   const float* scale;  // neuron edits [ff]
   uint32_t ff;         // d_ff_padded: up/gate rows, down cols
   uint32_t reserved;
-  const uint16_t* up_scales;  // kQ8/kQ4 only, else null
+  const uint16_t* up_scales;  // quantised types only, else null
   const uint16_t* gate_scales;
   const uint16_t* down_scales;
 };

@@ -1,9 +1,10 @@
-// The device layout of I8/I4 matrices (cuda_quant.h), host side: plain C++, built and tested
+// The device layout of quantised matrices (cuda_quant.h), host side: plain C++, built and tested
 // whether or not the cuda backend is.
 #include "backends/cuda/cuda_quant.h"
 
 #include <cstring>
 
+#include "format/dtype.h"
 #include "format/model.h"
 #include "format/quant_layout.h"
 #include "kernels/quant_types.h"
@@ -15,43 +16,92 @@ namespace {
 
 uint64_t Blocks(uint64_t cols) { return (cols + kQBlock - 1) / kQBlock; }
 
+// Row r's codes: I8 and I4 (and Q4_K, Q4's nibbles) keep a row's 4 values of each group g of a
+// block at blk + 64g + 4r (kernels/quant_types.h: Q8's byte per value; Q4's byte holding value
+// 4g + i in its low nibble and 16 + 4g + i in its high one, g < 4), which are the device row's
+// bytes 4g .. 4g + 3 of that block in both layouts: copied 4 bytes at a time. The other types'
+// values (levels, bit planes) are read one by one through their traits, as the file's
+// dequantisation reads them.
+template <typename Q>
+void RelayCodes(const TensorView& t, const QuantGeometry& g, QKind kind, uint64_t r,
+                uint8_t* row) {
+  const uint8_t* panel = t.data + r / kQuantPanelRows * g.panel_bytes;
+  const uint64_t pr = r % kQuantPanelRows, blocks = Blocks(t.shape[1]);
+  const uint64_t block_bytes = RowBytes(kind, 1);
+  for (uint64_t b = 0; b < blocks; ++b) {
+    const uint8_t* blk = panel + g.scale_bytes + b * g.block_panel_bytes;
+    uint8_t* out = row + b * block_bytes;
+    if constexpr (Q::kType == QuantType::kQ8 || Q::kType == QuantType::kQ4 ||
+                  Q::kType == QuantType::kQ4K) {
+      for (uint64_t q = 0; q < block_bytes / 4; ++q) {
+        std::memcpy(out + 4 * q, blk + 64 * q + 4 * pr, 4);
+      }
+    } else {
+      // Past cols 0 (IQ4_NL's padding is its level nearest 0, 1; the kernels never read it).
+      for (size_t j = 0; j < kQBlock; ++j) {
+        const int v = b * kQBlock + j < t.shape[1] ? Q::Value(blk, pr, j) : 0;
+        out[j] = static_cast<uint8_t>(static_cast<int8_t>(v));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool KeepsQuantisedOnDevice(const TensorView& t, QKind* kind) {
   if (!t.present() || t.shape.size() != 2 || t.layout != Layout::PANEL16_K4) return false;
-  if (t.dtype == DType::I8) {
-    *kind = QKind::kQ8;
-  } else if (t.dtype == DType::I4) {
-    *kind = QKind::kQ4;
-  } else {
-    return false;
+  switch (t.dtype) {
+    case DType::I8:
+    case DType::IQ4_NL:
+    case DType::MXFP4: *kind = QKind::kQ8; return true;
+    case DType::I4: *kind = QKind::kQ4; return true;
+    case DType::Q4_K: *kind = QKind::kQ4K; break;
+    case DType::Q6_K:
+    case DType::Q6_K_PACKED:
+    case DType::Q3_K_PACKED:
+    case DType::IQ4_XS: *kind = QKind::kQ6K; break;
+    default: return false;
   }
-  return true;
+  return t.shape[1] % (8 * kQBlock) == 0;  // whole super-blocks: the loader's rule for these
 }
 
 uint64_t DeviceCodeBytes(QKind kind, uint64_t rows, uint64_t cols) {
   return rows * RowBytes(kind, Blocks(cols));
 }
 
-uint64_t DeviceScaleBytes(uint64_t rows, uint64_t cols) { return rows * Blocks(cols) * 2; }
+uint64_t DeviceScaleBytes(QKind kind, uint64_t rows, uint64_t cols) {
+  return rows * ScaleWords(kind, Blocks(cols)) * 2;
+}
 
-// The panels keep a row's 4 values of each group g of a block at blk + 64g + 4r (kernels/
-// quant_types.h: Q8's byte per value; Q4's byte holding value 4g + i in its low nibble and
-// 16 + 4g + i in its high one, g < 4), which are the device row's bytes 4g .. 4g + 3 of that block
-// in both layouts: the relay copies 4 bytes at a time.
 void RelayForDevice(const TensorView& t, QKind kind, uint8_t* codes, uint16_t* scales) {
   const uint64_t rows = t.shape[0], cols = t.shape[1], blocks = Blocks(cols);
   const QuantGeometry g = QuantMatrixGeometry(t.dtype, rows, cols);
-  const uint64_t block_bytes = RowBytes(kind, 1), groups = block_bytes / 4;
+  const uint64_t words = ScaleWords(kind, blocks);
+  WithQuantTraits(FindDType(t.dtype)->quant_type, [&](auto q) {
+    using Q = decltype(q);
+    for (uint64_t r = 0; r < rows; ++r) {
+      RelayCodes<Q>(t, g, kind, r, codes + r * RowBytes(kind, blocks));
+    }
+  });
   for (uint64_t r = 0; r < rows; ++r) {
     const uint8_t* panel = t.data + r / kQuantPanelRows * g.panel_bytes;
     const uint64_t pr = r % kQuantPanelRows;
-    uint8_t* row = codes + r * RowBytes(kind, blocks);
+    uint16_t* rec = scales + r * words;
     for (uint64_t b = 0; b < blocks; ++b) {
-      scales[r * blocks + b] = PanelScale(panel, pr, b);
-      const uint8_t* blk = panel + g.scale_bytes + b * g.block_panel_bytes;
-      for (uint64_t q = 0; q < groups; ++q) {
-        std::memcpy(row + b * block_bytes + 4 * q, blk + 64 * q + 4 * pr, 4);
+      if (kind == QKind::kQ4K) {
+        if (b % 8 == 0) {
+          rec[2 * (b / 8)] = KSuper(panel, pr, b, /*min=*/false);
+          rec[2 * (b / 8) + 1] = KSuper(panel, pr, b, /*min=*/true);
+        }
+        rec[blocks / 4 + b] = static_cast<uint16_t>(KCode(panel, pr, b, /*min=*/false) |
+                                                    KCode(panel, pr, b, /*min=*/true) << 8);
+      } else if (kind == QKind::kQ6K) {
+        if (b % 8 == 0) rec[b / 8] = K6Super(panel, pr, b);
+        rec[blocks / 8 + b] =
+            static_cast<uint16_t>(static_cast<uint8_t>(K6Scale(panel, pr, b, 0)) |
+                                  static_cast<uint8_t>(K6Scale(panel, pr, b, 1)) << 8);
+      } else {
+        rec[b] = PanelScale(panel, pr, b);
       }
     }
   }

@@ -27,8 +27,7 @@ bool FusedDecodeType(const DevLayer& l, uint32_t d, WType* type) {
       return false;
     }
     if (m.quantised()) {  // whole 16-byte loads of codes within each row (QuantWarpRows)
-      return cols % cuda::ValuesPer16Bytes(*type == WType::kQ8 ? cuda::QKind::kQ8
-                                                               : cuda::QKind::kQ4) == 0;
+      return cols % cuda::ValuesPer16Bytes(cuda::KindOf(*type)) == 0;
     }
     return (cols * TypeBytes(*type)) % 16 == 0;
   };
@@ -71,7 +70,7 @@ void Arena::PlaceQuant(const TensorView& t, cuda::QKind kind, const void** codes
                        const uint16_t** scales) {
   const uint64_t rows = t.shape[0], cols = t.shape[1];
   const uint64_t code_bytes = cuda::DeviceCodeBytes(kind, rows, cols);
-  const uint64_t scale_bytes = cuda::DeviceScaleBytes(rows, cols);
+  const uint64_t scale_bytes = cuda::DeviceScaleBytes(kind, rows, cols);
   uint8_t* c = Reserve(code_bytes);
   uint8_t* s = Reserve(scale_bytes);
   *codes = c;
@@ -111,7 +110,7 @@ DevMatrix PlaceMatrix(Arena* a, const TensorView& t, bool keep_quantised) {
   m.cols = static_cast<uint32_t>(t.shape.size() > 1 ? t.shape[1] : 1);
   cuda::QKind kind;
   if (keep_quantised && cuda::KeepsQuantisedOnDevice(t, &kind)) {
-    m.type = kind == cuda::QKind::kQ8 ? WType::kQ8 : WType::kQ4;
+    m.type = cuda::TypeOf(kind);
     a->PlaceQuant(t, kind, &m.data, &m.scales);
     return m;
   }

@@ -20,11 +20,11 @@ namespace fflite {
 using cuda::WType;
 
 struct DevMatrix {
-  const void* data = nullptr;  // kQ8, kQ4: the codes
-  const uint16_t* scales = nullptr;  // kQ8, kQ4: [rows, ceil(cols / 32)] f16 bits
+  const void* data = nullptr;  // quantised types: the codes
+  const uint16_t* scales = nullptr;  // quantised types: a scale record per row (cuda_quant.h)
   WType type = WType::kF32;
   uint32_t rows = 0, cols = 0;
-  bool quantised() const { return type == WType::kQ8 || type == WType::kQ4; }
+  bool quantised() const { return cuda::IsQuantised(type); }
 };
 
 struct DevFfn {
@@ -75,7 +75,7 @@ size_t TypeBytes(WType t);
 
 // Whether the fused decode kernels can run a MoE layer's experts, and their weight type: one type
 // and one activation for every routed and shared expert, rows of 16-byte multiples at 16-byte
-// aligned addresses (the kernels' loads; kQ8/kQ4: columns a multiple of the values in 16 bytes of
+// aligned addresses (the kernels' loads; quantised: columns a multiple of the values in 16 bytes of
 // codes), and top_k within CombineExperts' limit.
 bool FusedDecodeType(const DevLayer& l, uint32_t d, WType* type);
 
