@@ -307,9 +307,9 @@ TEST(CudaBackendTest, QuantisedWeightsMatchReference) {
 }
 
 // The k-quants (d_model 256: whole super-blocks) kept quantised or dequantised on upload: q4_k
-// (nibbles and mins), q6_k and q3_k (a byte per value and Q6_K's scales per 16), q5_k and q2_k
-// (dequantised either way). d_ff 512 keeps down a k-quant too; at 320 down falls back to i4 or i8
-// (mixed types in one FFN).
+// (nibbles, a min per block), q6_k and q3_k (a byte per value, Q6_K's scales per 16), q5_k (a
+// byte per value, a min per block), q2_k (Q6_K's scales and a min per 16). d_ff 512 keeps down
+// a k-quant too; at 320 down falls back to i4 or i8 (mixed types in one FFN).
 TEST(CudaBackendTest, KQuantWeightsMatchReference) {
   SKIP_WITHOUT_GPU();
   for (const char* quant : {"f32", "packed"}) {

@@ -107,22 +107,31 @@ Stored RandomQ6KScheme(DType dtype, uint64_t rows, uint64_t cols, std::mt19937& 
   return m;
 }
 
-// A stored Q4_K [rows, cols] matrix (cols a multiple of 256) from GGUF rows of random bytes:
-// every nibble, 6-bit scale and min, and random finite f16 d and dmin of both signs.
-Stored RandomQ4K(uint64_t rows, uint64_t cols, std::mt19937& gen) {
-  Stored m{DType::Q4_K, rows, cols, {}, {}};
-  const uint64_t supers = cols / 256;
-  std::vector<uint8_t> gguf(rows * supers * 144);
+// A stored [rows, cols] matrix (cols a multiple of 256) of Q4_K, Q5_K (or Q5_K_PACKED) or Q2_K
+// (Q2_K_PACKED) from GGUF rows of random bytes: every value, scale and min code, and random
+// finite f16 d and dmin of both signs.
+Stored RandomFromGguf(DType dtype, uint64_t rows, uint64_t cols, std::mt19937& gen) {
+  Stored m{dtype, rows, cols, {}, {}};
+  const bool q2k = dtype == DType::Q2_K_PACKED;
+  const uint64_t block = dtype == DType::Q4_K ? 144 : q2k ? 84 : 176;
+  const uint64_t d_at = q2k ? 80 : 0;  // d then dmin (Q2_K: after its scales and values)
+  std::vector<uint8_t> gguf(rows * cols / 256 * block);
   std::uniform_real_distribution<float> ddist(-0.05f, 0.05f);
-  for (size_t i = 0; i < gguf.size(); i += 144) {
+  for (uint8_t& b : gguf) b = static_cast<uint8_t>(gen());
+  for (size_t i = 0; i < gguf.size(); i += block) {
     const uint16_t d = F32ToF16(ddist(gen)), dmin = F32ToF16(ddist(gen));
-    std::memcpy(&gguf[i], &d, 2);
-    std::memcpy(&gguf[i + 2], &dmin, 2);
-    for (size_t j = 4; j < 144; ++j) gguf[i + j] = static_cast<uint8_t>(gen());
+    std::memcpy(&gguf[i + d_at], &d, 2);
+    std::memcpy(&gguf[i + d_at + 2], &dmin, 2);
   }
-  const QuantGeometry g = QuantMatrixGeometry(DType::Q4_K, rows, cols);
+  const QuantGeometry g = QuantMatrixGeometry(dtype, rows, cols);
   m.bytes.resize(g.bytes());
-  PackQ4KFromGguf(rows, cols, gguf.data(), m.bytes.data());
+  if (dtype == DType::Q4_K) {
+    PackQ4KFromGguf(rows, cols, gguf.data(), m.bytes.data());
+  } else if (q2k) {
+    PackQ2KFromGguf(rows, cols, gguf.data(), m.bytes.data());
+  } else {
+    PackQ5KFromGguf(dtype, rows, cols, gguf.data(), m.bytes.data());
+  }
   SetView(&m);
   return m;
 }
@@ -146,8 +155,8 @@ void CheckLayout(const Stored& m) {
   std::uniform_real_distribution<float> xdist(-1.0f, 1.0f);
   for (uint64_t r = 0; r < rows; ++r) {
     const uint8_t* row = codes.data() + r * cuda::RowBytes(K, blocks);
-    // kQ4K's and kQ6K's d, dmin, scales and mins are checked through the weights (WeightAt
-    // against the file's dequantisation, below: every scale and min meets a nonzero value).
+    // The k-quants' d, dmin, scales and mins are checked through the weights (WeightAt against
+    // the file's dequantisation, below: every scale and min meets a nonzero value).
     for (uint64_t b = 0; b < blocks && (K == QKind::kQ8 || K == QKind::kQ4); ++b) {
       ASSERT_EQ(scales[r * blocks + b], QuantScaleAt(g, m.bytes.data(), r, b))
           << "row " << r << " block " << b;
@@ -201,11 +210,16 @@ TEST(CudaQuantLayoutTest, EveryValueScaleAndWeightAsTheFileHasThem) {
     }
     for (uint64_t cols : {256, 768}) {
       SCOPED_TRACE(::testing::Message() << rows << " x " << cols);
-      CheckLayout<QKind::kQ4K>(RandomQ4K(rows, cols, gen));
+      CheckLayout<QKind::kQ4K>(RandomFromGguf(DType::Q4_K, rows, cols, gen));
       for (DType dtype : {DType::Q6_K, DType::Q6_K_PACKED, DType::Q3_K_PACKED, DType::IQ4_XS}) {
         SCOPED_TRACE(DTypeName(dtype));
         CheckLayout<QKind::kQ6K>(RandomQ6KScheme(dtype, rows, cols, gen));
       }
+      for (DType dtype : {DType::Q5_K, DType::Q5_K_PACKED}) {
+        SCOPED_TRACE(DTypeName(dtype));
+        CheckLayout<QKind::kQ5K>(RandomFromGguf(dtype, rows, cols, gen));
+      }
+      CheckLayout<QKind::kQ2K>(RandomFromGguf(DType::Q2_K_PACKED, rows, cols, gen));
     }
   }
 }
@@ -214,7 +228,7 @@ TEST(CudaQuantLayoutTest, EveryValueScaleAndWeightAsTheFileHasThem) {
 // within f32 rounding of the sum of the file's dequantised weights times x (in double).
 TEST(CudaQuantLayoutTest, Q4KBlockSumsMatchTheDequantisedWeights) {
   std::mt19937 gen(5);
-  const Stored m = RandomQ4K(16, 512, gen);
+  const Stored m = RandomFromGguf(DType::Q4_K, 16, 512, gen);
   const uint64_t blocks = 16;
   std::vector<uint8_t> codes(cuda::DeviceCodeBytes(QKind::kQ4K, 16, 512));
   std::vector<uint16_t> scales(cuda::DeviceScaleBytes(QKind::kQ4K, 16, 512) / 2);
@@ -258,7 +272,7 @@ TEST(CudaQuantLayoutTest, WhichMatricesStayQuantised) {
   TensorView rotated = m.view;  // its kernels multiply rotated activations
   rotated.layout = Layout::PANEL16_K4_HADAMARD32;
   EXPECT_FALSE(cuda::KeepsQuantisedOnDevice(rotated, &kind));
-  Stored q4k = RandomQ4K(16, 256, gen);
+  Stored q4k = RandomFromGguf(DType::Q4_K, 16, 256, gen);
   EXPECT_TRUE(cuda::KeepsQuantisedOnDevice(q4k.view, &kind));
   EXPECT_EQ(kind, QKind::kQ4K);
   TensorView partial = q4k.view;  // not whole super-blocks (the loader refuses it anyway)
@@ -270,11 +284,12 @@ TEST(CudaQuantLayoutTest, WhichMatricesStayQuantised) {
   Stored mx = RandomStored(DType::MXFP4, 16, 64, gen);
   EXPECT_TRUE(cuda::KeepsQuantisedOnDevice(mx.view, &kind));
   EXPECT_EQ(kind, QKind::kQ8);
-  for (DType dequantised : {DType::Q5_K, DType::Q5_K_PACKED, DType::Q2_K_PACKED}) {
-    TensorView other = q4k.view;  // dequantised on upload
-    other.dtype = dequantised;
-    EXPECT_FALSE(cuda::KeepsQuantisedOnDevice(other, &kind)) << DTypeName(dequantised);
-  }
+  Stored q2k = RandomFromGguf(DType::Q2_K_PACKED, 16, 256, gen);
+  EXPECT_TRUE(cuda::KeepsQuantisedOnDevice(q2k.view, &kind));
+  EXPECT_EQ(kind, QKind::kQ2K);
+  TensorView f16 = q4k.view;  // not quantised
+  f16.dtype = DType::F16;
+  EXPECT_FALSE(cuda::KeepsQuantisedOnDevice(f16, &kind));
   TensorView absent;
   EXPECT_FALSE(cuda::KeepsQuantisedOnDevice(absent, &kind));
 }

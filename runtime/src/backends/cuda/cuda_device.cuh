@@ -150,8 +150,8 @@ struct QuantOf<Quant<K>> {
 // over this lane's chunks: each lane takes 16 bytes of codes of every row in turn (a warp reads
 // 512 contiguous bytes of a row per load, U loads per row in flight, not kept in L1), sums their
 // 16 (byte codes) or 32 (nibbles) values times x in f32 (DotOf16, the code the tests check on the
-// CPU) and adds that times their scale (kQ4K: less the block's min times the block's Σx, summed
-// once for the R rows). wr[r], sr[r]: row r's codes and scale record. cols a multiple of the values
+// CPU) and adds that times their scale, less their min times their Σx where there is one (summed
+// once for the R rows: the 16 or 32 values of a lane share one scale and min). wr[r], sr[r]: row r's codes and scale record. cols a multiple of the values
 // per 16 bytes and xb 16-byte aligned, ldx % 4 == 0: no lane reads past a row of x.
 template <QKind K, int R, int NT, int U>
 __device__ __forceinline__ void QuantWarpRows(const uint8_t* const (&wr)[R],
@@ -287,6 +287,8 @@ cudaError_t ByType(WType type, F&& f) {
     case WType::kQ4: return f(Quant<QKind::kQ4>());
     case WType::kQ4K: return f(Quant<QKind::kQ4K>());
     case WType::kQ6K: return f(Quant<QKind::kQ6K>());
+    case WType::kQ5K: return f(Quant<QKind::kQ5K>());
+    case WType::kQ2K: return f(Quant<QKind::kQ2K>());
     default: return f(float());
   }
 }

@@ -16,10 +16,10 @@ namespace fflite {
 namespace cuda {
 
 // How a weight matrix is stored on the device: f32/f16/bf16 as stored (quantised matrices
-// dequantised to f32 on upload), or kQ8/kQ4/kQ4K/kQ6K: quantised matrices kept quantised in
+// dequantised to f32 on upload), or kQ8 .. kQ2K: quantised matrices kept quantised in
 // cuda_quant.h's layout of that kind (codes and scale records; FFLITE_CUDA_QUANT=packed), read by
 // GemvQuant, DequantRows and the MoE decode kernels.
-enum class WType : uint8_t { kF32, kF16, kBF16, kQ8, kQ4, kQ4K, kQ6K };
+enum class WType : uint8_t { kF32, kF16, kBF16, kQ8, kQ4, kQ4K, kQ6K, kQ5K, kQ2K };
 
 // Whether `type` is kept quantised, and its layout's kind (and back).
 constexpr bool IsQuantised(WType type) { return type >= WType::kQ8; }
@@ -30,6 +30,7 @@ constexpr WType TypeOf(QKind kind) {
   return static_cast<WType>(static_cast<uint8_t>(kind) + static_cast<uint8_t>(WType::kQ8));
 }
 static_assert(KindOf(WType::kQ4K) == QKind::kQ4K && KindOf(WType::kQ6K) == QKind::kQ6K &&
+                  KindOf(WType::kQ5K) == QKind::kQ5K && KindOf(WType::kQ2K) == QKind::kQ2K &&
                   TypeOf(QKind::kQ8) == WType::kQ8 && TypeOf(QKind::kQ4) == WType::kQ4,
               "WType's quantised values follow QKind's order");
 
@@ -41,7 +42,8 @@ cudaError_t Gemv(WType type, const void* w, uint32_t rows, uint32_t cols, const 
 
 // Gemv of a quantised matrix (IsQuantised; cuda_quant.h's layout: codes, a scale record per row):
 // y[t, r] = Σ_j weight(r, j) · x[t, j], each lane's 16 or 32 values summed in f32 and then
-// scaled by their block's (kQ6K: half-block's) scale (kQ4K: less the block's min times its Σx).
+// scaled by their scale (per block, or half-block: kQ6K, kQ2K), less their min times their Σx
+// where there is one (kQ4K, kQ5K, kQ2K).
 // Another type:
 // cudaErrorInvalidValue.
 cudaError_t GemvQuant(WType type, const void* codes, const uint16_t* scales, uint32_t rows,

@@ -60,6 +60,9 @@ bool KeepsQuantisedOnDevice(const TensorView& t, QKind* kind) {
     case DType::Q6_K_PACKED:
     case DType::Q3_K_PACKED:
     case DType::IQ4_XS: *kind = QKind::kQ6K; break;
+    case DType::Q5_K:
+    case DType::Q5_K_PACKED: *kind = QKind::kQ5K; break;
+    case DType::Q2_K_PACKED: *kind = QKind::kQ2K; break;
     default: return false;
   }
   return t.shape[1] % (8 * kQBlock) == 0;  // whole super-blocks: the loader's rule for these
@@ -83,23 +86,33 @@ void RelayForDevice(const TensorView& t, QKind kind, uint8_t* codes, uint16_t* s
       RelayCodes<Q>(t, g, kind, r, codes + r * RowBytes(kind, blocks));
     }
   });
+  const uint64_t supers = blocks / 8;  // the k-quants' kinds
   for (uint64_t r = 0; r < rows; ++r) {
     const uint8_t* panel = t.data + r / kQuantPanelRows * g.panel_bytes;
     const uint64_t pr = r % kQuantPanelRows;
     uint16_t* rec = scales + r * words;
     for (uint64_t b = 0; b < blocks; ++b) {
-      if (kind == QKind::kQ4K) {
+      const uint64_t s = b / 8;
+      if (kind == QKind::kQ4K || kind == QKind::kQ5K) {
         if (b % 8 == 0) {
-          rec[2 * (b / 8)] = KSuper(panel, pr, b, /*min=*/false);
-          rec[2 * (b / 8) + 1] = KSuper(panel, pr, b, /*min=*/true);
+          rec[2 * s] = KSuper(panel, pr, b, /*min=*/false);
+          rec[2 * s + 1] = KSuper(panel, pr, b, /*min=*/true);
         }
-        rec[blocks / 4 + b] = static_cast<uint16_t>(KCode(panel, pr, b, /*min=*/false) |
+        rec[2 * supers + b] = static_cast<uint16_t>(KCode(panel, pr, b, /*min=*/false) |
                                                     KCode(panel, pr, b, /*min=*/true) << 8);
-      } else if (kind == QKind::kQ6K) {
-        if (b % 8 == 0) rec[b / 8] = K6Super(panel, pr, b);
-        rec[blocks / 8 + b] =
+      } else if (kind == QKind::kQ6K || kind == QKind::kQ2K) {
+        const bool q2k = kind == QKind::kQ2K;
+        if (b % 8 == 0) rec[s] = K6Super(panel, pr, b);
+        rec[(q2k ? 2 : 1) * supers + b] =
             static_cast<uint16_t>(static_cast<uint8_t>(K6Scale(panel, pr, b, 0)) |
                                   static_cast<uint8_t>(K6Scale(panel, pr, b, 1)) << 8);
+        if (q2k) {
+          if (b % 8 == 0) rec[supers + s] = K2Dmin(panel, pr, supers, s);
+          const size_t h = 2 * (b % 8);  // the block's first half-block in its super-block
+          rec[2 * supers + blocks + b] =
+              static_cast<uint16_t>(K2Min(panel, pr, supers, s, h) |
+                                    K2Min(panel, pr, supers, s, h + 1) << 8);
+        }
       } else {
         rec[b] = PanelScale(panel, pr, b);
       }
