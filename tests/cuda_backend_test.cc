@@ -355,20 +355,30 @@ TEST(CudaBackendTest, PackedPrefillInChunksMatchesReference) {
 }
 
 // Quantised MoE experts kept quantised: up to 8 tokens on the fused decode (its kernels read the
-// codes with the decode gemv's loop), more on the grouped path.
+// codes with the decode gemv's loop), more on the grouped path. The k-quants need whole
+// super-blocks (d_model 256): Mixtral's experts are all of the type (the fused kernels on q4_k and
+// q6_k throughout); Qwen2-MoE's at d_ff 320 and its shared expert (d_ff 53) have their down in i4,
+// so the fused kernels take q4_k up/gate and i4 down (as a GGUF Q4_K_M's Q4_K and Q6_K experts).
 TEST(CudaBackendTest, PackedQuantisedMoeMatchesReference) {
   SKIP_WITHOUT_GPU();
   QuantEnv env("packed");
-  for (DType dtype : {DType::I8, DType::I4, DType::Q4_K, DType::Q6_K_PACKED}) {
+  struct Case {
+    DType dtype;
+    testing::Variant variant;
+    uint32_t d, ff;
+  };
+  for (const Case& c : {Case{DType::I8, testing::Variant::kQwen2Moe, 64, 96},
+                        Case{DType::I4, testing::Variant::kQwen2Moe, 64, 96},
+                        Case{DType::Q4_K, testing::Variant::kMixtral, 256, 256},
+                        Case{DType::Q6_K_PACKED, testing::Variant::kMixtral, 256, 256},
+                        Case{DType::Q4_K, testing::Variant::kQwen2Moe, 256, 320}}) {
     for (size_t tokens : {size_t{1}, size_t{5}, size_t{40}}) {
-      // k-quants: whole super-blocks along every matrix's columns
-      const bool k = dtype == DType::Q4_K || dtype == DType::Q6_K_PACKED;
       MoeTester()
-          .d_model(k ? 256 : 64)
-          .d_ff(k ? 256 : 96)
-          .moe(testing::ParamsFor(testing::Variant::kQwen2Moe))
+          .d_model(c.d)
+          .d_ff(c.ff)
+          .moe(testing::ParamsFor(c.variant))
           .tokens(tokens)
-          .dtype(dtype)
+          .dtype(c.dtype)
           .tolerance(testing::kF32RelTol)
           .Test("cuda");
     }

@@ -193,7 +193,7 @@ class CudaBackend : public Backend, LayerExecutor, ExpertExecutor {
     uint64_t slots = 0, ldh = 0;
     for (size_t i = 0; i < layers_.size(); ++i) {
       DevLayer& l = layers_[i];
-      if (!l.moe || !FusedDecodeType(l, d_, &l.fused_type)) continue;
+      if (!l.moe || !FusedDecodeTypes(l, d_, &l.fused_hidden_type, &l.fused_down_type)) continue;
       l.fused = true;
       l.counts_at = counts_total_;
       counts_total_ += l.route.num_experts;
@@ -582,12 +582,12 @@ class CudaBackend : public Backend, LayerExecutor, ExpertExecutor {
     FFLITE_RETURN_IF_ERROR(RouteOnDevice(l, x, n, s));
     const DevFfn& f = l.experts[0];
     FFLITE_CUDA_CHECK("experts kernel",
-                      cuda::ExpertsHidden(l.fused_type, l.table, experts_, n, k, shared, experts,
-                                          x, d_, f.activation, f.gated, l.max_ff, h_slots_, ldh_,
-                                          s));
+                      cuda::ExpertsHidden(l.fused_hidden_type, l.table, experts_, n, k, shared,
+                                          experts, x, d_, f.activation, f.gated, l.max_ff,
+                                          h_slots_, ldh_, s));
     FFLITE_CUDA_CHECK("experts kernel",
-                      cuda::ExpertsDown(l.fused_type, l.table, experts_, n, k, shared, experts,
-                                        h_slots_, ldh_, d_, o_slots_, s));
+                      cuda::ExpertsDown(l.fused_down_type, l.table, experts_, n, k, shared,
+                                        experts, h_slots_, ldh_, d_, o_slots_, s));
     const bool gate = shared > 0 && l.shared_gate.rows != 0;
     FFLITE_CUDA_CHECK(
         "combine kernel",

@@ -92,7 +92,8 @@ cudaError_t AddGated(const float* f, const float* gate_logit, size_t n, uint32_t
                      cudaStream_t stream);
 
 // One expert's weights for the MoE decode kernels below (device pointers; biases and scale may
-// be null). Every matrix of a table has the table's WType, and its rows are 16-byte aligned
+// be null). Every up and gate matrix of a table has the type ExpertsHidden is given, every down
+// matrix the type ExpertsDown is given, and their rows are 16-byte aligned
 // (cols a multiple of 16 bytes of the type; quantised: of the values in 16 bytes of codes, 16 or
 // 32, with each matrix's scale records, cuda_quant.h).
 struct ExpertPtrs {

@@ -18,22 +18,24 @@ uint64_t PlaceAfter(uint64_t* total, uint64_t bytes) {
 
 size_t TypeBytes(WType t) { return t == WType::kF32 ? 4 : 2; }
 
-bool FusedDecodeType(const DevLayer& l, uint32_t d, WType* type) {
+bool FusedDecodeTypes(const DevLayer& l, uint32_t d, WType* hidden, WType* down) {
   if (l.experts.empty() || l.route.top_k > cuda::kCombineMaxK) return false;
   const DevFfn& first = l.experts[0];
-  *type = first.up.type;
-  const auto fits = [&](const DevMatrix& m, uint32_t cols) {
-    if (m.type != *type || m.cols != cols || reinterpret_cast<uintptr_t>(m.data) % 16 != 0) {
+  *hidden = first.up.type;
+  *down = first.down.type;
+  const auto fits = [&](const DevMatrix& m, uint32_t cols, WType type) {
+    if (m.type != type || m.cols != cols || reinterpret_cast<uintptr_t>(m.data) % 16 != 0) {
       return false;
     }
     if (m.quantised()) {  // whole 16-byte loads of codes within each row (QuantWarpRows)
-      return cols % cuda::ValuesPer16Bytes(cuda::KindOf(*type)) == 0;
+      return cols % cuda::ValuesPer16Bytes(cuda::KindOf(type)) == 0;
     }
-    return (cols * TypeBytes(*type)) % 16 == 0;
+    return (cols * TypeBytes(type)) % 16 == 0;
   };
   const auto ok = [&](const DevFfn& f) {
     return f.gated == first.gated && f.activation == first.activation && f.ff % 4 == 0 &&
-           fits(f.up, d) && (!f.gated || fits(f.gate, d)) && fits(f.down, f.ff);
+           fits(f.up, d, *hidden) && (!f.gated || fits(f.gate, d, *hidden)) &&
+           fits(f.down, f.ff, *down);
   };
   return std::all_of(l.experts.begin(), l.experts.end(), ok) &&
          std::all_of(l.shared.begin(), l.shared.end(), ok);

@@ -58,9 +58,10 @@ struct DevLayer {
   std::vector<DevFfn> experts, shared;
   DevMatrix shared_gate;  // rows 0 when absent
   // A few tokens run every chosen expert in one launch per step (cuda::ExpertsHidden) where the
-  // experts allow it (FusedDecodeType): their table, routed experts then shared ones.
+  // experts allow it (FusedDecodeTypes): their table, routed experts then shared ones.
   bool fused = false;
-  WType fused_type = WType::kF32;
+  WType fused_hidden_type = WType::kF32;  // up and gate
+  WType fused_down_type = WType::kF32;
   cuda::ExpertPtrs* table = nullptr;  // device memory
   uint32_t max_ff = 0;                // of the experts in the table
   size_t counts_at = 0;               // where fused: its first counter in the device counters
@@ -73,11 +74,12 @@ uint64_t PlaceAfter(uint64_t* total, uint64_t bytes);
 // Bytes of one element of a float matrix type (kF32, kF16, kBF16).
 size_t TypeBytes(WType t);
 
-// Whether the fused decode kernels can run a MoE layer's experts, and their weight type: one type
-// and one activation for every routed and shared expert, rows of 16-byte multiples at 16-byte
+// Whether the fused decode kernels can run a MoE layer's experts, and their weight types: one
+// type for every routed and shared expert's up and gate, one for their down (a GGUF Q4_K_M file
+// holds Q4_K up/gate and Q6_K down experts), one activation, rows of 16-byte multiples at 16-byte
 // aligned addresses (the kernels' loads; quantised: columns a multiple of the values in 16 bytes of
 // codes), and top_k within CombineExperts' limit.
-bool FusedDecodeType(const DevLayer& l, uint32_t d, WType* type);
+bool FusedDecodeTypes(const DevLayer& l, uint32_t d, WType* hidden, WType* down);
 
 // An expert's entry in a fused layer's table.
 cuda::ExpertPtrs ExpertEntry(const DevFfn& f);
