@@ -224,39 +224,58 @@ TEST(CudaQuantLayoutTest, EveryValueScaleAndWeightAsTheFileHasThem) {
   }
 }
 
-// The kernels' per-chunk step for kQ4K: Σ weight · x over a block = scale · DotOf16 - min · Σx,
-// within f32 rounding of the sum of the file's dequantised weights times x (in double).
-TEST(CudaQuantLayoutTest, Q4KBlockSumsMatchTheDequantisedWeights) {
+// The kernels' step for a lane's 16 bytes of codes (QuantWarpRows): Σ weight · x over its values
+// = scale · DotOf16 - min · Σx (no min: scale · DotOf16), the scale and min those of its first
+// value, within f32 rounding of the sum of the file's dequantised weights times x (in double).
+// This checks that a lane's values share one scale and min in every kind (kQ6K and kQ2K: a
+// half-block; the others a block or, for byte codes, half of one).
+template <QKind K>
+void CheckLaneSums(const Stored& m) {
+  const uint64_t rows = m.rows, cols = m.cols, blocks = (cols + 31) / 32;
+  std::vector<uint8_t> codes(cuda::DeviceCodeBytes(K, rows, cols));
+  std::vector<uint16_t> scales(cuda::DeviceScaleBytes(K, rows, cols) / 2);
+  cuda::RelayForDevice(m.view, K, codes.data(), scales.data());
+  std::vector<float> deq(rows * cols);
+  DequantizeRows(m.dtype, Layout::PANEL16_K4, rows, cols, m.bytes.data(), 0, rows, deq.data());
   std::mt19937 gen(5);
-  const Stored m = RandomFromGguf(DType::Q4_K, 16, 512, gen);
-  const uint64_t blocks = 16;
-  std::vector<uint8_t> codes(cuda::DeviceCodeBytes(QKind::kQ4K, 16, 512));
-  std::vector<uint16_t> scales(cuda::DeviceScaleBytes(QKind::kQ4K, 16, 512) / 2);
-  cuda::RelayForDevice(m.view, QKind::kQ4K, codes.data(), scales.data());
-  std::vector<float> deq(16 * 512);
-  DequantizeRows(DType::Q4_K, Layout::PANEL16_K4, 16, 512, m.bytes.data(), 0, 16, deq.data());
   std::uniform_real_distribution<float> xdist(-1.0f, 1.0f);
-  for (uint32_t r = 0; r < 16; ++r) {
-    for (uint32_t b = 0; b < blocks; ++b) {
-      float x[32], sum_x = 0.0f;
+  const uint32_t per = cuda::ValuesPer16Bytes(K);
+  for (uint32_t r = 0; r < rows; ++r) {
+    for (uint32_t c = 0; c < cols / per; ++c) {
+      std::vector<float> x(per);
+      float sum_x = 0.0f;
       double want = 0.0, mag = 0.0;
-      for (int i = 0; i < 32; ++i) {
+      for (uint32_t i = 0; i < per; ++i) {
         x[i] = xdist(gen);
         sum_x += x[i];
-        want += static_cast<double>(deq[r * 512 + 32 * b + i]) * x[i];
-        mag += std::fabs(static_cast<double>(deq[r * 512 + 32 * b + i]) * x[i]);
+        const double p = static_cast<double>(deq[r * cols + c * per + i]) * x[i];
+        want += p;
+        mag += std::fabs(p);
       }
       uint32_t w[4];
-      std::memcpy(w, codes.data() + r * cuda::RowBytes(QKind::kQ4K, blocks) + 16 * b, 16);
+      std::memcpy(w, codes.data() + r * cuda::RowBytes(K, blocks) + 16 * c, 16);
       float scale, min;
-      cuda::ScaleMinAt<QKind::kQ4K>(scales.data() + r * cuda::ScaleWords(QKind::kQ4K, blocks),
-                                    blocks, 32 * b, &scale, &min);
-      const float got = cuda::DotOf16<QKind::kQ4K>(w, x) * scale - min * sum_x;
-      // 64 f32 roundings of terms up to |min|·|x| and |scale|·15·|x| each.
-      const double bound = 1e-5 * (mag + std::fabs(static_cast<double>(min)) * 32 +
-                                   std::fabs(static_cast<double>(scale)) * 15 * 32);
-      ASSERT_NEAR(got, want, bound) << "row " << r << " block " << b;
+      cuda::ScaleMinAt<K>(scales.data() + r * cuda::ScaleWords(K, blocks),
+                          static_cast<uint32_t>(blocks), c * per, &scale, &min);
+      const float got = cuda::DotOf16<K>(w, x.data()) * scale - min * sum_x;
+      // 2·per + 2 f32 roundings of terms up to |scale|·127·|x| and |min|·|x| each.
+      const double bound = 1e-5 * (mag + (std::fabs(static_cast<double>(min)) +
+                                          std::fabs(static_cast<double>(scale)) * 127) * per);
+      ASSERT_NEAR(got, want, bound) << DTypeName(m.dtype) << " row " << r << " chunk " << c;
     }
+  }
+}
+
+TEST(CudaQuantLayoutTest, LaneSumsMatchTheDequantisedWeights) {
+  std::mt19937 gen(6);
+  CheckLaneSums<QKind::kQ8>(RandomStored(DType::I8, 16, 96, gen));
+  CheckLaneSums<QKind::kQ8>(RandomStored(DType::MXFP4, 16, 96, gen));
+  CheckLaneSums<QKind::kQ4>(RandomStored(DType::I4, 16, 96, gen));
+  CheckLaneSums<QKind::kQ4K>(RandomFromGguf(DType::Q4_K, 16, 512, gen));
+  CheckLaneSums<QKind::kQ5K>(RandomFromGguf(DType::Q5_K_PACKED, 16, 512, gen));
+  CheckLaneSums<QKind::kQ2K>(RandomFromGguf(DType::Q2_K_PACKED, 16, 512, gen));
+  for (DType dtype : {DType::Q6_K_PACKED, DType::Q3_K_PACKED, DType::IQ4_XS}) {
+    CheckLaneSums<QKind::kQ6K>(RandomQ6KScheme(dtype, 16, 512, gen));
   }
 }
 
