@@ -31,14 +31,22 @@ bench="$dir/runtime/tools/fflite-bench --backend cuda --reps 20"
 $bench --synthetic llama-70b --dtype bf16 --tokens 1,512 || status=1
 $bench --synthetic qwen-moe --dtype bf16 --tokens 1,128 || status=1
 $bench --synthetic llama --tokens 1,128 || status=1
-# i8/i4/q4_k both ways at the Llama-7B shape (the quantiser takes about 15 s a run there for
-# i8/i4, 80 s at llama-70b's; q4_k's search longer), then i4 kept quantised at the goal's
-# Llama-70B shape.
-for dtype in i8 i4 q4_k; do
-  for quant in f32 packed; do
-    echo "== llama $dtype, FFLITE_CUDA_QUANT=$quant =="
-    FFLITE_CUDA_QUANT=$quant $bench --synthetic llama --dtype $dtype --tokens 1,8,512 || status=1
-  done
+# Quantised weights both ways, each model quantised once (--synthetic_out) and read twice: i8, i4
+# and q4_k at the Llama-7B shape (the quantiser takes about 15 s there for i8/i4, longer for q4_k's
+# search), i4 MoE experts (the fused decode on packed experts), then i4 kept quantised at the
+# goal's Llama-70B shape (about 80 s to quantise). --rotate=false: a block-rotated matrix (the
+# synthetic i8/i4 default) is dequantised on upload either way.
+tmp=$(mktemp -d)
+for model in llama:i8 llama:i4 llama:q4_k qwen-moe:i4; do
+  shape=${model%:*} dtype=${model#*:} file="$tmp/$shape-$dtype.fflite"
+  echo "== $shape $dtype, FFLITE_CUDA_QUANT=f32 (dequantised on upload) =="
+  FFLITE_CUDA_QUANT=f32 $bench --synthetic "$shape" --dtype "$dtype" --rotate=false \
+    --synthetic_out "$file" --tokens 1,8,512 || status=1
+  echo "== $shape $dtype, FFLITE_CUDA_QUANT=packed =="
+  FFLITE_CUDA_QUANT=packed $bench --model "$file" --tokens 1,8,512 || status=1
+  rm -f "$file"
 done
-FFLITE_CUDA_QUANT=packed $bench --synthetic llama-70b --dtype i4 --tokens 1,512 || status=1
+FFLITE_CUDA_QUANT=packed $bench --synthetic llama-70b --dtype i4 --rotate=false --tokens 1,512 ||
+  status=1
+rm -rf "$tmp"
 exit $status

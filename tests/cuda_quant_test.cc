@@ -1,7 +1,7 @@
-// The cuda backend's device layout of quantised matrices (backends/cuda/cuda_quant.h), on the CPU: the
-// same element functions the kernels read it with, against the file's own reading of each value
-// (QuantValueAt, the panel layout) and its dequantisation (DequantizeRows), bit for bit. Built
-// and run everywhere, with or without the cuda backend: the layout is host code.
+// The cuda backend's device layout of quantised matrices (backends/cuda/cuda_quant.h), on the CPU:
+// the same element functions the kernels read it with, against the file's own reading of each
+// value (QuantValueAt, the panel layout) and its dequantisation (DequantizeRows), bit for bit.
+// Built and run everywhere, with or without the cuda backend: the layout is host code.
 #include "backends/cuda/cuda_quant.h"
 
 #include <algorithm>

@@ -151,8 +151,9 @@ struct QuantOf<Quant<K>> {
 // 512 contiguous bytes of a row per load, U loads per row in flight, not kept in L1), sums their
 // 16 (byte codes) or 32 (nibbles) values times x in f32 (DotOf16, the code the tests check on the
 // CPU) and adds that times their scale, less their min times their Σx where there is one (summed
-// once for the R rows: the 16 or 32 values of a lane share one scale and min). wr[r], sr[r]: row r's codes and scale record. cols a multiple of the values
-// per 16 bytes and xb 16-byte aligned, ldx % 4 == 0: no lane reads past a row of x.
+// once for the R rows: the 16 or 32 values of a lane share one scale and min). wr[r], sr[r]: row
+// r's codes and scale record. cols a multiple of the values per 16 bytes and xb 16-byte aligned,
+// ldx % 4 == 0: no lane reads past a row of x.
 template <QKind K, int R, int NT, int U>
 __device__ __forceinline__ void QuantWarpRows(const uint8_t* const (&wr)[R],
                                               const uint16_t* const (&sr)[R], const float* xb,

@@ -19,8 +19,8 @@ constexpr int kGemvTokens = 8;  // tokens per block (grid.y covers the rest)
 // W a float type, or Quant<K> for quantised codes with their scale records (MatrixRows).
 // Measured on an H200 (bf16, [28672, 8192] and [8192, 28672]): one token at R 1, U 4, 8 warps
 // reads 4080-4190 GB/s, where a warp per row with scalar x loads read 1780; 2-8 tokens at R 4,
-// U 2, 4 warps 1600-3780 GB/s, where a warp per row read 240-950. (Quantised types take the same shapes,
-// not yet measured.)
+// U 2, 4 warps 1600-3780 GB/s, where a warp per row read 240-950. (Quantised types take the same
+// shapes, not yet measured.)
 template <typename W, int R, int NT, int U, int WARPS>
 __global__ void __launch_bounds__(WARPS* kWarp)
     GemvRowsKernel(const void* __restrict__ w, const uint16_t* __restrict__ scales, uint32_t rows,

@@ -89,8 +89,8 @@ __device__ __forceinline__ uint32_t SlotExpert(uint32_t slot, const uint32_t* ex
 }
 
 // A warp per row of up (and gate) of the slot's expert: the rows of the products at one token
-// with the same loop as GemvRowsKernel<W, 1, 1, 4, 8> (MatrixRows; W = Quant<K> for quantised types), so
-// the bits of the grouped path's.
+// with the same loop as GemvRowsKernel<W, 1, 1, 4, 8> (MatrixRows; W = Quant<K> for quantised
+// types), so the bits of the grouped path's.
 template <typename W>
 __global__ void __launch_bounds__(kExpertWarps* kWarp)
     ExpertsHiddenKernel(const ExpertPtrs* __restrict__ table, const uint32_t* __restrict__ experts,
