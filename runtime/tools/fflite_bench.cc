@@ -345,9 +345,14 @@ std::string ResolveBackend(const std::string& name) {
   return "reference";
 }
 
+// The dtypes --synthetic writes its matrices in.
+constexpr DType kSyntheticDTypes[] = {DType::F32,         DType::F16,         DType::BF16,
+                                      DType::I8,          DType::I4,          DType::Q2_K_PACKED,
+                                      DType::Q3_K_PACKED, DType::Q4_K,        DType::Q5_K_PACKED,
+                                      DType::Q6_K_PACKED};
+
 std::optional<DType> ParseDTypeName(const std::string& name) {
-  for (DType d : {DType::F32, DType::F16, DType::BF16, DType::I8, DType::I4, DType::Q2_K_PACKED,
-                  DType::Q3_K_PACKED, DType::Q4_K, DType::Q5_K_PACKED, DType::Q6_K_PACKED}) {
+  for (DType d : kSyntheticDTypes) {
     if (name == DTypeName(d)) return d;
   }
   return std::nullopt;
@@ -416,10 +421,12 @@ int Main() {
     write.expert_alignment = kExpertPageAlignment;
     auto dtype = ParseDTypeName(absl::GetFlag(FLAGS_dtype));
     if (!dtype.has_value()) {
-      std::fprintf(stderr,
-                   "--dtype: '%s' is not one of f32, f16, bf16, i8, i4, q2_k, q3_k, q4_k, q5_k, "
-                   "q6_k\n",
-                   absl::GetFlag(FLAGS_dtype).c_str());
+      std::string names;
+      for (DType d : kSyntheticDTypes) {
+        names += std::string(names.empty() ? "" : ", ") + DTypeName(d);
+      }
+      std::fprintf(stderr, "--dtype: '%s' is not one of %s\n", absl::GetFlag(FLAGS_dtype).c_str(),
+                   names.c_str());
       return 2;
     }
     const DType matrices = *dtype;

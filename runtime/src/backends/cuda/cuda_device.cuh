@@ -146,6 +146,11 @@ struct QuantOf<Quant<K>> {
   static constexpr QKind kKind = K;
 };
 
+// Blocks of 32 values in a row of `cols`: its scale groups.
+__device__ __forceinline__ uint32_t QuantBlocks(uint32_t cols) {
+  return (cols + kQBlock - 1) / kQBlock;
+}
+
 // WarpRows over quantised rows (cuda_quant.h's layout): acc[r][t] += Σ_j weight(r, j) · x[t][j]
 // over this lane's chunks: each lane takes 16 bytes of codes of every row in turn (a warp reads
 // 512 contiguous bytes of a row per load, U loads per row in flight, not kept in L1), sums their
@@ -161,7 +166,7 @@ __device__ __forceinline__ void QuantWarpRows(const uint8_t* const (&wr)[R],
                                               float (&acc)[R][NT]) {
   constexpr uint32_t kVals = ValuesPer16Bytes(K);
   const uint32_t chunks = cols / kVals;  // of 16 bytes per row
-  const uint32_t blocks = (cols + kQBlock - 1) / kQBlock;
+  const uint32_t blocks = QuantBlocks(cols);
   for (uint32_t c0 = lane; c0 < chunks; c0 += U * kWarp) {
     uint4 raw[U][R];
     float s[U][R], m[U][R];
@@ -203,11 +208,6 @@ __device__ __forceinline__ void QuantWarpRows(const uint8_t* const (&wr)[R],
       }
     }
   }
-}
-
-// Blocks of 32 values in a row of `cols`: its scales.
-__device__ __forceinline__ uint32_t QuantBlocks(uint32_t cols) {
-  return (cols + kQBlock - 1) / kQBlock;
 }
 
 // acc[r][t] += row rows[r] of matrix m[r] (`cols` columns of W; W = Quant<K>: quantised codes
