@@ -37,7 +37,7 @@ KERNELS = os.path.join(ROOT, "runtime", "src", "kernels")
 SOURCES = {
     "aarch64": ["gemv_neon.cc", "value_rows_neon.cc", "qgemv_neon.cc", "qgemm_neon.cc",
                 "gemm_neon.cc"],
-    "x86": ["gemv_avx512.cc", "qgemv_avx512.cc", "qgemm_avx512vnni.cc"],
+    "x86": ["gemv_avx512.cc", "qgemv_avx512.cc", "qgemm_avx512vnni.cc", "qgemm_avx2.cc"],
 }
 
 # Cores: llvm-mca's -mcpu, the clock the table assumes (GHz), the features the core has, what it
@@ -53,6 +53,7 @@ CORES = {
     "x86": [
         ("icelake-server", None, {"avx2", "avx512", "vnni"}, "the closest modelled core"),
         ("skylake-avx512", None, {"avx2", "avx512"}, "an older AVX-512 core"),
+        ("znver3", None, {"avx2"}, "AMD Zen 3: AVX2 only"),
     ],
 }
 
@@ -70,12 +71,13 @@ KERNEL_INFO = {
     "gemm_neon": ("prefill", set(), None),  # fmla (f32) or bfdot (bf16): by type below
     # x86
     "qgemm_vnni": ("prefill", {"vnni"}, "vpdpbusd"),
+    "qgemm_avx2": ("prefill", set(), "vpmaddubsw"),
 }
 
 # Per source file on x86: the features of its code (what a core must have to run it).
 X86_SOURCE_FEATURES = {
     "gemv_avx512.cc": {"avx512"}, "qgemv_avx512.cc": {"avx512"},
-    "qgemm_avx512vnni.cc": {"avx512", "vnni"},
+    "qgemm_avx512vnni.cc": {"avx512", "vnni"}, "qgemm_avx2.cc": {"avx2"},
 }
 
 # A multiply instruction alone, independent, to measure its modelled peak on a core: the
@@ -90,8 +92,12 @@ PEAK_PROBES = {
     },
     "x86": {
         "vpdpbusd": "vpdpbusd %zmm20, %zmm21, %zmm{d}",
+        # AVX2 has 16 ymm registers: two hold the sources, 14 chains (PEAK_CHAINS).
+        "vpmaddubsw": "vpmaddubsw %ymm14, %ymm15, %ymm{d}",
     },
 }
+# Independent chains per probe where not 16.
+PEAK_CHAINS = {"vpmaddubsw": 14}
 PEAK_FEATURES = {"sdot": "+dotprod", "smmla": "+i8mm", "bfdot": "+bf16", "fmla": "",
                  "smull": ""}
 
@@ -264,9 +270,10 @@ def model_name(mca, arch, cpu):
 
 
 def peak_cycles(mca, arch, cpu, instr):
-    """Modelled cycles per instruction of `instr` issued back to back, 16 independent chains."""
+    """Modelled cycles per instruction of `instr` issued back to back, 16 independent chains
+    (PEAK_CHAINS: fewer)."""
     template = PEAK_PROBES[arch][instr]
-    lines = [template.format(d=d) for d in range(16)]
+    lines = [template.format(d=d) for d in range(PEAK_CHAINS.get(instr, 16))]
     mattr = PEAK_FEATURES.get(instr, "") if arch == "aarch64" else ""
     c, err = run_mca(mca, arch, cpu, mattr, lines, iterations=200)
     return None if c is None else c / len(lines)
