@@ -43,9 +43,7 @@ cudaError_t Gemv(WType type, const void* w, uint32_t rows, uint32_t cols, const 
 // Gemv of a quantised matrix (IsQuantised; cuda_quant.h's layout: codes, a scale record per row):
 // y[t, r] = Σ_j weight(r, j) · x[t, j], each lane's 16 or 32 values summed in f32 and then
 // scaled by their scale (per block, or half-block: kQ6K, kQ2K), less their min times their Σx
-// where there is one (kQ4K, kQ5K, kQ2K).
-// Another type:
-// cudaErrorInvalidValue.
+// where there is one (kQ4K, kQ5K, kQ2K). Another type: cudaErrorInvalidValue.
 cudaError_t GemvQuant(WType type, const void* codes, const uint16_t* scales, uint32_t rows,
                       uint32_t cols, const float* x, size_t ldx, size_t n, float* y, size_t ldy,
                       cudaStream_t stream);
@@ -93,9 +91,9 @@ cudaError_t AddGated(const float* f, const float* gate_logit, size_t n, uint32_t
 
 // One expert's weights for the MoE decode kernels below (device pointers; biases and scale may
 // be null). Every up and gate matrix of a table has the type ExpertsHidden is given, every down
-// matrix the type ExpertsDown is given, and their rows are 16-byte aligned
-// (cols a multiple of 16 bytes of the type; quantised: of the values in 16 bytes of codes, 16 or
-// 32, with each matrix's scale records, cuda_quant.h).
+// matrix the type ExpertsDown is given, and their rows are 16-byte aligned (cols a multiple of
+// 16 bytes of the type; quantised: of the values in 16 bytes of codes, 16 or 32, with each
+// matrix's scale records, cuda_quant.h).
 struct ExpertPtrs {
   const void* up;
   const void* gate;  // null when not gated
