@@ -1,0 +1,33 @@
+// The AVX-512 quantised kernels compiled through SIMDe (avx512_simde.h) as the only kernels a
+// test sees: kquant_test.cc, built again as kquant_avx512_emulated_test with
+// AvailableQGemvKernels and AvailableQGemmKernels renamed to these, then checks them as it checks
+// every kernel a CPU runs (the dequantised product, the packed forms' bits, row splits) on a CPU
+// without AVX-512.
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/quant_kernels.h"
+
+namespace fflite {
+
+void QGemvAvx512Emulated(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
+                         const float* bias, const float* x, size_t x_stride, float* y,
+                         size_t y_stride);
+void QGemmAvx512VnniEmulated(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
+                             const float* bias, const QActBlock* xq, float* y, size_t y_stride);
+void QuantizeActivationsAvx512Emulated(size_t c, size_t k, const float* x, size_t x_stride,
+                                       QActBlock* xq);
+void RotateBlocksAvx512Emulated(size_t blocks, const float* x, float* y);
+
+namespace {
+constexpr QGemvKernel kEmulatedQGemv = {"avx512 (emulated)", QGemvAvx512Emulated};
+constexpr QGemmKernel kEmulatedQGemm = {"avx512vnni (emulated)",
+                                        QuantizeActivationsAvx512Emulated,
+                                        QGemmAvx512VnniEmulated, RotateBlocksAvx512Emulated};
+}  // namespace
+
+std::vector<const QGemvKernel*> EmulatedQGemvKernels() { return {&kEmulatedQGemv}; }
+std::vector<const QGemmKernel*> EmulatedQGemmKernels() { return {&kEmulatedQGemm}; }
+
+}  // namespace fflite
