@@ -1,5 +1,5 @@
-// The AVX-512 quantised kernels compiled through SIMDe (avx512_simde.h) as the only kernels a
-// test sees: kquant_test.cc, built again as kquant_avx512_emulated_test with
+// The AVX-512 quantised kernels (and the AVX-VNNI int8 one) compiled through SIMDe
+// (avx512_simde.h) as the only kernels a test sees: kquant_test.cc, built again as kquant_avx512_emulated_test with
 // AvailableQGemvKernels and AvailableQGemmKernels renamed to these, then checks them as it checks
 // every kernel a CPU runs (the dequantised product, the packed forms' bits, row splits) on a CPU
 // without AVX-512.
@@ -19,15 +19,23 @@ void QGemmAvx512VnniEmulated(size_t c, size_t k, size_t rows, const uint8_t* w, 
 void QuantizeActivationsAvx512Emulated(size_t c, size_t k, const float* x, size_t x_stride,
                                        QActBlock* xq);
 void RotateBlocksAvx512Emulated(size_t blocks, const float* x, float* y);
+void QGemmAvxVnniEmulated(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
+                          const float* bias, const QActBlock* xq, float* y, size_t y_stride);
 
 namespace {
 constexpr QGemvKernel kEmulatedQGemv = {"avx512 (emulated)", QGemvAvx512Emulated};
 constexpr QGemmKernel kEmulatedQGemm = {"avx512vnni (emulated)",
                                         QuantizeActivationsAvx512Emulated,
                                         QGemmAvx512VnniEmulated, RotateBlocksAvx512Emulated};
+// The library's AVX-VNNI kernel quantises and rotates with the AVX2 functions; here the scalar
+// ones, which give the same blocks bit for bit (quant_gemm_test), on any x86-64 CPU.
+constexpr QGemmKernel kEmulatedAvxVnniQGemm = {"avxvnni (emulated)", QuantizeActivationsScalar,
+                                               QGemmAvxVnniEmulated, RotateBlocksScalar};
 }  // namespace
 
 std::vector<const QGemvKernel*> EmulatedQGemvKernels() { return {&kEmulatedQGemv}; }
-std::vector<const QGemmKernel*> EmulatedQGemmKernels() { return {&kEmulatedQGemm}; }
+std::vector<const QGemmKernel*> EmulatedQGemmKernels() {
+  return {&kEmulatedQGemm, &kEmulatedAvxVnniQGemm};
+}
 
 }  // namespace fflite

@@ -1,6 +1,7 @@
-// Test-only: the AVX-512 quantised kernels' sources compiled into portable code, so that their
-// arithmetic runs and is checked on a CPU without AVX-512 (tests/CMakeLists.txt force-includes
-// this header into qgemv_avx512.cc and qgemm_avx512vnni.cc for kquant_avx512_emulated_test).
+// Test-only: the AVX-512 (and AVX-VNNI) quantised kernels' sources compiled into portable code, so
+// that their arithmetic runs and is checked on a CPU without those instructions
+// (tests/CMakeLists.txt force-includes this header into qgemv_avx512.cc, qgemm_avx512vnni.cc and
+// qgemm_avxvnni.cc for the avx512_emulated tests).
 //
 // Each x86 intrinsic becomes SIMDe's portable twin (Debian's libsimde-dev: SIMD Everywhere, which
 // implements the instructions' semantics lane by lane where the CPU lacks them), and the
@@ -50,6 +51,9 @@
 #define _mm256_shuffle_epi8 simde_mm256_shuffle_epi8
 #undef _mm512_shuffle_epi8
 #define _mm512_shuffle_epi8 simde_mm512_shuffle_epi8
+// AVX-VNNI's vpdpbusd (VEX) is AVX-512 VNNI's (EVEX) on 256 bits.
+#undef _mm256_dpbusd_avx_epi32
+#define _mm256_dpbusd_avx_epi32 simde_mm256_dpbusd_epi32
 
 namespace fflite_emulated {
 
@@ -193,5 +197,6 @@ inline int ReduceAddEpi32(simde__m512i a) {
 #define QGemmAvx512Vnni QGemmAvx512VnniEmulated
 #define QuantizeActivationsAvx512 QuantizeActivationsAvx512Emulated
 #define RotateBlocksAvx512 RotateBlocksAvx512Emulated
+#define QGemmAvxVnni QGemmAvxVnniEmulated
 
 #endif  // FFLITE_TESTS_EMULATED_AVX512_SIMDE_H_
