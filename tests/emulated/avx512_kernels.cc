@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/kernels.h"
 #include "kernels/quant_kernels.h"
 
 namespace fflite {
@@ -22,7 +23,37 @@ void RotateBlocksAvx512Emulated(size_t blocks, const float* x, float* y);
 void QGemmAvxVnniEmulated(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
                           const float* bias, const QActBlock* xq, float* y, size_t y_stride);
 
+void F32ReluAvx512Emulated(size_t n, const float* x, const float* u, float* y);
+void F32GeluErfAvx512Emulated(size_t n, const float* x, const float* u, float* y);
+void F32GeluTanhAvx512Emulated(size_t n, const float* x, const float* u, float* y);
+void F32SiluAvx512Emulated(size_t n, const float* x, const float* u, float* y);
+void F32SigmoidAvx512Emulated(size_t n, const float* x, const float* u, float* y);
+void F32SwigluOaiAvx512Emulated(size_t n, const float* x, const float* u, float* y);
+void F32GemvAvx512Emulated(size_t c, size_t k, size_t rows, const void* w, FloatType w_type,
+                           const float* bias, const float* x, size_t x_stride, float* y,
+                           size_t y_stride);
+void F32GemvAvx512StreamsEmulated(size_t c, size_t k, size_t rows, const void* w,
+                                  FloatType w_type, const float* bias, const float* x,
+                                  size_t x_stride, float* y, size_t y_stride);
+void F32ValueRowsAvx512Emulated(size_t c, size_t cols, size_t n, const uint32_t* rows,
+                                const void* v, FloatType v_type, size_t v_stride,
+                                const float* bias, const float* h, size_t h_stride, float* y,
+                                size_t y_stride);
+
 namespace {
+// The library's AVX-512 set (and its "avx512-streams" twin) normalises with the AVX2 functions;
+// here the scalar ones, on any x86-64 CPU.
+constexpr Kernels kEmulatedAvx512 = {
+    "avx512 (emulated)",       F32ReluAvx512Emulated,  F32GeluErfAvx512Emulated,
+    F32GeluTanhAvx512Emulated, F32SiluAvx512Emulated,  F32SigmoidAvx512Emulated,
+    F32SwigluOaiAvx512Emulated, F32LayerNormScalar,    F32RmsNormScalar,
+    F32GemvAvx512Emulated,     F32ValueRowsAvx512Emulated};
+constexpr Kernels kEmulatedAvx512Streams = {
+    "avx512-streams (emulated)", F32ReluAvx512Emulated,  F32GeluErfAvx512Emulated,
+    F32GeluTanhAvx512Emulated,   F32SiluAvx512Emulated,  F32SigmoidAvx512Emulated,
+    F32SwigluOaiAvx512Emulated,  F32LayerNormScalar,     F32RmsNormScalar,
+    F32GemvAvx512StreamsEmulated, F32ValueRowsAvx512Emulated};
+
 constexpr QGemvKernel kEmulatedQGemv = {"avx512 (emulated)", QGemvAvx512Emulated};
 constexpr QGemmKernel kEmulatedQGemm = {"avx512vnni (emulated)",
                                         QuantizeActivationsAvx512Emulated,
@@ -33,6 +64,9 @@ constexpr QGemmKernel kEmulatedAvxVnniQGemm = {"avxvnni (emulated)", QuantizeAct
                                                QGemmAvxVnniEmulated, RotateBlocksScalar};
 }  // namespace
 
+std::vector<const Kernels*> EmulatedKernels() {
+  return {&kEmulatedAvx512, &kEmulatedAvx512Streams};
+}
 std::vector<const QGemvKernel*> EmulatedQGemvKernels() { return {&kEmulatedQGemv}; }
 std::vector<const QGemmKernel*> EmulatedQGemmKernels() {
   return {&kEmulatedQGemm, &kEmulatedAvxVnniQGemm};

@@ -99,6 +99,18 @@ inline simde__m512 CvtphPs(simde__m256i a) {
   for (int i = 0; i < 16; ++i) r.f32[i] = fflite::F16ToF32(a_.u16[i]);
   return simde__m512_from_private(r);
 }
+inline simde__m512i Cvtepu16Epi32(simde__m256i a) {
+  simde__m256i_private a_ = simde__m256i_to_private(a);
+  simde__m512i_private r;
+  for (int i = 0; i < 16; ++i) r.i32[i] = a_.u16[i];
+  return simde__m512i_from_private(r);
+}
+inline simde__m256i MaskzLoaduEpi16(simde__mmask16 k, const void* p) {
+  const uint16_t* in = static_cast<const uint16_t*>(p);
+  simde__m256i_private r;
+  for (int i = 0; i < 16; ++i) r.u16[i] = ((k >> i) & 1) ? in[i] : 0;
+  return simde__m256i_from_private(r);
+}
 inline void MaskStoreuPs(void* p, simde__mmask16 k, simde__m512 a) {
   simde__m512_private a_ = simde__m512_to_private(a);
   float* out = static_cast<float*>(p);
@@ -170,6 +182,10 @@ inline int ReduceAddEpi32(simde__m512i a) {
 #define _mm512_cvtepu8_epi32 fflite_emulated::Cvtepu8Epi32
 #undef _mm512_cvtepi32_epi8
 #define _mm512_cvtepi32_epi8 fflite_emulated::Cvtepi32Epi8
+#undef _mm512_cvtepu16_epi32
+#define _mm512_cvtepu16_epi32 fflite_emulated::Cvtepu16Epi32
+#undef _mm256_maskz_loadu_epi16
+#define _mm256_maskz_loadu_epi16 fflite_emulated::MaskzLoaduEpi16
 #undef _mm512_cvtps_epi32
 #define _mm512_cvtps_epi32 fflite_emulated::CvtpsEpi32
 #undef _mm512_cvtph_ps
@@ -191,6 +207,9 @@ inline int ReduceAddEpi32(simde__m512i a) {
 
 // No target attribute: the portable code must not be compiled for AVX-512.
 #define target(...)
+// No inline assembly: the kernels' register constraints ("v") do not fit SIMDe's vector types
+// (gemv_avx512.cc keeps a loaded vector in a register so; the results do not depend on it).
+#define __asm__(...)
 
 // The entry points, renamed to link beside the library's own.
 #define QGemvAvx512 QGemvAvx512Emulated
@@ -198,5 +217,15 @@ inline int ReduceAddEpi32(simde__m512i a) {
 #define QuantizeActivationsAvx512 QuantizeActivationsAvx512Emulated
 #define RotateBlocksAvx512 RotateBlocksAvx512Emulated
 #define QGemmAvxVnni QGemmAvxVnniEmulated
+#define F32GemvAvx512 F32GemvAvx512Emulated
+#define F32GemvAvx512Streams F32GemvAvx512StreamsEmulated
+#define F32ValueRowsAvx2 F32ValueRowsAvx2Emulated
+#define F32ValueRowsAvx512 F32ValueRowsAvx512Emulated
+#define F32ReluAvx512 F32ReluAvx512Emulated
+#define F32GeluErfAvx512 F32GeluErfAvx512Emulated
+#define F32GeluTanhAvx512 F32GeluTanhAvx512Emulated
+#define F32SiluAvx512 F32SiluAvx512Emulated
+#define F32SigmoidAvx512 F32SigmoidAvx512Emulated
+#define F32SwigluOaiAvx512 F32SwigluOaiAvx512Emulated
 
 #endif  // FFLITE_TESTS_EMULATED_AVX512_SIMDE_H_
