@@ -1,8 +1,8 @@
-// The AVX-512 quantised kernels (and the AVX-VNNI int8 one) compiled through SIMDe
-// (avx512_simde.h) as the only kernels a test sees: kquant_test.cc, built again as kquant_avx512_emulated_test with
-// AvailableQGemvKernels and AvailableQGemmKernels renamed to these, then checks them as it checks
-// every kernel a CPU runs (the dequantised product, the packed forms' bits, row splits) on a CPU
-// without AVX-512.
+// The AVX-512 kernels (and the AVX-VNNI int8 one) compiled through SIMDe (avx512_simde.h) as the
+// only kernels a test sees: kquant_test, quant_gemv_test, quant_gemm_test and kernels_test are
+// built again (as *_avx512_emulated_test, tests/CMakeLists.txt) with AvailableKernels,
+// AvailableQGemvKernels and AvailableQGemmKernels renamed to these, and check them as they check
+// every kernel a CPU runs, on a CPU without those instructions.
 #include <cstddef>
 #include <cstdint>
 #include <vector>

@@ -1,7 +1,7 @@
-// Test-only: the AVX-512 (and AVX-VNNI) quantised kernels' sources compiled into portable code, so
+// Test-only: the AVX-512 kernels' sources (and the AVX-VNNI one's) compiled into portable code, so
 // that their arithmetic runs and is checked on a CPU without those instructions
-// (tests/CMakeLists.txt force-includes this header into qgemv_avx512.cc, qgemm_avx512vnni.cc and
-// qgemm_avxvnni.cc for the avx512_emulated tests).
+// (tests/CMakeLists.txt force-includes this header into each of them for the avx512_emulated
+// tests).
 //
 // Each x86 intrinsic becomes SIMDe's portable twin (Debian's libsimde-dev: SIMD Everywhere, which
 // implements the instructions' semantics lane by lane where the CPU lacks them), and the
@@ -10,7 +10,7 @@
 // order GCC's own header computes them (the bits a real CPU would give for this source). The
 // kernels' entry points are renamed (…Emulated) so that they link beside the library's.
 //
-// Not a header to include elsewhere: it redefines `target` and the intrinsics' names.
+// Not a header to include elsewhere: it redefines `target`, `__asm__` and the intrinsics' names.
 #ifndef FFLITE_TESTS_EMULATED_AVX512_SIMDE_H_
 #define FFLITE_TESTS_EMULATED_AVX512_SIMDE_H_
 
@@ -131,6 +131,36 @@ inline simde__m512 PermutePs(simde__m512 a, int imm) {
   for (int i = 0; i < 16; ++i) r.f32[i] = a_.f32[(i & ~3) + ((imm >> (2 * (i & 3))) & 3)];
   return simde__m512_from_private(r);
 }
+// The fused multiply-adds with one rounding, as the instructions do (SIMDe's portable ones round
+// the product and the sum apart).
+template <typename V, typename Private, int kLanes>
+V Fused(V a, V b, V c, float sign_ab, float sign_c) {
+  Private a_, b_, c_, r;
+  std::memcpy(&a_, &a, sizeof(V));
+  std::memcpy(&b_, &b, sizeof(V));
+  std::memcpy(&c_, &c, sizeof(V));
+  for (int i = 0; i < kLanes; ++i) {
+    r.f32[i] = std::fma(sign_ab * a_.f32[i], b_.f32[i], sign_c * c_.f32[i]);
+  }
+  V out;
+  std::memcpy(&out, &r, sizeof(V));
+  return out;
+}
+inline simde__m512 Fmadd512(simde__m512 a, simde__m512 b, simde__m512 c) {
+  return Fused<simde__m512, simde__m512_private, 16>(a, b, c, 1.0f, 1.0f);
+}
+inline simde__m512 Fmsub512(simde__m512 a, simde__m512 b, simde__m512 c) {
+  return Fused<simde__m512, simde__m512_private, 16>(a, b, c, 1.0f, -1.0f);
+}
+inline simde__m512 Fnmadd512(simde__m512 a, simde__m512 b, simde__m512 c) {
+  return Fused<simde__m512, simde__m512_private, 16>(a, b, c, -1.0f, 1.0f);
+}
+inline simde__m256 Fmadd256(simde__m256 a, simde__m256 b, simde__m256 c) {
+  return Fused<simde__m256, simde__m256_private, 8>(a, b, c, 1.0f, 1.0f);
+}
+inline simde__m256 Fmsub256(simde__m256 a, simde__m256 b, simde__m256 c) {
+  return Fused<simde__m256, simde__m256_private, 8>(a, b, c, 1.0f, -1.0f);
+}
 // vshuff32x4: 128-bit lanes 0, 1 from a and 2, 3 from b, each chosen by two bits of imm.
 inline simde__m512 ShuffleF32x4(simde__m512 a, simde__m512 b, int imm) {
   simde__m512_private a_ = simde__m512_to_private(a), b_ = simde__m512_to_private(b);
@@ -198,6 +228,16 @@ inline int ReduceAddEpi32(simde__m512i a) {
 #define _mm512_permute_ps fflite_emulated::PermutePs
 #undef _mm512_shuffle_f32x4
 #define _mm512_shuffle_f32x4 fflite_emulated::ShuffleF32x4
+#undef _mm512_fmadd_ps
+#define _mm512_fmadd_ps fflite_emulated::Fmadd512
+#undef _mm512_fmsub_ps
+#define _mm512_fmsub_ps fflite_emulated::Fmsub512
+#undef _mm512_fnmadd_ps
+#define _mm512_fnmadd_ps fflite_emulated::Fnmadd512
+#undef _mm256_fmadd_ps
+#define _mm256_fmadd_ps fflite_emulated::Fmadd256
+#undef _mm256_fmsub_ps
+#define _mm256_fmsub_ps fflite_emulated::Fmsub256
 #undef _mm512_reduce_add_ps
 #define _mm512_reduce_add_ps fflite_emulated::ReduceAddPs
 #undef _mm512_reduce_max_ps
