@@ -7,39 +7,12 @@
 #include <cstdint>
 #include <vector>
 
+// First, so that the headers' declarations of the kernels name the emulated functions.
+#include "avx512_renames.h"
 #include "kernels/kernels.h"
 #include "kernels/quant_kernels.h"
 
 namespace fflite {
-
-void QGemvAvx512Emulated(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
-                         const float* bias, const float* x, size_t x_stride, float* y,
-                         size_t y_stride);
-void QGemmAvx512VnniEmulated(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
-                             const float* bias, const QActBlock* xq, float* y, size_t y_stride);
-void QuantizeActivationsAvx512Emulated(size_t c, size_t k, const float* x, size_t x_stride,
-                                       QActBlock* xq);
-void RotateBlocksAvx512Emulated(size_t blocks, const float* x, float* y);
-void QGemmAvxVnniEmulated(size_t c, size_t k, size_t rows, const uint8_t* w, QuantType type,
-                          const float* bias, const QActBlock* xq, float* y, size_t y_stride);
-
-void F32ReluAvx512Emulated(size_t n, const float* x, const float* u, float* y);
-void F32GeluErfAvx512Emulated(size_t n, const float* x, const float* u, float* y);
-void F32GeluTanhAvx512Emulated(size_t n, const float* x, const float* u, float* y);
-void F32SiluAvx512Emulated(size_t n, const float* x, const float* u, float* y);
-void F32SigmoidAvx512Emulated(size_t n, const float* x, const float* u, float* y);
-void F32SwigluOaiAvx512Emulated(size_t n, const float* x, const float* u, float* y);
-void F32GemvAvx512Emulated(size_t c, size_t k, size_t rows, const void* w, FloatType w_type,
-                           const float* bias, const float* x, size_t x_stride, float* y,
-                           size_t y_stride);
-void F32GemvAvx512StreamsEmulated(size_t c, size_t k, size_t rows, const void* w,
-                                  FloatType w_type, const float* bias, const float* x,
-                                  size_t x_stride, float* y, size_t y_stride);
-void F32ValueRowsAvx512Emulated(size_t c, size_t cols, size_t n, const uint32_t* rows,
-                                const void* v, FloatType v_type, size_t v_stride,
-                                const float* bias, const float* h, size_t h_stride, float* y,
-                                size_t y_stride);
-
 namespace {
 // The library's AVX-512 set (and its "avx512-streams" twin) normalises with the AVX2 functions;
 // here the scalar ones, on any x86-64 CPU.

@@ -57,53 +57,56 @@
 
 namespace fflite_emulated {
 
+// A result of 16 lanes, each set by set(r, a_, i) from the operand's private view a_ into the
+// result's r.
+template <typename R, typename RPrivate, typename A, typename APrivate, typename F>
+R Lanes16(A a, F set) {
+  APrivate a_;
+  RPrivate r;
+  std::memcpy(&a_, &a, sizeof(A));
+  for (int i = 0; i < 16; ++i) set(r, a_, i);
+  R out;
+  std::memcpy(&out, &r, sizeof(R));
+  return out;
+}
+using Int512 = simde__m512i_private;
+using Int256 = simde__m256i_private;
+using Int128 = simde__m128i_private;
+using Float512 = simde__m512_private;
+
 inline simde__m512 Cvtepi32Ps(simde__m512i a) {
-  simde__m512i_private a_ = simde__m512i_to_private(a);
-  simde__m512_private r;
-  for (int i = 0; i < 16; ++i) r.f32[i] = static_cast<float>(a_.i32[i]);
-  return simde__m512_from_private(r);
+  return Lanes16<simde__m512, Float512, simde__m512i, Int512>(
+      a, [](Float512& r, const Int512& v, int i) { r.f32[i] = static_cast<float>(v.i32[i]); });
 }
 inline simde__m512i Cvtepi8Epi32(simde__m128i a) {
-  simde__m128i_private a_ = simde__m128i_to_private(a);
-  simde__m512i_private r;
-  for (int i = 0; i < 16; ++i) r.i32[i] = a_.i8[i];
-  return simde__m512i_from_private(r);
+  return Lanes16<simde__m512i, Int512, simde__m128i, Int128>(
+      a, [](Int512& r, const Int128& v, int i) { r.i32[i] = v.i8[i]; });
 }
 inline simde__m512i Cvtepu8Epi32(simde__m128i a) {
-  simde__m128i_private a_ = simde__m128i_to_private(a);
-  simde__m512i_private r;
-  for (int i = 0; i < 16; ++i) r.i32[i] = a_.u8[i];
-  return simde__m512i_from_private(r);
+  return Lanes16<simde__m512i, Int512, simde__m128i, Int128>(
+      a, [](Int512& r, const Int128& v, int i) { r.i32[i] = v.u8[i]; });
+}
+inline simde__m512i Cvtepu16Epi32(simde__m256i a) {
+  return Lanes16<simde__m512i, Int512, simde__m256i, Int256>(
+      a, [](Int512& r, const Int256& v, int i) { r.i32[i] = v.u16[i]; });
 }
 // vpmovdb: each int32's low byte (truncation).
 inline simde__m128i Cvtepi32Epi8(simde__m512i a) {
-  simde__m512i_private a_ = simde__m512i_to_private(a);
-  simde__m128i_private r;
-  for (int i = 0; i < 16; ++i) r.u8[i] = static_cast<uint8_t>(a_.u32[i] & 0xff);
-  return simde__m128i_from_private(r);
+  return Lanes16<simde__m128i, Int128, simde__m512i, Int512>(
+      a, [](Int128& r, const Int512& v, int i) { r.u8[i] = static_cast<uint8_t>(v.u32[i]); });
 }
 // vcvtps2dq under the default rounding (to nearest, ties to even); out of range and NaN give
 // INT32_MIN, the "integer indefinite".
 inline simde__m512i CvtpsEpi32(simde__m512 a) {
-  simde__m512_private a_ = simde__m512_to_private(a);
-  simde__m512i_private r;
-  for (int i = 0; i < 16; ++i) {
-    const float v = std::nearbyint(a_.f32[i]);
-    r.i32[i] = (v >= -2147483648.0f && v < 2147483648.0f) ? static_cast<int32_t>(v) : INT32_MIN;
-  }
-  return simde__m512i_from_private(r);
+  return Lanes16<simde__m512i, Int512, simde__m512, Float512>(
+      a, [](Int512& r, const Float512& v, int i) {
+        const float n = std::nearbyint(v.f32[i]);
+        r.i32[i] = n >= -2147483648.0f && n < 2147483648.0f ? static_cast<int32_t>(n) : INT32_MIN;
+      });
 }
 inline simde__m512 CvtphPs(simde__m256i a) {
-  simde__m256i_private a_ = simde__m256i_to_private(a);
-  simde__m512_private r;
-  for (int i = 0; i < 16; ++i) r.f32[i] = fflite::F16ToF32(a_.u16[i]);
-  return simde__m512_from_private(r);
-}
-inline simde__m512i Cvtepu16Epi32(simde__m256i a) {
-  simde__m256i_private a_ = simde__m256i_to_private(a);
-  simde__m512i_private r;
-  for (int i = 0; i < 16; ++i) r.i32[i] = a_.u16[i];
-  return simde__m512i_from_private(r);
+  return Lanes16<simde__m512, Float512, simde__m256i, Int256>(
+      a, [](Float512& r, const Int256& v, int i) { r.f32[i] = fflite::F16ToF32(v.u16[i]); });
 }
 inline simde__m256i MaskzLoaduEpi16(simde__mmask16 k, const void* p) {
   const uint16_t* in = static_cast<const uint16_t*>(p);
@@ -252,20 +255,6 @@ inline int ReduceAddEpi32(simde__m512i a) {
 #define __asm__(...)
 
 // The entry points, renamed to link beside the library's own.
-#define QGemvAvx512 QGemvAvx512Emulated
-#define QGemmAvx512Vnni QGemmAvx512VnniEmulated
-#define QuantizeActivationsAvx512 QuantizeActivationsAvx512Emulated
-#define RotateBlocksAvx512 RotateBlocksAvx512Emulated
-#define QGemmAvxVnni QGemmAvxVnniEmulated
-#define F32GemvAvx512 F32GemvAvx512Emulated
-#define F32GemvAvx512Streams F32GemvAvx512StreamsEmulated
-#define F32ValueRowsAvx2 F32ValueRowsAvx2Emulated
-#define F32ValueRowsAvx512 F32ValueRowsAvx512Emulated
-#define F32ReluAvx512 F32ReluAvx512Emulated
-#define F32GeluErfAvx512 F32GeluErfAvx512Emulated
-#define F32GeluTanhAvx512 F32GeluTanhAvx512Emulated
-#define F32SiluAvx512 F32SiluAvx512Emulated
-#define F32SigmoidAvx512 F32SigmoidAvx512Emulated
-#define F32SwigluOaiAvx512 F32SwigluOaiAvx512Emulated
+#include "avx512_renames.h"
 
 #endif  // FFLITE_TESTS_EMULATED_AVX512_SIMDE_H_
