@@ -12,7 +12,8 @@
 # Exits non-zero if any build or test fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh valgrind clang libclang-rt-14-dev python3-cffi python3-numpy llvm-16 libsimde-dev || exit 1
+scripts/deps.sh valgrind clang libclang-rt-14-dev python3-cffi python3-numpy llvm-16 \
+  libsimde-dev || exit 1
 
 jobs=$(nproc 2>/dev/null || echo 2)
 total_passed=0
