@@ -37,6 +37,7 @@ $bench --synthetic llama --tokens 1,128 || status=1
 # goal's Llama-70B shape (about 80 s to quantise). --rotate=false: a block-rotated matrix (the
 # synthetic i8/i4 default) is dequantised on upload either way.
 tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT  # the quantised models, also when the run is cut short
 for model in llama:i8 llama:i4 llama:q4_k qwen-moe:i4; do
   shape=${model%:*} dtype=${model#*:} file="$tmp/$shape-$dtype.fflite"
   echo "== $shape $dtype, FFLITE_CUDA_QUANT=f32 (dequantised on upload) =="
@@ -44,9 +45,8 @@ for model in llama:i8 llama:i4 llama:q4_k qwen-moe:i4; do
     --synthetic_out "$file" --tokens 1,8,512 || status=1
   echo "== $shape $dtype, FFLITE_CUDA_QUANT=packed =="
   FFLITE_CUDA_QUANT=packed $bench --model "$file" --tokens 1,8,512 || status=1
-  rm -f "$file"
+  rm -f "$file"  # a model's GBs gone before the next is written
 done
 FFLITE_CUDA_QUANT=packed $bench --synthetic llama-70b --dtype i4 --rotate=false --tokens 1,512 ||
   status=1
-rm -rf "$tmp"
 exit $status
