@@ -1,15 +1,25 @@
 // The platform facts are plausible on every target (x86-64 natively, aarch64 and armv7 under
 // qemu), and the C API reports the same facts as the C++ side, without writing past struct_size.
+// Also how large zeroed buffers (a session's scratch) become resident.
 #include <cpuinfo.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 
+#include <cerrno>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "base/aligned_buffer.h"
 #include "base/platform.h"
 #include "fflite/fflite.h"
 #include "gmock/gmock.h"
@@ -23,6 +33,51 @@ namespace {
 
 using ::testing::Contains;
 using ::testing::Not;
+
+#if defined(__linux__)
+// Pages of [p, p + bytes) resident now (mincore), of `pages`.
+size_t ResidentPages(const void* p, size_t bytes, size_t* pages) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  *pages = (bytes + page - 1) / page;
+  std::vector<unsigned char> v(*pages);
+  EXPECT_EQ(mincore(const_cast<void*>(p), bytes, v.data()), 0) << std::strerror(errno);
+  size_t n = 0;
+  for (unsigned char c : v) n += c & 1;
+  return n;
+}
+#endif
+
+// A large zeroed buffer (a session's scratch) is resident only where written: none of it after
+// Allocate (a memset would have made all of it resident), about what was written after a write
+// (THP may round that up to 2 MiB); it reads zero everywhere, and a move keeps it.
+TEST(AlignedBufferTest, LargeZeroedBuffersAreResidentOnlyWhereTouched) {
+#if defined(__linux__)
+  constexpr size_t kBytes = size_t{16} << 20;
+  AlignedBuffer<float> b;
+  ASSERT_TRUE(b.Allocate(kBytes / sizeof(float)));
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(b.data()) % AlignedBuffer<float>::kAlignment, 0u);
+  size_t pages = 0;
+  EXPECT_EQ(ResidentPages(b.data(), kBytes, &pages), 0u);
+  for (size_t i = 0; i < (size_t{64} << 10) / sizeof(float); ++i) b.data()[i] = 1.0f;
+  const size_t touched = ResidentPages(b.data(), kBytes, &pages);
+  EXPECT_GE(touched, 1u);
+  EXPECT_LE(touched, (size_t{2} << 20) / static_cast<size_t>(sysconf(_SC_PAGESIZE)) + 16);
+  AlignedBuffer<float> moved(std::move(b));
+  EXPECT_EQ(b.data(), nullptr);
+  for (size_t i = (size_t{64} << 10) / sizeof(float); i < kBytes / sizeof(float); i += 997) {
+    ASSERT_EQ(moved.data()[i], 0.0f) << i;
+  }
+  // A small one (the heap, memset) is zero too, and one not zeroed still allocates.
+  AlignedBuffer<float> small;
+  ASSERT_TRUE(small.Allocate(1000, 64));
+  for (size_t i = 0; i < 1000; ++i) ASSERT_EQ(small.data()[i], 0.0f) << i;
+  AlignedBuffer<float> raw;
+  ASSERT_TRUE(raw.Allocate(kBytes / sizeof(float), 0, /*zero=*/false));
+  raw.data()[kBytes / sizeof(float) - 1] = 2.0f;
+#else
+  GTEST_SKIP() << "resident pages are read with Linux's mincore";
+#endif
+}
 
 TEST(PlatformTest, ReportsWhatTheLibraryWasBuiltFor) {
   const PlatformInfo& p = GetPlatformInfo();

@@ -1,6 +1,6 @@
-// The CPU backend's scratch: one allocation, made and zeroed at session creation for the model's
+// The CPU backend's scratch: one allocation, made (zero) at session creation for the model's
 // largest layer and the options' token counts, its regions named below with their shapes. Run
-// allocates nothing.
+// allocates nothing; the pages become resident as calls first touch them (AlignedBuffer).
 #ifndef FFLITE_RUNTIME_SRC_BACKENDS_CPU_SCRATCH_H_
 #define FFLITE_RUNTIME_SRC_BACKENDS_CPU_SCRATCH_H_
 
