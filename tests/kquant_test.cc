@@ -16,7 +16,9 @@
 #include <vector>
 
 #include "base/half.h"
+#include "absl/strings/str_format.h"
 #include "format/dtype.h"
+#include "format/model.h"
 #include "format/quant_layout.h"
 #include "format/writer.h"
 #include "gmock/gmock.h"
@@ -747,7 +749,7 @@ TEST(Q3kTest, PlanesAreWhereTheLayoutSays) {
 }
 
 // q2_k: every value is (d·sc)·q - dmin·m of its GGUF super-block (the test's reading of the
-// specification), in f32, at 2.875 bits per weight; padding rows are zeros.
+// specification), in f32, at 2.625 bits per weight (GGUF's); padding rows are zeros.
 TEST(Q2kTest, PlanesHoldGgufsValues) {
   std::mt19937 gen(9);
   CheckSuperBlockValues(
@@ -761,14 +763,15 @@ TEST(Q2kTest, PlanesHoldGgufsValues) {
         const float ml = F16ToF32(dmin) * static_cast<float>(min[e / 16]);
         return dl * static_cast<float>(value[e]) - ml;
       },
-      2.875, "q2_k");
+      2.625, "q2_k");
 }
 
 // Q2KP's bit positions, against the layout written out by hand in quant_types.h: the value q of
 // row r, value j (g = j / 4) sits in L[g / 4] at byte 4r + j % 4, bits 2(g % 4), 2(g % 4) + 1;
-// and the min code of half-block h of super-block s (of `supers`) in the byte after the Q6K scale
-// areas of all super-blocks, then s's 160 bytes, then 32 of dmin, at 16·(h / 2) + r, nibble h % 2.
-TEST(Q2kTest, PlanesAndMinsAreWhereTheLayoutSays) {
+// the scale and the min of half-block h of super-block s in the high and low nibbles of the byte
+// at 288·s + 32 + 16·h + r (Q6K's scale slot of the half-block); and the dmin of super-block s
+// (of `supers`) after the Q6K scale areas of all super-blocks, at 288·supers + 32·s + 2r.
+TEST(Q2kTest, PlanesScalesAndMinsAreWhereTheLayoutSays) {
   for (int r = 0; r < 16; r += 5) {
     for (int j = 0; j < 32; ++j) {
       const size_t g = j / 4, p = 4 * r + j % 4;
@@ -783,15 +786,16 @@ TEST(Q2kTest, PlanesAndMinsAreWhereTheLayoutSays) {
       }
     }
   }
-  std::vector<uint8_t> panel(3 * 448, 0);
+  std::vector<uint8_t> panel(3 * 320, 0);
   for (uint64_t s = 0; s < 3; ++s) {
     for (size_t h = 0; h < 16; ++h) {
-      const size_t at = 3 * 288 + s * 160 + 32 + 16 * (h / 2) + 7;
-      panel[at] = static_cast<uint8_t>(h % 2 == 0 ? 0x0b : 0xb0);
-      EXPECT_EQ(K2Min(panel.data(), 7, 3, s, h), 11) << s << " " << h;
+      const size_t at = s * 288 + 32 + 16 * h + 7;
+      panel[at] = 0xb5;  // min 11, scale 5
+      EXPECT_EQ(K2Min(panel.data(), 7, s, h), 11) << s << " " << h;
+      EXPECT_EQ(K6Scale(panel.data(), 7, 8 * s + h / 2, h % 2, Q2KP::kScaleMask), 5) << s << " " << h;
       panel[at] = 0;
     }
-    panel[3 * 288 + s * 160 + 2 * 7 + 1] = 0x3c;  // f16 1.0
+    panel[3 * 288 + s * 32 + 2 * 7 + 1] = 0x3c;  // f16 1.0
     EXPECT_EQ(K2Dmin(panel.data(), 7, 3, s), 0x3c00);
   }
 }
@@ -890,9 +894,10 @@ void CheckEveryKernel(DType dtype, bool full_range = false) {
               // The kernels sum (d·sc)·q·x, then subtract dmin·Σ m·(Σx over 16): each term's
               // parts, with at most 16 + 16 + 2 roundings each and one per super-block on y.
               const size_t r = o % 16, b = j / 32, s = b / 8;
-              const double dl = F16ToF32(K6Super(panel, r, b)) * K6Scale(panel, r, b, j % 32 / 16);
-              const double ml = F16ToF32(K2Dmin(panel, r, k / 256, s)) *
-                                K2Min(panel, r, k / 256, s, j % 256 / 16);
+              const double dl = F16ToF32(K6Super(panel, r, b)) *
+                                K6Scale(panel, r, b, j % 32 / 16, Q2KP::kScaleMask);
+              const double ml =
+                  F16ToF32(K2Dmin(panel, r, k / 256, s)) * K2Min(panel, r, s, j % 256 / 16);
               s_abs += (std::fabs(dl * QuantValueAt(dtype, g, packed.data(), o, j)) + ml) *
                        std::fabs(xj) * 2.0;
               continue;
@@ -1391,6 +1396,32 @@ TEST(KQuantTest, BadScalesFailTheRunByName) {
                                             "(columns [64, 96)) is not finite")))
         << backend;
   }
+}
+
+// A q2_k file of format 1.9 or 1.10 (its mins in bytes of their own, 2.875 bits per weight) is
+// refused by name, the tensor's path and both versions in the message; the same file at 1.11 loads.
+TEST(Q2kTest, FilesOfTheFormerLayoutAreRefusedByName) {
+  absl::StatusOr<std::vector<uint8_t>> bytes =
+      WriteModelBuffer(KModel(DType::Q2_K_PACKED, DType::Q6_K, 256, 512, 9), WriteOptions());
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  schema::Model* root = schema::GetMutableSizePrefixedModel(bytes->data());
+  ASSERT_EQ(root->version_minor(), 11u);
+  EXPECT_OK(Model::LoadBuffer(bytes->data(), bytes->size()).status());
+  for (uint32_t minor : {9u, 10u}) {
+    ASSERT_TRUE(root->mutate_version_minor(minor));
+    EXPECT_THAT(Model::LoadBuffer(bytes->data(), bytes->size()).status(),
+                testing::StatusIs(absl::StatusCode::kDataLoss,
+                                  HasSubstr(absl::StrFormat(
+                                      "layers[0].ffn.up: dtype q2_k of format 1.%d (2.875 bits "
+                                      "per weight) is no longer read",
+                                      minor))))
+        << minor;
+  }
+  // A q6_k_i8 file of format 1.10 still loads (only q2_k's layout changed).
+  bytes = WriteModelBuffer(KModel(DType::Q6_K, DType::Q6_K, 256, 512, 9), WriteOptions());
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  ASSERT_TRUE(schema::GetMutableSizePrefixedModel(bytes->data())->mutate_version_minor(10));
+  EXPECT_OK(Model::LoadBuffer(bytes->data(), bytes->size()).status());
 }
 
 }  // namespace

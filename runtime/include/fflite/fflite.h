@@ -86,8 +86,8 @@ typedef enum fflite_dtype {
   /* GGUF's Q3_K at 3.5625 bits per weight (format 1.8, "q3_k"): 3-bit values in bit planes,
    * Q6_K's scales (an int8 per 16 values, an f16 per 256) */
   FFLITE_DTYPE_Q3_K_PACKED = 13,
-  /* GGUF's Q2_K at 2.875 bits per weight (format 1.9, "q2_k"): 2-bit values, Q6_K's scales and a
-   * min per 16 values */
+  /* GGUF's Q2_K at 2.625 bits per weight, GGUF's own (format 1.11, "q2_k"; 1.9 and 1.10 kept it
+   * at 2.875): 2-bit values, a 4-bit scale and a 4-bit min per 16 values */
   FFLITE_DTYPE_Q2_K_PACKED = 14,
   /* MXFP4 (GGUF's, gpt-oss's experts) at 4.5 bits per weight (format 1.10, "mxfp4"): 4-bit E2M1
    * codes, i8's f16 scale per 32 (half the block's E8M0 scale) */

@@ -84,9 +84,9 @@ const DTypeInfo kTable[] = {
     // (Q6_K's).
     {DType::Q3_K_PACKED, "q3_k", 256, 96 + 2 + 16, true, Layout::PANEL16_K4, nullptr,
      FloatType::kF32, QuantType::kQ3KP},
-    // Q2_K_PACKED: per 256 values, 64 bytes of values in planes, an f16 d, 16 int8 scales (Q6_K's),
-    // an f16 dmin and 16 4-bit mins.
-    {DType::Q2_K_PACKED, "q2_k", 256, 64 + 2 + 16 + 2 + 8, true, Layout::PANEL16_K4, nullptr,
+    // Q2_K_PACKED: per 256 values, 64 bytes of values in planes, an f16 d, 16 bytes of a 4-bit
+    // scale and a 4-bit min each (GGUF's) in Q6_K's scale slots, an f16 dmin.
+    {DType::Q2_K_PACKED, "q2_k", 256, 64 + 2 + 16 + 2, true, Layout::PANEL16_K4, nullptr,
      FloatType::kF32, QuantType::kQ2KP},
     // MXFP4: per 32 values, 16 bytes of E2M1 codes and an f16 scale (I8's: half the E8M0 scale).
     {DType::MXFP4, "mxfp4", kQuantBlock, 16 + 2, true, Layout::PANEL16_K4, nullptr,
@@ -128,13 +128,14 @@ void DequantizeQuantRows(bool rotated, uint64_t rows, uint64_t k, const uint8_t*
         // (d·sc)·q - dmin·m (both products exact: one rounding, GGUF's).
         const float d = F16ToF32(K6Super(panel, pr, b));
         for (uint64_t j = 0; j < kQuantBlock && b * kQuantBlock + j < k; ++j) {
-          const float scale = d * static_cast<float>(K6Scale(panel, pr, b, j < 16 ? 0 : 1));
+          const int8_t sc = K6Scale(panel, pr, b, j < 16 ? 0 : 1, Q::kScaleMask);
+          const float scale = d * static_cast<float>(sc);
           row[b * kQuantBlock + j] = scale * static_cast<float>(Q::Value(blk, pr, j));
           if constexpr (HasHalfMins<Q>()) {
             const uint64_t supers = g.k_blocks / Q::kSuperBlocks, s = b / Q::kSuperBlocks;
             const size_t h = b % Q::kSuperBlocks * 2 + (j < 16 ? 0 : 1);
             row[b * kQuantBlock + j] -= F16ToF32(K2Dmin(panel, pr, supers, s)) *
-                                        static_cast<float>(K2Min(panel, pr, supers, s, h));
+                                        static_cast<float>(K2Min(panel, pr, s, h));
           }
         }
         continue;

@@ -41,8 +41,10 @@ inline constexpr uint32_t kFormatVersionMajor = 1;
 // (GGUF's Q6_K and Q5_K at their sizes; older readers refuse the dtypes by value). 1.7:
 // DType::IQ4_XS and IQ4_NL (GGUF's IQ4_XS and IQ4_NL at their sizes). 1.8: DType::Q3_K_PACKED
 // (GGUF's Q3_K at its size). 1.9: DType::Q2_K_PACKED (GGUF's Q2_K at its size). 1.10:
-// DType::MXFP4 (MXFP4's codes, i8's scales).
-inline constexpr uint32_t kFormatVersionMinor = 10;
+// DType::MXFP4 (MXFP4's codes, i8's scales). 1.11: DType::Q2_K_PACKED at GGUF's 2.625 bits per
+// weight (each scale byte GGUF's: its scale and its min); 1.9 and 1.10's q2_k (the mins in bytes
+// of their own, 2.875) is refused by name, and older readers refuse 1.11's by its size.
+inline constexpr uint32_t kFormatVersionMinor = 11;
 // Writers start the data section at a multiple of this (the largest page size in use, 64 KiB on
 // some arm64 kernels), so that its pages can be mapped and released on their own. Readers accept
 // any multiple of kTensorAlignment.

@@ -107,7 +107,7 @@ void RepadQuantMatrix(DType dtype, uint64_t rows, uint64_t k, const uint8_t* src
         // first k_blocks · 32 bytes (Q4K, Q6K: the whole scale area) are the source's.
         const uint8_t* in = src + p * from.panel_bytes;
         if constexpr (HasHalfMins<Q>()) {
-          // Q2KP: the Q6K scale areas, then the mins after the last super-block's.
+          // Q2KP: the Q6K scale areas, then the dmin after the last super-block's.
           const uint64_t supers = from.k_blocks / Q::kSuperBlocks;
           const uint64_t to_supers = to.k_blocks / Q::kSuperBlocks;
           std::memcpy(panel, in, supers * Q6K::kSuperBytes);
@@ -237,35 +237,30 @@ void PackQ6KFromGguf(DType dtype, uint64_t rows, uint64_t k, const uint8_t* gguf
 void PackQ2KFromGguf(uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* dst) {
   constexpr uint64_t kGgufBlockBytes = 84;
   const uint64_t supers = k / 256;
-  // Q6_K's part: d, the 4-bit scales as int8 and the 2-bit values. GGUF's order: value
-  // e = 128n + 32j + 16i + l (n < 2, j < 4, i < 2, l < 16) is bits 2j, 2j + 1 of qs[32n + 16i + l]
-  // (qs at byte 16), in half-block e / 16, whose scale is the low nibble of scales[e / 16] and
-  // whose min the high one.
+  // Q6_K's part: d, GGUF's scale bytes as they are (the 4-bit scale in the low nibble, the min in
+  // the high one: Q2KP) and the 2-bit values. GGUF's order: value e = 128n + 32j + 16i + l
+  // (n < 2, j < 4, i < 2, l < 16) is bits 2j, 2j + 1 of qs[32n + 16i + l] (qs at byte 16), in
+  // half-block e / 16, whose scale and min are scales[e / 16]'s.
   PackQ6KFromBlocks(
       DType::Q2_K_PACKED, rows, k,
       [&](uint64_t row, uint64_t s, uint16_t* d, int8_t* scales, int8_t* values) {
         const uint8_t* in = gguf + (row * supers + s) * kGgufBlockBytes;
         *d = static_cast<uint16_t>(in[80] | (in[81] << 8));
-        for (int h = 0; h < 16; ++h) scales[h] = static_cast<int8_t>(in[h] & 0xF);
+        for (int h = 0; h < 16; ++h) scales[h] = static_cast<int8_t>(in[h]);
         for (uint64_t e = 0; e < 256; ++e) {
           const uint64_t n = e / 128, j = e % 128 / 32, il = e % 32;
           values[e] = static_cast<int8_t>((in[16 + 32 * n + il] >> (2 * j)) & 3);
         }
       },
       dst);
-  // The mins (padding rows keep PackQ6KFromBlocks's zeros).
+  // The dmin (padding rows keep PackQ6KFromBlocks's zeros).
   const QuantGeometry g = GeometryOf<Q2KP>(rows, k);
   for (uint64_t row = 0; row < rows; ++row) {
     uint8_t* panel = dst + row / kQuantPanelRows * g.panel_bytes;
     const size_t r = row % kQuantPanelRows;
     for (uint64_t s = 0; s < supers; ++s) {
       const uint8_t* in = gguf + (row * supers + s) * kGgufBlockBytes;
-      uint8_t* mins = panel + Q2KP::MinOffset(supers, s);
-      std::memcpy(mins + 2 * r, in + 82, 2);  // dmin
-      for (size_t i = 0; i < 8; ++i) {
-        mins[2 * kQuantPanelRows + i * kQuantPanelRows + r] =
-            static_cast<uint8_t>((in[2 * i] >> 4) | (in[2 * i + 1] & 0xF0));
-      }
+      std::memcpy(panel + Q2KP::MinOffset(supers, s) + 2 * r, in + 82, 2);
     }
   }
 }

@@ -64,7 +64,8 @@ void PackQ2KFromGguf(uint64_t rows, uint64_t k, const uint8_t* gguf, uint8_t* ds
 // `super` of row `row`: d's f16 bits, 16 int8 scales (one per 16 values) and the 256 values, int8
 // in [-127, 127] for dtype Q6_K (its kernels take the whole range), in [-32, 31] for
 // Q6_K_PACKED (6 bits; the caller checks), in [-4, 3] for Q3_K_PACKED (3 bits; the caller
-// checks), in [0, 3] for Q2_K_PACKED (2 bits; its mins are written apart, PackQ2KFromGguf),
+// checks), in [0, 3] for Q2_K_PACKED (2 bits; its scales are GGUF's bytes, the scale in the low
+// nibble and the min in the high one, and its dmin are written apart, PackQ2KFromGguf),
 // levels of kIq4Levels for IQ4_XS (the caller checks; anything else is written as the nearest
 // level), each weight (d·scale)·value. A dtype without Q6_K's scales writes nothing.
 using Q6KBlockFn = std::function<void(uint64_t row, uint64_t super, uint16_t* d, int8_t* scales,

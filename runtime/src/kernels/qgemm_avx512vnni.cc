@@ -109,10 +109,14 @@ FFLITE_VNNI void Tile(size_t k_blocks, size_t scale_bytes, size_t panel_bytes, c
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(
             reinterpret_cast<const __m256i*>(w + r * panel_bytes + Q6K::SuperOffset(b))));
         const uint8_t* sc = w + r * panel_bytes + Q6K::ScaleOffset(b);
-        const __m128i* codes = reinterpret_cast<const __m128i*>(sc);
-        s_lo[r] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(codes))));
-        s_hi[r] =
-            _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(codes + 1))));
+        __m512i codes[2] = {
+            _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc))),
+            _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16)))};
+        if constexpr (Q::kScaleMask != 0xff) {  // Q2KP: the mins in the high nibbles
+          for (__m512i& v : codes) v = _mm512_and_si512(v, _mm512_set1_epi32(Q::kScaleMask));
+        }
+        s_lo[r] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(codes[0]));
+        s_hi[r] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(codes[1]));
       }
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {

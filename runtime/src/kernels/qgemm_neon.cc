@@ -94,7 +94,10 @@ inline void LoadBlockScales(const uint8_t* w, size_t b, float32x4_t* sw, float32
     LoadScales8(w + super, &d[0], &d[1]);
     LoadScales8(w + super + 16, &d[2], &d[3]);
     for (int half = 0; half < 2; ++half) {
-      const int8x16_t sc = vld1q_s8(reinterpret_cast<const int8_t*>(w + codes + 16 * half));
+      int8x16_t sc = vld1q_s8(reinterpret_cast<const int8_t*>(w + codes + 16 * half));
+      if constexpr (Q::kScaleMask != 0xff) {  // Q2KP: the mins in the high nibbles
+        sc = vandq_s8(sc, vdupq_n_s8(static_cast<int8_t>(Q::kScaleMask)));
+      }
       const int16x8_t s16[2] = {vmovl_s8(vget_low_s8(sc)), vmovl_s8(vget_high_s8(sc))};
       for (int q = 0; q < 4; ++q) {
         const int16x4_t s4 = q % 2 == 0 ? vget_low_s16(s16[q / 2]) : vget_high_s16(s16[q / 2]);

@@ -66,9 +66,9 @@ void QGemmScalarOf(size_t c, size_t k, size_t rows, const uint8_t* w, const floa
           }
           if constexpr (HasHalfScales<Q>()) {
             const float d = F16ToF32(K6Super(panel, r, b));
-            acc[r] += d * static_cast<float>(K6Scale(panel, r, b, 0)) * a.d *
+            acc[r] += d * static_cast<float>(K6Scale(panel, r, b, 0, Q::kScaleMask)) * a.d *
                           static_cast<float>(dot) +
-                      d * static_cast<float>(K6Scale(panel, r, b, 1)) * a.d *
+                      d * static_cast<float>(K6Scale(panel, r, b, 1, Q::kScaleMask)) * a.d *
                           static_cast<float>(dot_hi);
           } else if constexpr (HasMin<Q>()) {
             // Σ_j (s·n_j - m)·d_x·q_j = s·d_x·Σ n_j·q_j - m·d_x·Σ q_j.

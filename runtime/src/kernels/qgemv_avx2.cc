@@ -189,7 +189,7 @@ struct Avx2 {
       BlockSumsI8<T, false, 4, 8, Q>(blk, xb, hi);
       for (int h = 0; h < 2; ++h) {
         __m256 s_lo, s_hi;
-        K6Scales(scales, super, h, &s_lo, &s_hi);
+        K6Scales<Q>(scales, super, h, &s_lo, &s_hi);
         for (int t = 0; t < T; ++t) {
           acc[t].v[h] = _mm256_fmadd_ps(lo[t][h], s_lo, acc[t].v[h]);
           acc[t].v[h] = _mm256_fmadd_ps(hi[t][h], s_hi, acc[t].v[h]);
@@ -236,15 +236,22 @@ struct Avx2 {
     *scale = _mm256_mul_ps(d, sc);
     *offset = _mm256_fmsub_ps(_mm256_set1_ps(steps), *scale, _mm256_mul_ps(dmin, m));
   }
-  // Q6K: rows 8h..8h + 7's scales d·sc of the block's two halves (exact).
+  // Q6K: rows 8h..8h + 7's scales d·sc of the block's two halves (exact; the bytes' bits in
+  // Q::kScaleMask).
+  template <typename Q>
   FFLITE_AVX2 static void K6Scales(const uint8_t* scales, const uint8_t* super, int h,
                                    __m256* lo, __m256* hi) {
     const __m256 d =
         _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(super + 16 * h)));
-    *lo = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
-                               _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 8 * h)))));
-    *hi = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
-                               reinterpret_cast<const __m128i*>(scales + 16 + 8 * h)))));
+    __m256i sc[2] = {
+        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 8 * h))),
+        _mm256_cvtepi8_epi32(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 16 + 8 * h)))};
+    if constexpr (Q::kScaleMask != 0xff) {  // after the widening (its load an operand)
+      for (__m256i& v : sc) v = _mm256_and_si256(v, _mm256_set1_epi32(Q::kScaleMask));
+    }
+    *lo = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc[0]));
+    *hi = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc[1]));
   }
   // Σ of a block's 32 activations.
   FFLITE_AVX2 static float BlockSum(const float* xb) {

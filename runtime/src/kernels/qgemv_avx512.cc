@@ -253,7 +253,7 @@ struct Avx512 {
       __m512 lo[T], hi[T], s_lo, s_hi;
       BlockSumsI8<T, 0, 4, Q>(blk, xb, lo);
       BlockSumsI8<T, 4, 8, Q>(blk, xb, hi);
-      K6Scales(scales, super, &s_lo, &s_hi);
+      K6Scales<Q>(scales, super, &s_lo, &s_hi);
       for (int t = 0; t < T; ++t) {
         acc[t].v = _mm512_fmadd_ps(lo[t], s_lo, acc[t].v);
         acc[t].v = _mm512_fmadd_ps(hi[t], s_hi, acc[t].v);
@@ -290,7 +290,7 @@ struct Avx512 {
         __m512 lo, hi, s_lo, s_hi;
         BlockSumsI8<1, 0, 4, Q>(blk + j * panel_bytes, xb, &lo);
         BlockSumsI8<1, 4, 8, Q>(blk + j * panel_bytes, xb, &hi);
-        K6Scales(scales + j * panel_bytes, super + j * panel_bytes, &s_lo, &s_hi);
+        K6Scales<Q>(scales + j * panel_bytes, super + j * panel_bytes, &s_lo, &s_hi);
         acc[j].v = _mm512_fmadd_ps(lo, s_lo, acc[j].v);
         acc[j].v = _mm512_fmadd_ps(hi, s_hi, acc[j].v);
       }
@@ -336,14 +336,20 @@ struct Avx512 {
     *scale = _mm512_mul_ps(d, sc);
     *offset = _mm512_fmsub_ps(_mm512_set1_ps(steps), *scale, _mm512_mul_ps(dmin, m));
   }
-  // Q6K: the 16 rows' scales d·sc of the block's two halves (exact).
+  // Q6K: the 16 rows' scales d·sc of the block's two halves (exact; the bytes' bits in
+  // Q::kScaleMask).
+  template <typename Q>
   FFLITE_AVX512 static void K6Scales(const uint8_t* scales, const uint8_t* super, __m512* lo,
                                      __m512* hi) {
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(super)));
-    *lo = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
-                               _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)))));
-    *hi = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
-                               _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16)))));
+    __m512i sc[2] = {
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales))),
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16)))};
+    if constexpr (Q::kScaleMask != 0xff) {  // after the widening (its load an operand)
+      for (__m512i& v : sc) v = _mm512_and_si512(v, _mm512_set1_epi32(Q::kScaleMask));
+    }
+    *lo = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc[0]));
+    *hi = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc[1]));
   }
   // Σ of a block's 32 activations.
   FFLITE_AVX512 static float BlockSum(const float* xb) {

@@ -221,8 +221,12 @@ struct Neon {
       BlockSums<T, Q, 0, 4>(blk, xb, part);
       BlockSums<T, Q, 4, 8>(blk, xb, hi);
       LoadScales(super, d);
-      const int8x16_t sc_lo = vld1q_s8(reinterpret_cast<const int8_t*>(scales));
-      const int8x16_t sc_hi = vld1q_s8(reinterpret_cast<const int8_t*>(scales + kQuantPanelRows));
+      int8x16_t sc_lo = vld1q_s8(reinterpret_cast<const int8_t*>(scales));
+      int8x16_t sc_hi = vld1q_s8(reinterpret_cast<const int8_t*>(scales + kQuantPanelRows));
+      if constexpr (Q::kScaleMask != 0xff) {  // Q2KP: the mins in the high nibbles
+        sc_lo = vandq_s8(sc_lo, vdupq_n_s8(static_cast<int8_t>(Q::kScaleMask)));
+        sc_hi = vandq_s8(sc_hi, vdupq_n_s8(static_cast<int8_t>(Q::kScaleMask)));
+      }
       float32x4_t s_lo[4], s_hi[4];
       for (int half = 0; half < 2; ++half) {
         const int8x16_t sc = half == 0 ? sc_lo : sc_hi;

@@ -27,18 +27,14 @@ namespace {
 constexpr size_t kTokens = 16, kSupers = 16, kHalves = 16;
 using HalfSums = float[kTokens][kSupers][kHalves];
 
-// Super-block s's 16 dmin of the panel as f32 and its m codes (half-block h, row r) as T.
+// Super-block s's 16 dmin of the panel as f32 and its m codes (half-block h, row r) as T: the high
+// nibbles of the scale bytes (K2Min).
 template <typename T>
 void LoadDminAndCodes(const uint8_t* panel, size_t supers, size_t s, float* dmin,
                       T (&m)[kHalves][kQuantPanelRows]) {
   for (size_t r = 0; r < kQuantPanelRows; ++r) dmin[r] = F16ToF32(K2Dmin(panel, r, supers, s));
-  const uint8_t* codes = panel + Q2KP::MinOffset(supers, s) + 2 * kQuantPanelRows;
-  for (size_t i = 0; i < kHalves / 2; ++i) {
-    for (size_t r = 0; r < kQuantPanelRows; ++r) {
-      const uint8_t byte = codes[i * kQuantPanelRows + r];
-      m[2 * i][r] = static_cast<T>(byte & 0xf);
-      m[2 * i + 1][r] = static_cast<T>(byte >> 4);
-    }
+  for (size_t h = 0; h < kHalves; ++h) {
+    for (size_t r = 0; r < kQuantPanelRows; ++r) m[h][r] = static_cast<T>(K2Min(panel, r, s, h));
   }
 }
 
@@ -132,6 +128,16 @@ __attribute__((target("avx2,f16c"))) inline void LoadDminAvx2(const uint8_t* min
     dmin[v] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mins + 16 * v)));
   }
 }
+// The 16 rows' m codes (K2Min's) of half-blocks 2i and 2i + 1 of super-block s, as bytes: the
+// high nibbles of block 8s + i's 32 scale bytes, in one load.
+__attribute__((target("avx2,f16c"))) inline void MinCodesAvx2(const uint8_t* panel, size_t s,
+                                                              size_t i, __m128i* lo, __m128i* hi) {
+  const __m256i b = _mm256_loadu_si256(
+      reinterpret_cast<const __m256i*>(panel + Q6K::ScaleOffset(s * Q6K::kSuperBlocks + i)));
+  const __m256i m = _mm256_and_si256(_mm256_srli_epi16(b, 4), _mm256_set1_epi8(0x0f));
+  *lo = _mm256_castsi256_si128(m);
+  *hi = _mm256_extracti128_si256(m, 1);
+}
 // yt[r] -= dmin[r]·acc[r] for the panel's n rows (nothing past them read or written).
 __attribute__((target("avx2,f16c"))) inline void SubtractRowsAvx2(const __m256* dmin,
                                                                   const __m256* acc, size_t n,
@@ -154,18 +160,15 @@ __attribute__((target("avx2,f16c"))) void SubtractAvx2(size_t nt, size_t s0, siz
                                                        uint64_t panel_bytes, const uint8_t* w,
                                                        const HalfSums& sums, float* y,
                                                        size_t y_stride) {
-  const __m128i low = _mm_set1_epi8(0x0f);
   for (size_t p = 0; p * kQuantPanelRows < rows; ++p) {
     const uint8_t* panel = w + p * panel_bytes;
     const size_t n = std::min(kQuantPanelRows, rows - p * kQuantPanelRows);
     for (size_t s = s0; s < s0 + ns; ++s) {
-      const uint8_t* mins = panel + Q2KP::MinOffset(supers, s);
       __m256 dmin[2], m[kHalves][2];
-      LoadDminAvx2(mins, dmin);
+      LoadDminAvx2(panel + Q2KP::MinOffset(supers, s), dmin);
       for (size_t i = 0; i < kHalves / 2; ++i) {
-        const __m128i b = _mm_loadu_si128(
-            reinterpret_cast<const __m128i*>(mins + 2 * kQuantPanelRows + i * kQuantPanelRows));
-        const __m128i codes[2] = {_mm_and_si128(b, low), _mm_and_si128(_mm_srli_epi16(b, 4), low)};
+        __m128i codes[2];
+        MinCodesAvx2(panel, s, i, &codes[0], &codes[1]);
         for (int j = 0; j < 2; ++j) {
           m[2 * i + j][0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(codes[j]));
           m[2 * i + j][1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(codes[j], 8)));
@@ -190,19 +193,16 @@ __attribute__((target("avx2,f16c"))) void SubtractQAvx2(size_t nt, size_t s0, si
                                                         uint64_t panel_bytes, const uint8_t* w,
                                                         const QSumsView& sums, float* y,
                                                         size_t y_stride) {
-  const __m128i low = _mm_set1_epi8(0x0f);
   for (size_t p = 0; p * kQuantPanelRows < rows; ++p) {
     const uint8_t* panel = w + p * panel_bytes;
     const size_t n = std::min(kQuantPanelRows, rows - p * kQuantPanelRows);
     for (size_t s = s0; s < s0 + ns; ++s) {
-      const uint8_t* mins = panel + Q2KP::MinOffset(supers, s);
       __m256 dmin[2];
       __m256i m[kHalves / 2][2];  // rows 8v..8v + 7: [m_2i, m_2i+1] as int16
-      LoadDminAvx2(mins, dmin);
+      LoadDminAvx2(panel + Q2KP::MinOffset(supers, s), dmin);
       for (size_t i = 0; i < kHalves / 2; ++i) {
-        const __m128i b = _mm_loadu_si128(
-            reinterpret_cast<const __m128i*>(mins + 2 * kQuantPanelRows + i * kQuantPanelRows));
-        const __m128i lo = _mm_and_si128(b, low), hi = _mm_and_si128(_mm_srli_epi16(b, 4), low);
+        __m128i lo, hi;
+        MinCodesAvx2(panel, s, i, &lo, &hi);
         m[i][0] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(lo, hi));
         m[i][1] = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(lo, hi));
       }

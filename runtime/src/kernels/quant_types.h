@@ -179,6 +179,8 @@ struct Q6K {
   static constexpr int kOffset = 0;
   static constexpr size_t kSuperBlocks = 8;
   static constexpr uint64_t kSuperBytes = 32 + 8 * 32;
+  // The bits of a scale byte that are the scale (Q2KP keeps its min in the high nibble).
+  static constexpr uint8_t kScaleMask = 0xff;
   static int Value(const uint8_t* blk, size_t r, size_t j) { return Q8::Value(blk, r, j); }
   static void SetValue(uint8_t* blk, size_t r, size_t j, int q) { Q8::SetValue(blk, r, j, q); }
   static constexpr uint64_t SuperOffset(uint64_t b) { return b / kSuperBlocks * kSuperBytes; }
@@ -317,27 +319,30 @@ struct Q3KP : Q6K {
   }
 };
 
-// Q2KP: GGUF's Q2_K at its size. Q6K's super-blocks, scale area, scales and arithmetic (Q2_K's
-// 4-bit scale sc per 16 values as the int8 sc), each value q in [0, 3] as a 2-bit code in Q3KP's
-// planes L (no H), and a min per 16 values:
+// Q2KP: GGUF's Q2_K at its size. Q6K's super-blocks, scale area and arithmetic, each value q in
+// [0, 3] as a 2-bit code in Q3KP's planes L (no H), and a min per 16 values:
 //   W[r, j] = (d·sc)·q - dmin·m, each product in f32,
 // exactly GGUF's dequantisation (d·sc at most 15 significant bits, times q at most 17; dmin·m at
-// most 15). The mins follow the Q6K scale areas of all super-blocks in the panel's scale area
-// (so every Q6K offset stays as it is): per super-block s, kMinBytes = 160 bytes at
-// MinOffset(supers, s): dmin f16 [16 rows], then m u8 [8 pairs][16 rows], the low nibble m of
-// half-block 2i, the high nibble of half-block 2i + 1 (half-block h = values 16h .. 16h + 15 of
-// the super-block). A kernel decodes a group as Q3KP's low bits into the int8 values Q6K keeps,
-// runs Q6K's arithmetic (results equal Q6K's on the same values bit for bit), then subtracts
-// each row's Σ dmin·m·(Σx over the half-block) (SubtractQ2KMins, kernels/quant_kernels.h).
-// 2.875 bits per weight (GGUF's 2.625: the 4-bit scales kept as bytes).
+// most 15). Each half-block's scale byte in the Q6K scale area is GGUF's own byte: the 4-bit
+// scale sc in its low nibble (the kernels read the scale through kScaleMask) and the 4-bit min m
+// in its high nibble (half-block h = values 16h .. 16h + 15 of super-block s: K2Min). The dmin
+// follow the Q6K scale areas of all super-blocks in the panel's scale area (so every Q6K offset
+// stays as it is): per super-block s, dmin f16 [16 rows] at MinOffset(supers, s). A kernel
+// decodes a group as Q3KP's low bits into the int8 values Q6K keeps, runs Q6K's arithmetic on
+// the masked scales (results equal Q6K's on the same values and scales bit for bit), then
+// subtracts each row's Σ dmin·m·(Σx over the half-block) (SubtractQ2KMins,
+// kernels/quant_kernels.h). 2.625 bits per weight, GGUF's own (format 1.11; files of format 1.9
+// and 1.10 kept the scales and mins in bytes of their own, 2.875 bits, and are refused).
 struct Q2KP : Q6K {
   static constexpr QuantType kType = QuantType::kQ2KP;
   static constexpr bool kPacked = true;
   static constexpr uint64_t kBlockPanelBytes = 2 * 64;
   static constexpr int kMinValue = 0, kMaxValue = 3;
   static constexpr int kCodeOffset = 0;  // code = q
-  static constexpr uint64_t kMinBytes = 2 * kQuantPanelRows + 8 * kQuantPanelRows;
-  // A super-block's share of the scale area: Q6K's and its mins.
+  // The scale bytes' low nibbles are the scales, their high ones the mins.
+  static constexpr uint8_t kScaleMask = 0x0f;
+  static constexpr uint64_t kMinBytes = 2 * kQuantPanelRows;  // dmin f16 [16 rows]
+  // A super-block's share of the scale area: Q6K's and its dmin.
   static constexpr uint64_t kSuperBytes = Q6K::kSuperBytes + kMinBytes;
   static constexpr uint64_t MinOffset(uint64_t supers, uint64_t s) {
     return supers * Q6K::kSuperBytes + s * kMinBytes;
@@ -572,9 +577,10 @@ inline uint16_t KSuper(const uint8_t* panel, size_t r, uint64_t b, bool min) {
   return h;
 }
 
-// Q6K: row r's signed scale of half h (0, 1) of block b and its super-block's d (f16 bits).
-inline int8_t K6Scale(const uint8_t* panel, size_t r, uint64_t b, int h) {
-  return static_cast<int8_t>(panel[Q6K::ScaleOffset(b) + h * kQuantPanelRows + r]);
+// Q6K: row r's signed scale of half h (0, 1) of block b (the byte's bits in mask: the type's
+// kScaleMask) and its super-block's d (f16 bits).
+inline int8_t K6Scale(const uint8_t* panel, size_t r, uint64_t b, int h, uint8_t mask = 0xff) {
+  return static_cast<int8_t>(panel[Q6K::ScaleOffset(b) + h * kQuantPanelRows + r] & mask);
 }
 inline uint16_t K6Super(const uint8_t* panel, size_t r, uint64_t b) {
   uint16_t d;
@@ -582,17 +588,16 @@ inline uint16_t K6Super(const uint8_t* panel, size_t r, uint64_t b) {
   return d;
 }
 
-// Q2KP: row r's dmin (f16 bits) and min code m of half-block h (0 .. 15) of super-block s, of
-// `supers` super-blocks in the panel.
+// Q2KP: row r's dmin (f16 bits) of super-block s, of `supers` super-blocks in the panel, and its
+// min code m of half-block h (0 .. 15) of super-block s (the high nibble of its scale byte).
 inline uint16_t K2Dmin(const uint8_t* panel, size_t r, uint64_t supers, uint64_t s) {
   uint16_t h;
   std::memcpy(&h, panel + Q2KP::MinOffset(supers, s) + 2 * r, 2);
   return h;
 }
-inline uint8_t K2Min(const uint8_t* panel, size_t r, uint64_t supers, uint64_t s, size_t h) {
-  const uint8_t byte =
-      panel[Q2KP::MinOffset(supers, s) + 2 * kQuantPanelRows + (h / 2) * kQuantPanelRows + r];
-  return h % 2 == 0 ? byte & 0xf : byte >> 4;
+inline uint8_t K2Min(const uint8_t* panel, size_t r, uint64_t s, size_t h) {
+  return static_cast<uint8_t>(
+      panel[Q6K::ScaleOffset(s * Q6K::kSuperBlocks + h / 2) + (h % 2) * kQuantPanelRows + r] >> 4);
 }
 
 }  // namespace fflite

@@ -102,16 +102,16 @@ void RelayForDevice(const TensorView& t, QKind kind, uint8_t* codes, uint16_t* s
                                                     KCode(panel, pr, b, /*min=*/true) << 8);
       } else if (kind == QKind::kQ6K || kind == QKind::kQ2K) {
         const bool q2k = kind == QKind::kQ2K;
+        const uint8_t mask = q2k ? Q2KP::kScaleMask : Q6K::kScaleMask;
         if (b % 8 == 0) rec[s] = K6Super(panel, pr, b);
         rec[(q2k ? 2 : 1) * supers + b] =
-            static_cast<uint16_t>(static_cast<uint8_t>(K6Scale(panel, pr, b, 0)) |
-                                  static_cast<uint8_t>(K6Scale(panel, pr, b, 1)) << 8);
+            static_cast<uint16_t>(static_cast<uint8_t>(K6Scale(panel, pr, b, 0, mask)) |
+                                  static_cast<uint8_t>(K6Scale(panel, pr, b, 1, mask)) << 8);
         if (q2k) {
           if (b % 8 == 0) rec[supers + s] = K2Dmin(panel, pr, supers, s);
           const size_t h = 2 * (b % 8);  // the block's first half-block in its super-block
           rec[2 * supers + blocks + b] =
-              static_cast<uint16_t>(K2Min(panel, pr, supers, s, h) |
-                                    K2Min(panel, pr, supers, s, h + 1) << 8);
+              static_cast<uint16_t>(K2Min(panel, pr, s, h) | K2Min(panel, pr, s, h + 1) << 8);
         }
       } else {
         rec[b] = PanelScale(panel, pr, b);
