@@ -15,8 +15,8 @@
 #include <tuple>
 #include <vector>
 
-#include "base/half.h"
 #include "absl/strings/str_format.h"
+#include "base/half.h"
 #include "format/dtype.h"
 #include "format/model.h"
 #include "format/quant_layout.h"
@@ -768,7 +768,7 @@ TEST(Q2kTest, PlanesHoldGgufsValues) {
 
 // Q2KP's bit positions, against the layout written out by hand in quant_types.h: the value q of
 // row r, value j (g = j / 4) sits in L[g / 4] at byte 4r + j % 4, bits 2(g % 4), 2(g % 4) + 1;
-// the scale and the min of half-block h of super-block s in the high and low nibbles of the byte
+// the scale and the min of half-block h of super-block s in the low and high nibbles of the byte
 // at 288·s + 32 + 16·h + r (Q6K's scale slot of the half-block); and the dmin of super-block s
 // (of `supers`) after the Q6K scale areas of all super-blocks, at 288·supers + 32·s + 2r.
 TEST(Q2kTest, PlanesScalesAndMinsAreWhereTheLayoutSays) {
@@ -792,7 +792,8 @@ TEST(Q2kTest, PlanesScalesAndMinsAreWhereTheLayoutSays) {
       const size_t at = s * 288 + 32 + 16 * h + 7;
       panel[at] = 0xb5;  // min 11, scale 5
       EXPECT_EQ(K2Min(panel.data(), 7, s, h), 11) << s << " " << h;
-      EXPECT_EQ(K6Scale(panel.data(), 7, 8 * s + h / 2, h % 2, Q2KP::kScaleMask), 5) << s << " " << h;
+      EXPECT_EQ(K6Scale(panel.data(), 7, 8 * s + h / 2, h % 2, Q2KP::kScaleMask), 5)
+          << s << " " << h;
       panel[at] = 0;
     }
     panel[3 * 288 + s * 32 + 2 * 7 + 1] = 0x3c;  // f16 1.0

@@ -35,11 +35,10 @@ using ::testing::Contains;
 using ::testing::Not;
 
 #if defined(__linux__)
-// Pages of [p, p + bytes) resident now (mincore), of `pages`.
-size_t ResidentPages(const void* p, size_t bytes, size_t* pages) {
+// Pages of [p, p + bytes) resident now (mincore).
+size_t ResidentPages(const void* p, size_t bytes) {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  *pages = (bytes + page - 1) / page;
-  std::vector<unsigned char> v(*pages);
+  std::vector<unsigned char> v((bytes + page - 1) / page);
   EXPECT_EQ(mincore(const_cast<void*>(p), bytes, v.data()), 0) << std::strerror(errno);
   size_t n = 0;
   for (unsigned char c : v) n += c & 1;
@@ -56,10 +55,9 @@ TEST(AlignedBufferTest, LargeZeroedBuffersAreResidentOnlyWhereTouched) {
   AlignedBuffer<float> b;
   ASSERT_TRUE(b.Allocate(kBytes / sizeof(float)));
   ASSERT_EQ(reinterpret_cast<uintptr_t>(b.data()) % AlignedBuffer<float>::kAlignment, 0u);
-  size_t pages = 0;
-  EXPECT_EQ(ResidentPages(b.data(), kBytes, &pages), 0u);
+  EXPECT_EQ(ResidentPages(b.data(), kBytes), 0u);
   for (size_t i = 0; i < (size_t{64} << 10) / sizeof(float); ++i) b.data()[i] = 1.0f;
-  const size_t touched = ResidentPages(b.data(), kBytes, &pages);
+  const size_t touched = ResidentPages(b.data(), kBytes);
   EXPECT_GE(touched, 1u);
   EXPECT_LE(touched, (size_t{2} << 20) / static_cast<size_t>(sysconf(_SC_PAGESIZE)) + 16);
   AlignedBuffer<float> moved(std::move(b));

@@ -109,8 +109,7 @@ absl::Status ModelParser::ParseTensor(const schema::Tensor* t, const std::string
         "%s: dtype %d is not a known dtype (%s); the file may come from a newer fflite", path,
         static_cast<int>(dtype), KnownDTypesString()));
   }
-  if (dtype == DType::Q2_K_PACKED && model_->version_minor_ < 11 &&
-      model_->version_major_ == kFormatVersionMajor) {
+  if (dtype == DType::Q2_K_PACKED && model_->version_minor_ < 11) {
     // Format 1.9 and 1.10 kept Q2_K's scales and mins in bytes of their own (2.875 bits per
     // weight); 1.11 keeps GGUF's bytes (2.625). The same GGUF or checkpoint converts again.
     return Bad(absl::StrFormat(
