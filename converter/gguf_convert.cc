@@ -122,8 +122,9 @@ struct Ctx {
     return GgufSource(View{file, t, first_row, rows, ne[0]}, {rows, ne[0]}, matrix,
                       options.native, matrix && options.native && Int8Fits(t));
   }
-  // Whether every block of `t` is an integer times an f16 scale (GgufScalesFitInt8), once per
-  // tensor: an MXFP4 tensor's scales are read here, before any of its experts is planned.
+  // Whether every block of `t` is an integer times a scale its kept dtype holds (i8's f16,
+  // mxfp4's E8M0 bytes in [2, 254]: GgufScalesFitInt8), once per tensor: an MXFP4 tensor's scales
+  // are read here, before any of its experts is planned.
   bool Int8Fits(const GgufTensor* t) {
     auto it = int8_fits.find(t);
     if (it != int8_fits.end()) return it->second;
@@ -421,7 +422,7 @@ std::string DescribeGguf(GgufPtr file) {
       } else if (KeptDType(ty) != DType::INVALID) {
         h = std::string(DTypeName(KeptDType(ty))) + ", bits kept";
       } else if (ty == GgmlType::MXFP4) {
-        h = "mxfp4, bits kept (f32, exact, where a scale leaves f16's range)";
+        h = "mxfp4, bits kept (f32, exact, where a block's E8M0 scale is 0, 1 or 255)";
       } else if (GgufScalesFitInt8(ty, nullptr, 0)) {
         h = "i8, bits kept";
       } else if (t.type->dequantizable) {

@@ -21,11 +21,11 @@ namespace {
 // nibbles q + 8, byte j holding element j (low) and j + 16 (high); fflite's I4 byte c·64 + 4r + i
 // of a block holds row r's elements 4c + i and 4c + i + 16 (low and high nibble): the GGUF
 // block's byte 4c + i, so each row's block is four-byte pieces moved as they are. The I8 types
-// (GgufBlockAsInt8: Q8_0, Q5_0, MXFP4) give an f16 scale and 32 integers; fflite's I8
-// byte g·64 + 4r + i holds row r's element 4g + i. IQ4_NL (f16 d, then 16 bytes of level indices)
-// keeps its indices in IQ4N's nibbles, MXFP4 (an E8M0 scale, then 16 bytes of E2M1 codes) its
-// codes in MXF4's, with GgufBlockAsInt8's f16 scale. Scales must be finite (the loader's check);
-// Q8_0's -128 is outside I8's [-127, 127].
+// (GgufBlockAsInt8: Q8_0, Q5_0) give an f16 scale and 32 integers; fflite's I8 byte
+// g·64 + 4r + i holds row r's element 4g + i. IQ4_NL (f16 d, then 16 bytes of level indices)
+// keeps its indices in IQ4N's nibbles, MXFP4 (an E8M0 scale byte, then 16 bytes of E2M1 codes)
+// its codes in MXF4's and its scale byte as it is. Scales must be finite (the loader's check;
+// MXFP4's in [2, 254], E8m0ScaleHeld); Q8_0's -128 is outside I8's [-127, 127].
 absl::Status RelayQ(const GgufView& v, DType dtype, uint8_t* dst) {
   const bool q8 = dtype == DType::I8, mx = dtype == DType::MXFP4;
   const bool nl = dtype == DType::IQ4_NL || mx;  // level indices in nibbles
@@ -47,21 +47,28 @@ absl::Status RelayQ(const GgufView& v, DType dtype, uint8_t* dst) {
         continue;
       }
       const uint8_t* in = src + r * v.RowBytes() + b * block_bytes;
-      uint16_t d;
+      uint16_t d = 0;
       int8_t q8v[32];
-      if (q8 || mx) {
-        if (!GgufBlockAsInt8(type, in, &d, q8v)) {  // checked when the source was chosen
-          return absl::InternalError(v.Describe() + ": a block fflite's I8 cannot hold");
+      if (mx) {
+        if (!E8m0ScaleHeld(in[0])) {  // checked when the source was chosen
+          return absl::InternalError(v.Describe() + ": a scale dtype mxfp4 cannot hold");
         }
+        panel[b * kQuantPanelRows + pr] = in[0];
       } else {
-        std::memcpy(&d, in, 2);
+        if (q8) {
+          if (!GgufBlockAsInt8(type, in, &d, q8v)) {  // checked when the source was chosen
+            return absl::InternalError(v.Describe() + ": a block fflite's I8 cannot hold");
+          }
+        } else {
+          std::memcpy(&d, in, 2);
+        }
+        if ((d & 0x7c00u) == 0x7c00u) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "%s: row %d, block %d has a scale that is not finite (f16 bits 0x%04x)",
+              v.Describe(), v.first_row + r, b, d));
+        }
+        std::memcpy(panel + (b * kQuantPanelRows + pr) * 2, &d, 2);
       }
-      if ((d & 0x7c00u) == 0x7c00u) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "%s: row %d, block %d has a scale that is not finite (f16 bits 0x%04x)",
-            v.Describe(), v.first_row + r, b, d));
-      }
-      std::memcpy(panel + (b * kQuantPanelRows + pr) * 2, &d, 2);
       if (q8) {
         for (size_t j = 0; j < 32; ++j) {
           if (q8v[j] == -128) {
@@ -148,8 +155,8 @@ TensorSource GgufSource(const GgufView& v, std::vector<uint64_t> shape, bool mat
   TensorSource s;
   s.shape = std::move(shape);
   const GgmlType type = v.t->type->type;
-  // IQ4_NL's scales fit i8 too; its level indices keep it at its own size, and MXFP4's codes
-  // (where its scales fit i8's f16) keep it at about its own.
+  // IQ4_NL's scales fit i8 too; its level indices keep it at its own size, and MXFP4's codes and
+  // scale bytes (where mxfp4 holds every scale of the tensor) at its own.
   DType quant = native && matrix ? KeptDType(type) : DType::INVALID;
   if (native && matrix && int8_ok && quant == DType::INVALID) {
     quant = type == GgmlType::MXFP4 ? DType::MXFP4 : DType::I8;

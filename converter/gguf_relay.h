@@ -1,6 +1,6 @@
 // GGUF tensors as the writer's tensor sources: a weight matrix of a type fflite keeps (Q4_0 as i4,
 // the k-quants at GGUF's sizes, IQ4_XS and IQ4_NL as their level indices, Q8_0 and Q5_0 as i8,
-// and MXFP4 as its codes with i8's scales, where a tensor's scales fit) is re-laid once into
+// and MXFP4 as its codes and E8M0 scale bytes, where a tensor's scales fit) is re-laid once into
 // fflite's panels (kernels/quant_types.h), its bits kept; F32, F16 and BF16 are copied as they
 // are; any other type is dequantised exactly as the specification defines and stored as f32. The
 // mapping of architectures onto layers is gguf_convert.h's.

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/half.h"
+#include "kernels/quant_types.h"
 
 namespace fflite {
 namespace converter {
@@ -430,9 +431,8 @@ bool GgufBlockAsInt8(GgmlType type, const uint8_t* b, uint16_t* scale_f16, int8_
 bool GgufScalesFitInt8(GgmlType type, const uint8_t* src, uint64_t n) {
   if (type == GgmlType::Q8_0 || type == GgmlType::Q5_0 || type == GgmlType::IQ4_NL) return true;
   if (type != GgmlType::MXFP4) return false;
-  uint16_t f16;
   for (uint64_t b = 0; b < n / kQK; ++b) {
-    if (!E8m0HalfAsF16(src[b * 17], &f16)) return false;
+    if (!E8m0ScaleHeld(src[b * 17])) return false;
   }
   return true;
 }

@@ -77,12 +77,13 @@ absl::Status DequantizeGguf(GgmlType type, const uint8_t* src, uint64_t n, float
 // j is exactly q[j] · scale (the same f32 product). False for another type, and for an MXFP4 block
 // whose scale is not an f16.
 bool GgufBlockAsInt8(GgmlType type, const uint8_t* block, uint16_t* scale_f16, int8_t q[32]);
-// Whether every block of an MXFP4 tensor's `n` elements at `src` has a scale GgufBlockAsInt8
-// takes (true for Q8_0, Q5_0 and IQ4_NL, whose scales are f16 already; false for other types).
+// Whether every block of an MXFP4 tensor's `n` elements at `src` has a scale dtype mxfp4 keeps as
+// it is, e in [2, 254] (E8m0ScaleHeld) (true for Q8_0, Q5_0 and IQ4_NL, whose scales are f16
+// already and which i8 holds; false for other types).
 bool GgufScalesFitInt8(GgmlType type, const uint8_t* src, uint64_t n);
 // Half of an E8M0 scale, 2^(e - 128), as f16 bits where f16 holds it exactly (e in [104, 143]);
-// false otherwise. MXFP4's scale as i8 and mxfp4 keep it (their integers are e2m1 values doubled),
-// for GGUF's blocks and gpt-oss's checkpoints alike.
+// false otherwise: MXFP4's scale as an i8 block (GgufBlockAsInt8) takes it (its integers are e2m1
+// values doubled). Dtype mxfp4 keeps the byte itself.
 bool E8m0HalfAsF16(uint8_t e, uint16_t* f16);
 
 // The types other than Q6_K whose values fflite's q6_k holds exactly, (d · scale) · value with an

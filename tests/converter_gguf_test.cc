@@ -588,11 +588,12 @@ TEST_F(GgufTest, GptOssFromSafetensorsAndGguf) {
   EXPECT_EQ(got_plain, want);
   EXPECT_EQ(got_gguf, want);
   EXPECT_EQ(from_gguf->layers()[0].moe.experts[1].up.dtype, DType::MXFP4);
-  // One down scale f16 cannot hold (2^(150 - 128)): down as exact f32, gate and up still mxfp4;
-  // with --dtype every expert matrix is read as its exact values.
+  // One down scale mxfp4 does not hold (E8M0's NaN, 255): down as f32 (the specification's
+  // values), gate and up still mxfp4; with --dtype every expert matrix is read as its exact
+  // values.
   {
     std::vector<uint8_t> scales = d_scales;
-    scales[5] = 150;
+    scales[5] = 255;
     const CheckpointWriter odd = make_hf(scales);
     std::filesystem::remove_all(ckpt_);
     std::filesystem::create_directories(ckpt_);
@@ -653,7 +654,7 @@ TEST_F(GgufTest, Q8AndQ4KeptAsStored) {
     for (uint64_t r = 0; r < t.shape[0]; ++r) {
       for (uint64_t j = 0; j < t.shape[1]; ++j) {
         const float v = static_cast<float>(QuantValueAt(dtype, geo, t.data, r, j)) *
-                        F16ToF32(QuantScaleAt(geo, t.data, r, j / 32));
+                        QuantBlockScale(dtype, geo, t.data, r, j / 32);
         const float want = r < rows && j < k ? held[(first + r) * k + j] : 0.0f;
         ASSERT_EQ(FloatBits(v), FloatBits(want)) << "row " << r << " col " << j;
         if (r >= rows || j >= k) {
@@ -704,20 +705,24 @@ TEST_F(GgufTest, Q8AndQ4KeptAsStored) {
   });
 }
 
-// Q5_0, IQ4_NL and MXFP4 are an integer times an f16 scale per 32 too: Q5_0 stored as I8, IQ4_NL
-// as iq4_nl (its level indices) and MXFP4 as mxfp4 (its E2M1 codes), each value exactly the
-// specification's (DequantizeGguf, checked against the specification in gguf_types_test); an
-// MXFP4 tensor with a scale f16 cannot hold is stored as f32 instead.
+// Q5_0, IQ4_NL and MXFP4 are an integer times a scale per 32 too: Q5_0 stored as I8, IQ4_NL
+// as iq4_nl (its level indices) and MXFP4 as mxfp4 (its E2M1 codes and E8M0 bytes), each value
+// exactly the specification's (DequantizeGguf, checked against the specification in
+// gguf_types_test); an MXFP4 tensor with a scale byte mxfp4 does not hold (0, 1: scales whose half
+// is below f32's normal range; 255: E8M0's NaN) is stored as f32 instead.
 TEST_F(GgufTest, Q5_0AsI8Iq4nlAsIq4nlMxfp4AsMxfp4) {
   constexpr uint32_t kFf = 96;
   Rng rng(8);
-  auto blocks = [&](uint32_t type, uint64_t rows, uint64_t cols, int mxfp4_exp) {
+  // MXFP4: each block's byte in [mxfp4_exp, mxfp4_exp + 7], and the middle block's `odd` (if not
+  // -1).
+  auto blocks = [&](uint32_t type, uint64_t rows, uint64_t cols, int mxfp4_exp, int odd) {
     const size_t bb = type == 39 ? 17 : (type == 6 ? 22 : 18);
     std::vector<uint8_t> b(rows * cols / 32 * bb);
     for (uint8_t& v : b) v = static_cast<uint8_t>(rng.Uniform(0.0f, 255.99f));
     for (size_t i = 0; i < b.size(); i += bb) {
       if (type == 39) {
         b[i] = static_cast<uint8_t>(mxfp4_exp + static_cast<int>(rng.Uniform(0.0f, 7.99f)));
+        if (odd >= 0 && i / bb == b.size() / bb / 2) b[i] = static_cast<uint8_t>(odd);
       } else {
         const uint16_t h = F32ToF16(rng.Uniform(-0.1f, 0.1f));
         std::memcpy(&b[i], &h, 2);
@@ -725,18 +730,21 @@ TEST_F(GgufTest, Q5_0AsI8Iq4nlAsIq4nlMxfp4AsMxfp4) {
     }
     return b;
   };
-  for (const auto& [type, exp, stored] :
-       {std::tuple<uint32_t, int, DType>{6, 0, DType::I8}, {20, 0, DType::IQ4_NL},
-        {39, 120, DType::MXFP4}, {39, 104, DType::MXFP4} /* 2^-24: f16's least subnormal */,
-        {39, 136, DType::MXFP4} /* up to 2^15: f16's largest power of 2 */,
-        {39, 100, DType::F32} /* 2^-28: below f16 */,
-        {39, 137, DType::F32} /* up to 2^16: above f16 */}) {
-    SCOPED_TRACE(type);
+  for (const auto& [type, exp, odd, stored] :
+       {std::tuple<uint32_t, int, int, DType>{6, 0, -1, DType::I8}, {20, 0, -1, DType::IQ4_NL},
+        {39, 120, -1, DType::MXFP4}, {39, 100, -1, DType::MXFP4} /* 2^-28: below f16 */,
+        {39, 137, -1, DType::MXFP4} /* up to 2^16: above f16 */,
+        {39, 2, -1, DType::MXFP4} /* down to 2^-126, f32's least normal power of 2 */,
+        {39, 247, 254, DType::MXFP4} /* up to 2^126 (its largest values overflow in f32, in the
+                                        specification's dequantisation and fflite's alike) */,
+        {39, 120, 255, DType::F32} /* E8M0's NaN */, {39, 120, 1, DType::F32},
+        {39, 120, 0, DType::F32} /* 2^-128: below f32's normal range */}) {
+    SCOPED_TRACE(absl::StrCat(type, " ", exp, " ", odd));
     GgufWriter g;
     LlamaKeys(g, "llama", 1, kFf);
     g.Matrix("blk.0.ffn_norm.weight", {kD}, kGgmlF32, rng.Vec(kD, 1.0f));
-    const auto gate = blocks(type, kFf, kD, exp), up = blocks(type, kFf, kD, exp);
-    const auto down = blocks(type, kD, kFf, exp);
+    const auto gate = blocks(type, kFf, kD, exp, odd), up = blocks(type, kFf, kD, exp, odd);
+    const auto down = blocks(type, kD, kFf, exp, odd);
     g.Tensor("blk.0.ffn_gate.weight", {kD, kFf}, type, gate);
     g.Tensor("blk.0.ffn_up.weight", {kD, kFf}, type, up);
     g.Tensor("blk.0.ffn_down.weight", {kFf, kD}, type, down);
@@ -760,7 +768,7 @@ TEST_F(GgufTest, Q5_0AsI8Iq4nlAsIq4nlMxfp4AsMxfp4) {
       for (uint64_t r = 0; r < rows; ++r) {
         for (uint64_t j = 0; j < k; ++j) {
           const float v = static_cast<float>(QuantValueAt(stored, geo, t->data, r, j)) *
-                          F16ToF32(QuantScaleAt(geo, t->data, r, j / 32));
+                          QuantBlockScale(stored, geo, t->data, r, j / 32);
           ASSERT_EQ(FloatBits(v), FloatBits(want[r * k + j])) << "row " << r << " col " << j;
         }
       }
@@ -768,8 +776,9 @@ TEST_F(GgufTest, Q5_0AsI8Iq4nlAsIq4nlMxfp4AsMxfp4) {
   }
 }
 
-// A 3-D MXFP4 tensor is stored in one dtype for all its experts (mxfp4): one expert's scale below
-// f16's range makes every expert of that tensor f32 (a layer's experts share their dtypes).
+// A 3-D MXFP4 tensor is stored in one dtype for all its experts (mxfp4): one expert's scale byte
+// mxfp4 does not hold (0) makes every expert of that tensor f32 (a layer's experts share their
+// dtypes).
 TEST_F(GgufTest, Mxfp4ExpertsShareOneDtype) {
   GgufWriter g;
   LlamaKeys(g, "qwen3moe", 1, 32);
@@ -783,7 +792,7 @@ TEST_F(GgufTest, Mxfp4ExpertsShareOneDtype) {
     std::vector<uint8_t> b(n / 32 * 17);
     for (size_t i = 0; i < b.size(); ++i) {
       b[i] = static_cast<uint8_t>(rng.Uniform(0.0f, 255.99f));
-      if (i % 17 == 0) b[i] = small_in_second && i >= b.size() / 2 ? 100 : 124;
+      if (i % 17 == 0) b[i] = small_in_second && i >= b.size() / 2 ? 0 : 124;
     }
     return b;
   };

@@ -60,9 +60,9 @@ std::vector<int> ValuesOf(DType dtype) {
   return v;
 }
 
-// A stored [rows, cols] matrix of a type with an f16 scale per block of 32 (I8, I4, IQ4_NL,
-// MXFP4): random values over all the type holds (row 0 at its extremes) and random f16 scales of
-// both signs, one of them 0.
+// A stored [rows, cols] matrix of a type with a scale per block of 32 (I8, I4, IQ4_NL: f16; MXFP4:
+// E8M0 bytes): random values over all the type holds (row 0 at its extremes) and random f16 scales
+// of both signs, one of them 0 (MXFP4: each the power of two of its magnitude, PackQuantMatrix).
 Stored RandomStored(DType dtype, uint64_t rows, uint64_t cols, std::mt19937& gen) {
   Stored m{dtype, rows, cols, {}, {}};
   const std::vector<int> values = ValuesOf(dtype);
@@ -158,8 +158,11 @@ void CheckLayout(const Stored& m) {
     // The k-quants' d, dmin, scales and mins are checked through the weights (WeightAt against
     // the file's dequantisation, below: every scale and min meets a nonzero value).
     for (uint64_t b = 0; b < blocks && (K == QKind::kQ8 || K == QKind::kQ4); ++b) {
-      ASSERT_EQ(scales[r * blocks + b], QuantScaleAt(g, m.bytes.data(), r, b))
-          << "row " << r << " block " << b;
+      // MXFP4: its E8M0 byte's power of two, which f16 holds (KeepsQuantisedOnDevice).
+      const uint16_t want = m.dtype == DType::MXFP4
+                                ? F32ToF16(QuantBlockScale(m.dtype, g, m.bytes.data(), r, b))
+                                : QuantScaleAt(g, m.bytes.data(), r, b);
+      ASSERT_EQ(scales[r * blocks + b], want) << "row " << r << " block " << b;
     }
     for (uint32_t j = 0; j < blocks * 32; ++j) {
       // Past cols: the padding values are 0.
@@ -303,6 +306,16 @@ TEST(CudaQuantLayoutTest, WhichMatricesStayQuantised) {
   Stored mx = RandomStored(DType::MXFP4, 16, 64, gen);
   EXPECT_TRUE(cuda::KeepsQuantisedOnDevice(mx.view, &kind));
   EXPECT_EQ(kind, QKind::kQ8);
+  // An MXFP4 scale byte beyond f16 (2^(103 - 128) or 2^(144 - 128)): dequantised on upload.
+  for (const uint8_t e : {uint8_t{103}, uint8_t{144}}) {
+    Stored wide = RandomStored(DType::MXFP4, 16, 64, gen);
+    wide.bytes[16 + 5] = e;  // row 5's scale of block 1
+    SetView(&wide);
+    EXPECT_FALSE(cuda::KeepsQuantisedOnDevice(wide.view, &kind)) << static_cast<int>(e);
+    wide.bytes[16 + 5] = 143;
+    SetView(&wide);
+    EXPECT_TRUE(cuda::KeepsQuantisedOnDevice(wide.view, &kind));
+  }
   Stored q2k = RandomFromGguf(DType::Q2_K_PACKED, 16, 256, gen);
   EXPECT_TRUE(cuda::KeepsQuantisedOnDevice(q2k.view, &kind));
   EXPECT_EQ(kind, QKind::kQ2K);

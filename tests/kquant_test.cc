@@ -324,12 +324,14 @@ std::vector<uint8_t> PackIq4nl(DType dtype, uint64_t rows, uint64_t k,
 constexpr size_t kGgufMxfp4Block = 17;  // bytes of an MXFP4 block of 32
 
 // Random GGUF MXFP4 rows: an E8M0 byte e per 32 (the largest value 6·2^(e - 127) about 2^-2 to 1
-// times `scale`) and random codes.
-std::vector<uint8_t> RandomGgufMxfp4(uint64_t rows, uint64_t k, std::mt19937& gen, float scale) {
+// times `scale`; or e in [top_e - 2, top_e] where top_e is given) and random codes.
+std::vector<uint8_t> RandomGgufMxfp4(uint64_t rows, uint64_t k, std::mt19937& gen, float scale,
+                                     int top_e = 0) {
   std::vector<uint8_t> b(rows * k / 32 * kGgufMxfp4Block);
   std::uniform_int_distribution<int> byte(0, 255), below(0, 2);
   for (uint8_t& v : b) v = static_cast<uint8_t>(byte(gen));
-  const int top = 127 + static_cast<int>(std::floor(std::log2(scale / 6.0f)));
+  const int top =
+      top_e != 0 ? top_e : 127 + static_cast<int>(std::floor(std::log2(scale / 6.0f)));
   for (size_t i = 0; i < b.size(); i += kGgufMxfp4Block) {
     b[i] = static_cast<uint8_t>(top - below(gen));
   }
@@ -353,28 +355,37 @@ void Mxfp4Spec(const uint8_t* in, float value[32]) {
   }
 }
 
-// MXFP4 rows stored as `dtype`: MXFP4 (E2M1 codes) or I8 (the same integers), through
-// PackQuantMatrix: each value written as an integer q and an f16 scale d = 2^(e - 128) with
-// d·q the test's reading of the block (checked here: q must be an integer in [-12, 12]).
+// MXFP4 rows stored as `dtype`: MXFP4 (E2M1 codes and each block's E8M0 byte, through
+// PackMxfp4Matrix) or I8 (the same integers and an f16 scale d = 2^(e - 128), through
+// PackQuantMatrix), each value written as an integer q with d·q the test's reading of the block
+// (checked here: q must be an integer in [-12, 12]; for I8, d must be an f16).
 std::vector<uint8_t> PackMxfp4(DType dtype, uint64_t rows, uint64_t k,
                                const std::vector<uint8_t>& gguf) {
   std::vector<int8_t> q(rows * k);
   std::vector<uint16_t> scales(rows * k / 32);
+  std::vector<uint8_t> e8m0(rows * k / 32);
   for (uint64_t i = 0; i < rows * k / 32; ++i) {
     const uint8_t* in = gguf.data() + i * kGgufMxfp4Block;
     const double d = std::ldexp(1.0, in[0] - 128);
-    scales[i] = F32ToF16(static_cast<float>(d));
-    EXPECT_EQ(F16ToF32(scales[i]), d) << "the test's scales must fit f16";
+    e8m0[i] = in[0];
+    if (dtype == DType::I8) {
+      scales[i] = F32ToF16(static_cast<float>(d));
+      EXPECT_EQ(F16ToF32(scales[i]), d) << "the test's scales must fit f16";
+    }
     float value[32];
     Mxfp4Spec(in, value);
     for (int j = 0; j < 32; ++j) {
-      const double v = value[j] / d;
+      const double v = std::isfinite(value[j]) ? value[j] / d : (value[j] > 0 ? 12 : -12);
       EXPECT_TRUE(v == std::round(v) && std::fabs(v) <= 12) << v;
       q[32 * i + j] = static_cast<int8_t>(v);
     }
   }
   std::vector<uint8_t> packed(QuantMatrixGeometry(dtype, rows, k).bytes(), 0xee);
-  PackQuantMatrix(dtype, rows, k, q.data(), scales.data(), packed.data());
+  if (dtype == DType::MXFP4) {
+    PackMxfp4Matrix(rows, k, q.data(), e8m0.data(), packed.data());
+  } else {
+    PackQuantMatrix(dtype, rows, k, q.data(), scales.data(), packed.data());
+  }
   return packed;
 }
 
@@ -636,15 +647,18 @@ TEST(Iq4nlTest, IndicesHoldGgufsValues) {
 }
 
 // mxfp4: every value is its MXFP4 block's (the test's reading of the specification, from the
-// E8M0 and E2M1 bits) in f32, at 4.5 bits per weight (16 rows x 32 values: 256 bytes of codes, 32
-// of scales), odd row counts and k not a multiple of 256 included, scales from 2^-24 to 2^15
-// (the f16 range the converter keeps).
+// E8M0 and E2M1 bits) in f32, at 4.25 bits per weight (16 rows x 32 values: 256 bytes of codes,
+// 16 of scales), odd row counts and k not a multiple of 256 included, scales over the whole range
+// the converter keeps: e from 2 (2^-125 as the block's scale, whose half is f32's least normal
+// power of two) to 254 (the largest values then overflow to infinity in the specification's f32
+// as in fflite's), and about f16's ends (e 104 and 143, the former format's limits).
 TEST(Mxfp4Test, CodesHoldTheBlocksValues) {
   std::mt19937 gen(11);
-  for (const auto& [rows, k, scale] :
-       {std::tuple<uint64_t, uint64_t, float>{1, 32, 1.0f}, {17, 96, 0.01f}, {40, 512, 3.0f},
-        {3, 64, 6.0f * 0x1p-21f} /* e 104-106 */, {2, 32, 6.0f * 0x1p+16f} /* e 141-143 */}) {
-    const std::vector<uint8_t> gguf = RandomGgufMxfp4(rows, k, gen, scale);
+  for (const auto& [rows, k, scale, top_e] :
+       {std::tuple<uint64_t, uint64_t, float, int>{1, 32, 1.0f, 0}, {17, 96, 0.01f, 0},
+        {40, 512, 3.0f, 0}, {3, 64, 0.0f, 106}, {2, 32, 0.0f, 145}, {5, 96, 0.0f, 4},
+        {4, 64, 0.0f, 254}}) {
+    const std::vector<uint8_t> gguf = RandomGgufMxfp4(rows, k, gen, scale, top_e);
     const std::vector<uint8_t> packed = Pack(DType::MXFP4, rows, k, gguf);
     const std::vector<float> w = Dequantized(DType::MXFP4, rows, k, packed);
     for (uint64_t i = 0; i < rows * k / 32; ++i) {
@@ -656,8 +670,9 @@ TEST(Mxfp4Test, CodesHoldTheBlocksValues) {
       }
     }
   }
-  EXPECT_EQ(QuantMatrixGeometry(DType::MXFP4, 32, 4096).bytes(), uint64_t{32} * 4096 * 45 / 80);
-  EXPECT_DOUBLE_EQ(DTypeBitsPerWeight(DType::MXFP4), 4.5);
+  // 17 bytes per 32 values, GGUF's MXFP4 block.
+  EXPECT_EQ(QuantMatrixGeometry(DType::MXFP4, 32, 4096).bytes(), uint64_t{32} * 4096 / 32 * 17);
+  EXPECT_DOUBLE_EQ(DTypeBitsPerWeight(DType::MXFP4), 4.25);
   EXPECT_STREQ(DTypeName(DType::MXFP4), "mxfp4");
   // Each E2M1 code is written as its own index (a value stored is the value read back).
   uint8_t blk[4 * 64] = {};
@@ -840,7 +855,17 @@ void CheckEveryKernel(DType dtype, bool full_range = false) {
     const size_t rows = cs.rows, k = cs.k, c = cs.c;
     const std::vector<uint8_t> gguf = RandomGguf(dtype, rows, k, gen, 0.5f);
     std::vector<uint8_t> packed = Pack(dtype, rows, k, gguf);
-    if (full_range) {
+    if (full_range && dtype == DType::MXFP4) {
+      // Scales far outside f16's range, e in [40, 216] (2^-88 to 2^88), each block's own: every
+      // product stays a normal f32 with these activations.
+      const QuantGeometry g = QuantMatrixGeometry(dtype, rows, k);
+      std::uniform_int_distribution<int> e(40, 216);
+      for (size_t o = 0; o < rows; ++o) {
+        for (size_t b = 0; b < k / 32; ++b) {
+          packed[o / 16 * g.panel_bytes + b * 16 + o % 16] = static_cast<uint8_t>(e(gen));
+        }
+      }
+    } else if (full_range) {
       const QuantGeometry g = QuantMatrixGeometry(dtype, rows, k);
       std::uniform_int_distribution<int> level(-127, 127);
       for (size_t o = 0; o < rows; ++o) {
@@ -961,6 +986,8 @@ TEST(Q5KTest, EveryKernelMatchesTheDequantisedProduct) { CheckEveryKernel(DType:
 TEST(Q6KTest, EveryKernelMatchesTheDequantisedProduct) { CheckEveryKernel(DType::Q6_K); }
 TEST(Q6KTest, EveryKernelTakesValuesOfTheWholeInt8Range) { CheckEveryKernel(DType::Q6_K, true); }
 TEST(Q2kTest, EveryKernelMatchesTheDequantisedProduct) { CheckEveryKernel(DType::Q2_K_PACKED); }
+TEST(Mxfp4Test, EveryKernelMatchesTheDequantisedProduct) { CheckEveryKernel(DType::MXFP4); }
+TEST(Mxfp4Test, EveryKernelTakesScalesBeyondF16) { CheckEveryKernel(DType::MXFP4, true); }
 
 // The packed forms decode into the wide forms' int8 values and then run the wide forms' arithmetic
 // (quant_types.h): every kernel gives the wide form's bits on the same GGUF rows, at every token
@@ -1381,21 +1408,23 @@ TEST(KQuantTest, BadScalesFailTheRunByName) {
                                             "36, block 0 (columns [0, 32)) is not finite")))
         << backend;
   }
-  // mxfp4: an f16 scale (i8's) that is not finite.
+  // mxfp4: an E8M0 byte it does not hold: 255 (E8M0's NaN) or 1 (2^-127 as the scale).
   const QuantGeometry gm = QuantMatrixGeometry(DType::MXFP4, 512, 256);
-  auto nan_scale = [&](std::vector<uint8_t>* b) {
-    const uint16_t nan = 0x7e00;
-    std::memcpy(b->data() + gm.panel_bytes + (2 * kQuantPanelRows + 9) * 2, &nan, 2);
-  };
-  ASSERT_OK_AND_ASSIGN(
-      testing::LoadedModel mx,
-      testing::BuildModel(KModel(DType::MXFP4, DType::MXFP4, 256, 512, 9, nan_scale)));
-  for (const char* backend : {"reference", "xnnpack"}) {
-    EXPECT_THAT(testing::RunLayer(*mx.model, backend, 0, std::vector<float>(256, 0.5f), 1).status(),
-                testing::StatusIs(absl::StatusCode::kDataLoss,
-                                  HasSubstr("layers[0].ffn.up: the scale of row 25, block 2 "
-                                            "(columns [64, 96)) is not finite")))
-        << backend;
+  for (const uint8_t bad : {uint8_t{255}, uint8_t{1}}) {
+    auto bad_scale = [&](std::vector<uint8_t>* b) {
+      (*b)[gm.panel_bytes + 2 * kQuantPanelRows + 9] = bad;
+    };
+    ASSERT_OK_AND_ASSIGN(
+        testing::LoadedModel mx,
+        testing::BuildModel(KModel(DType::MXFP4, DType::MXFP4, 256, 512, 9, bad_scale)));
+    for (const char* backend : {"reference", "xnnpack"}) {
+      EXPECT_THAT(
+          testing::RunLayer(*mx.model, backend, 0, std::vector<float>(256, 0.5f), 1).status(),
+          testing::StatusIs(absl::StatusCode::kDataLoss,
+                            HasSubstr("layers[0].ffn.up: the scale of row 25, block 2 (columns "
+                                      "[64, 96)) is not an E8M0 scale mxfp4 holds (1 or 255)")))
+          << backend << " " << static_cast<int>(bad);
+    }
   }
 }
 
@@ -1406,7 +1435,9 @@ TEST(Q2kTest, FilesOfTheFormerLayoutAreRefusedByName) {
       WriteModelBuffer(KModel(DType::Q2_K_PACKED, DType::Q6_K, 256, 512, 9), WriteOptions());
   ASSERT_TRUE(bytes.ok()) << bytes.status();
   schema::Model* root = schema::GetMutableSizePrefixedModel(bytes->data());
-  ASSERT_EQ(root->version_minor(), 11u);
+  ASSERT_EQ(root->version_minor(), 12u);
+  EXPECT_OK(Model::LoadBuffer(bytes->data(), bytes->size()).status());
+  ASSERT_TRUE(root->mutate_version_minor(11));
   EXPECT_OK(Model::LoadBuffer(bytes->data(), bytes->size()).status());
   for (uint32_t minor : {9u, 10u}) {
     ASSERT_TRUE(root->mutate_version_minor(minor));
@@ -1422,6 +1453,32 @@ TEST(Q2kTest, FilesOfTheFormerLayoutAreRefusedByName) {
   bytes = WriteModelBuffer(KModel(DType::Q6_K, DType::Q6_K, 256, 512, 9), WriteOptions());
   ASSERT_TRUE(bytes.ok()) << bytes.status();
   ASSERT_TRUE(schema::GetMutableSizePrefixedModel(bytes->data())->mutate_version_minor(10));
+  EXPECT_OK(Model::LoadBuffer(bytes->data(), bytes->size()).status());
+}
+
+// An mxfp4 file of format 1.10 or 1.11 (an f16 scale per 32, 4.5 bits per weight) is refused by
+// name, the tensor's path and both versions in the message; the same file at 1.12 loads, and an
+// iq4_nl file (i8's f16 scales, unchanged) of 1.11 too.
+TEST(Mxfp4Test, FilesOfTheFormerLayoutAreRefusedByName) {
+  absl::StatusOr<std::vector<uint8_t>> bytes =
+      WriteModelBuffer(KModel(DType::MXFP4, DType::MXFP4, 256, 512, 9), WriteOptions());
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  schema::Model* root = schema::GetMutableSizePrefixedModel(bytes->data());
+  ASSERT_EQ(root->version_minor(), 12u);
+  EXPECT_OK(Model::LoadBuffer(bytes->data(), bytes->size()).status());
+  for (uint32_t minor : {10u, 11u}) {
+    ASSERT_TRUE(root->mutate_version_minor(minor));
+    EXPECT_THAT(Model::LoadBuffer(bytes->data(), bytes->size()).status(),
+                testing::StatusIs(absl::StatusCode::kDataLoss,
+                                  HasSubstr(absl::StrFormat(
+                                      "layers[0].ffn.up: dtype mxfp4 of format 1.%d (4.5 bits "
+                                      "per weight) is no longer read",
+                                      minor))))
+        << minor;
+  }
+  bytes = WriteModelBuffer(KModel(DType::IQ4_NL, DType::IQ4_NL, 256, 512, 9), WriteOptions());
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  ASSERT_TRUE(schema::GetMutableSizePrefixedModel(bytes->data())->mutate_version_minor(11));
   EXPECT_OK(Model::LoadBuffer(bytes->data(), bytes->size()).status());
 }
 

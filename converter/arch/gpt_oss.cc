@@ -9,8 +9,8 @@
 // The experts are published in MXFP4: <name>_blocks [experts, rows, k/32, 16] uint8 (byte j of a
 // block holds its elements 2j, low nibble, and 2j + 1, high nibble, each an e2m1 code) and
 // <name>_scales [experts, rows, k/32] uint8 (e8m0: 2^(s - 127)). Without an output dtype
-// (fflite-convert --dtype) a tensor whose scales all fit f16 (s in [104, 143]: 2^(s - 128) as
-// i8's f16 scale) is kept as dtype mxfp4, its codes and scales re-laid (4.5 bits per weight);
+// (fflite-convert --dtype) a tensor whose scales all are in [2, 254] (E8m0ScaleHeld: 2^(s - 128)
+// a normal f32) is kept as dtype mxfp4, its codes and scale bytes re-laid (4.25 bits per weight);
 // otherwise, and with an output dtype, they are dequantised exactly (every value is an e2m1 value
 // times a power of two, exact in f32 and in bf16: --dtype bf16 keeps them exactly at half the
 // size of f32). Checkpoints saved dequantised (gate_up_proj [experts, hidden, 2·intermediate],
@@ -54,20 +54,18 @@ absl::StatusOr<TensorRef> RawTensor(const ArchContext& ctx, const std::string& n
 }
 
 
-// Whether every e8m0 scale s of a checkpoint's _scales tensor gives an f16 2^(s - 128), the
-// scale dtype mxfp4 keeps (E8m0HalfAsF16).
-bool ScalesFitF16(const TensorRef& scales) {
+// Whether dtype mxfp4 keeps every e8m0 scale s of a checkpoint's _scales tensor (E8m0ScaleHeld).
+bool ScalesHeld(const TensorRef& scales) {
   const uint8_t* p = scales.file->Data(*scales.tensor);
-  uint16_t f16;
   for (uint64_t i = 0; i < scales.tensor->end - scales.tensor->begin; ++i) {
-    if (!E8m0HalfAsF16(p[i], &f16)) return false;
+    if (!E8m0ScaleHeld(p[i])) return false;
   }
   return true;
 }
 
 // Rows first, first + step, ... (count of them) of expert e's [rows, k] MXFP4 matrix, as f32, or
-// (`keep`: the tensor's scales fit, ScalesFitF16) as dtype mxfp4: each value's e2m1 code as its
-// index and 2^(s - 128) as the f16 scale of its 32, so every value d·level is the same.
+// (`keep`: the tensor's scales are held, ScalesHeld) as dtype mxfp4: each value's e2m1 code as
+// its index and the scale byte as it is, so every value d·level is the same.
 TensorSource Mxfp4Rows(const TensorRef& blocks, const TensorRef& scales, uint64_t e,
                        uint64_t rows, uint64_t k, uint64_t first, uint64_t step, uint64_t count,
                        bool keep) {
@@ -83,11 +81,12 @@ TensorSource Mxfp4Rows(const TensorRef& blocks, const TensorRef& scales, uint64_
       const uint8_t* bp = blocks.file->Data(*blocks.tensor) + e * rows * nb * 16;
       const uint8_t* sp = scales.file->Data(*scales.tensor) + e * rows * nb;
       std::vector<int8_t> q(count * k);
-      std::vector<uint16_t> f16(count * nb);
+      std::vector<uint8_t> e8m0(count * nb);
       for (uint64_t i = 0; i < count; ++i) {
         const uint64_t r = first + i * step;
         for (uint64_t b = 0; b < nb; ++b) {
-          if (!E8m0HalfAsF16(sp[r * nb + b], &f16[i * nb + b])) {  // checked by ScalesFitF16
+          e8m0[i * nb + b] = sp[r * nb + b];
+          if (!E8m0ScaleHeld(e8m0[i * nb + b])) {  // checked by ScalesHeld
             return absl::InternalError(scales.Describe() + ": scale range");
           }
           const uint8_t* c = bp + (r * nb + b) * 16;
@@ -98,7 +97,7 @@ TensorSource Mxfp4Rows(const TensorRef& blocks, const TensorRef& scales, uint64_
           }
         }
       }
-      PackQuantMatrix(DType::MXFP4, count, k, q.data(), f16.data(), dst);
+      PackMxfp4Matrix(count, k, q.data(), e8m0.data(), dst);
       return absl::OkStatus();
     };
     return s;
@@ -216,8 +215,8 @@ absl::StatusOr<ArchPlan> ConvertGptOss(const ArchContext& ctx) {
                                                        {experts, d, ff / 32}, "U8",
                                                        "[experts, hidden, intermediate/32]"));
         // Per tensor, so that every expert's gate, up and down get one dtype each.
-        keep_gu = ctx.native && ScalesFitF16(gu_scales);
-        keep_down = ctx.native && ScalesFitF16(down_scales);
+        keep_gu = ctx.native && ScalesHeld(gu_scales);
+        keep_down = ctx.native && ScalesHeld(down_scales);
       } else {
         FFLITE_ASSIGN_OR_RETURN(gu, FindTensor(ctx, ex + "gate_up_proj", {experts, d, 2ull * ff},
                                                "[experts, hidden_size, 2·intermediate_size]"));

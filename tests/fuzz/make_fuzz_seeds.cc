@@ -313,8 +313,9 @@ bool WriteGgufSeeds(const std::string& root, int* n) {
     ok = ok && seed(g);
   }
   {
-    // gpt-oss: MXFP4 experts (bytes below 0x3c: scales 2^-68..2^-69, far below f16, stored as f32;
-    // one tensor's scales set to 120 so that it becomes mxfp4), biases, the router's bias.
+    // gpt-oss: MXFP4 experts (bytes below 0x3c; gate's scales set to 120 and up's to [2, 51]: both
+    // mxfp4, up's far below f16; down's first scale 0, which mxfp4 does not hold: f32), biases,
+    // the router's bias.
     GgufWriter g;
     keys(g, "gpt-oss", 32, 1, 32);
     g.U32("gpt-oss.expert_count", 4);
@@ -326,8 +327,11 @@ bool WriteGgufSeeds(const std::string& root, int* n) {
     std::vector<uint8_t> gate = raw(39, 4096);
     for (size_t i = 0; i < gate.size(); i += 17) gate[i] = 120;
     g.Tensor("blk.0.ffn_gate_exps.weight", {32, 32, 4}, 39, gate);
-    g.Tensor("blk.0.ffn_up_exps.weight", {32, 32, 4}, 39, raw(39, 4096));
-    g.Tensor("blk.0.ffn_down_exps.weight", {32, 32, 4}, 39, raw(39, 4096));
+    std::vector<uint8_t> up = raw(39, 4096), down = raw(39, 4096);
+    for (size_t i = 0; i < up.size(); i += 17) up[i] = static_cast<uint8_t>(2 + i / 17 % 50);
+    down[0] = 0;
+    g.Tensor("blk.0.ffn_up_exps.weight", {32, 32, 4}, 39, up);
+    g.Tensor("blk.0.ffn_down_exps.weight", {32, 32, 4}, 39, down);
     for (const char* b : {"gate", "up", "down"}) {
       g.Matrix(std::string("blk.0.ffn_") + b + "_exps.bias", {32, 4}, testing::kGgmlF32,
                rng.Vec(128, 1.0f));
@@ -411,7 +415,7 @@ int main(int argc, char** argv) {
   }
   // The k-quants (format 1.4: GGUF's Q4_K, Q6_K and Q5_K re-laid; 1.6: Q6_K and Q5_K packed;
   // 1.7: IQ4_XS and IQ4_NL; 1.8: Q3_K in 3-bit planes; 1.9: Q2_K in 2-bit planes with its mins;
-  // 1.10: MXFP4's codes with i8's scales; 1.11: Q2_K's scales and mins in GGUF's bytes;
+  // 1.10: MXFP4's codes; 1.11: Q2_K's scales and mins in GGUF's bytes; 1.12: MXFP4's E8M0 bytes;
   // their d, dmin, scales and values under
   // mutation): a gated layer with
   // up and gate of that dtype [16, 256] and an f32 down; and the q4_k file with a 6-bit code of 64 (it loads; the runs that read that matrix fail).
@@ -438,8 +442,8 @@ int main(int argc, char** argv) {
                           // Format 1.11: Q2_K's values in 2-bit planes, its scale bytes GGUF's
                           // (the mins in their high nibbles), its dmin after the scales.
                           {DType::Q2_K_PACKED, 84, 80, 82, 0x1c00, 0x1c00, false},
-                          // Format 1.10: MXFP4's E2M1 codes in IQ4_NL's nibbles, an f16 scale
-                          // per 32 (i8's; 2^-8 as the converter writes e = 120).
+                          // Format 1.12: MXFP4's E2M1 codes in IQ4_NL's nibbles, its E8M0 byte
+                          // per 32 (the f16 2^-8 written as e = 120).
                           {DType::MXFP4, 17, 0, 0, 0x1c00, 0x1c00, false}};
   for (const KSeed& ks : kseeds) {
     testing::Rng rng(7);

@@ -89,8 +89,8 @@ typedef enum fflite_dtype {
   /* GGUF's Q2_K at 2.625 bits per weight, GGUF's own (format 1.11, "q2_k"; 1.9 and 1.10 kept it
    * at 2.875): 2-bit values, a 4-bit scale and a 4-bit min per 16 values */
   FFLITE_DTYPE_Q2_K_PACKED = 14,
-  /* MXFP4 (GGUF's, gpt-oss's experts) at 4.5 bits per weight (format 1.10, "mxfp4"): 4-bit E2M1
-   * codes, i8's f16 scale per 32 (half the block's E8M0 scale) */
+  /* MXFP4 (GGUF's, gpt-oss's experts) at 4.25 bits per weight, GGUF's own (format 1.12,
+   * "mxfp4"; 1.10 and 1.11 kept it at 4.5): 4-bit E2M1 codes, the block's E8M0 scale byte per 32 */
   FFLITE_DTYPE_MXFP4 = 15
 } fflite_dtype;
 

@@ -88,8 +88,8 @@ const DTypeInfo kTable[] = {
     // scale and a 4-bit min each (GGUF's) in Q6_K's scale slots, an f16 dmin.
     {DType::Q2_K_PACKED, "q2_k", 256, 64 + 2 + 16 + 2, true, Layout::PANEL16_K4, nullptr,
      FloatType::kF32, QuantType::kQ2KP},
-    // MXFP4: per 32 values, 16 bytes of E2M1 codes and an f16 scale (I8's: half the E8M0 scale).
-    {DType::MXFP4, "mxfp4", kQuantBlock, 16 + 2, true, Layout::PANEL16_K4, nullptr,
+    // MXFP4: per 32 values, 16 bytes of E2M1 codes and the E8M0 scale byte (GGUF's).
+    {DType::MXFP4, "mxfp4", kQuantBlock, 16 + 1, true, Layout::PANEL16_K4, nullptr,
      FloatType::kF32, QuantType::kMXF4},
 };
 constexpr size_t kTableSize = sizeof(kTable) / sizeof(kTable[0]);
@@ -140,7 +140,8 @@ void DequantizeQuantRows(bool rotated, uint64_t rows, uint64_t k, const uint8_t*
         }
         continue;
       }
-      const double s = F16ToF32(PanelScale(panel, pr, b));
+      const double s = HasE8m0Scales<Q>() ? E8m0Scale(PanelE8m0(panel, pr, b))
+                                          : F16ToF32(PanelScale(panel, pr, b));
       for (uint64_t j = 0; j < kQuantBlock; ++j) block[j] = s * Q::Value(blk, pr, j);
       if (rotated) Unrotate32(block);
       for (uint64_t j = 0; j < kQuantBlock && b * kQuantBlock + j < k; ++j) {

@@ -117,6 +117,14 @@ absl::Status ModelParser::ParseTensor(const schema::Tensor* t, const std::string
         "reads q2_k of format 1.11 (GGUF's 2.625): convert the model again",
         path, model_->version_major_, model_->version_minor_));
   }
+  if (dtype == DType::MXFP4 && model_->version_minor_ < 12) {
+    // Format 1.10 and 1.11 kept MXFP4's scale as an f16 (4.5 bits per weight); 1.12 keeps its
+    // E8M0 byte (4.25).
+    return Bad(absl::StrFormat(
+        "%s: dtype mxfp4 of format %d.%d (4.5 bits per weight) is no longer read; this fflite "
+        "reads mxfp4 of format 1.12 (its E8M0 scale bytes, 4.25): convert the model again",
+        path, model_->version_major_, model_->version_minor_));
+  }
   if (info->quantized && !weight_matrix) {
     return Bad(absl::StrFormat("%s: dtype %s is only allowed for the up, gate and down matrices",
                                path, info->name));

@@ -3,12 +3,29 @@
 
 #include <cstring>
 
+#include "base/half.h"
+
 namespace fflite {
 
 namespace {
 
+// The E8M0 byte e of a power of two 2^(e - 128) given as f16 bits (the exponent of the scale's
+// magnitude; any sign and mantissa dropped), 0 for a zero.
+uint8_t E8m0OfF16(uint16_t h) {
+  const unsigned exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  if (exp != 0) return static_cast<uint8_t>(exp + 113);  // 2^(exp - 15) = 2^(e - 128)
+  if (mant == 0) return 0;
+  unsigned top = 9;  // subnormal: mant·2^-24, its highest bit's power
+  while ((mant >> top) == 0) --top;
+  return static_cast<uint8_t>(top + 104);  // 2^(top - 24)
+}
+
+// The Q8 scheme's scale area: row `row`'s (< rows, else padding: zero) scale of block b, from
+// f16 scales [rows, k_blocks] (MXF4: from E8M0 bytes where e8m0 is given, else each f16 as
+// E8m0OfF16).
 template <typename Q>
-void Pack(uint64_t rows, uint64_t k, const int8_t* q, const uint16_t* scales_f16, uint8_t* dst) {
+void Pack(uint64_t rows, uint64_t k, const int8_t* q, const uint16_t* scales_f16,
+          const uint8_t* e8m0, uint8_t* dst) {
   const QuantGeometry g = GeometryOf<Q>(rows, k);
   std::memset(dst, 0, g.bytes());
   for (uint64_t p = 0; p < g.panels; ++p) {
@@ -17,8 +34,15 @@ void Pack(uint64_t rows, uint64_t k, const int8_t* q, const uint16_t* scales_f16
       const uint64_t row = p * kQuantPanelRows + r;
       for (uint64_t b = 0; b < g.k_blocks; ++b) {
         // Padding rows and blocks keep zero scales and zero values (I4: nibble 8).
-        const uint16_t s = row < rows ? scales_f16[row * g.k_blocks + b] : 0;
-        std::memcpy(panel + (b * kQuantPanelRows + r) * 2, &s, 2);
+        if constexpr (HasE8m0Scales<Q>()) {
+          panel[b * kQuantPanelRows + r] =
+              row >= rows          ? 0
+              : e8m0 != nullptr ? e8m0[row * g.k_blocks + b]
+                                : E8m0OfF16(scales_f16[row * g.k_blocks + b]);
+        } else {
+          const uint16_t s = row < rows ? scales_f16[row * g.k_blocks + b] : 0;
+          std::memcpy(panel + (b * kQuantPanelRows + r) * 2, &s, 2);
+        }
         uint8_t* blk = panel + g.scale_bytes + b * g.block_panel_bytes;
         for (uint64_t j = 0; j < kQuantBlock; ++j) {
           const uint64_t col = b * kQuantBlock + j;
@@ -84,8 +108,13 @@ QuantGeometry QuantMatrixGeometry(DType dtype, uint64_t rows, uint64_t k) {
 void PackQuantMatrix(DType dtype, uint64_t rows, uint64_t k, const int8_t* q,
                      const uint16_t* scales_f16, uint8_t* dst) {
   WithQuantTraits(FindDType(dtype)->quant_type, [&](auto traits) {
-    Pack<decltype(traits)>(rows, k, q, scales_f16, dst);
+    Pack<decltype(traits)>(rows, k, q, scales_f16, nullptr, dst);
   });
+}
+
+void PackMxfp4Matrix(uint64_t rows, uint64_t k, const int8_t* q, const uint8_t* e8m0,
+                     uint8_t* dst) {
+  Pack<MXF4>(rows, k, q, nullptr, e8m0, dst);
 }
 
 void RepadQuantMatrix(DType dtype, uint64_t rows, uint64_t k, const uint8_t* src,
@@ -116,7 +145,7 @@ void RepadQuantMatrix(DType dtype, uint64_t rows, uint64_t k, const uint8_t* src
         } else {
           std::memcpy(panel, in,
                       HasSuperBlocks<Q>() ? from.scale_bytes
-                                          : from.k_blocks * kQuantPanelRows * 2);
+                                          : from.k_blocks * kQuantPanelRows * Q8ScaleBytes<Q>());
         }
         std::memcpy(panel + to.scale_bytes, in + from.scale_bytes,
                     from.k_blocks * from.block_panel_bytes);
@@ -278,6 +307,13 @@ uint16_t QuantScaleAt(const QuantGeometry& g, const uint8_t* data, uint64_t r, u
   return PanelScale(data + r / kQuantPanelRows * g.panel_bytes, r % kQuantPanelRows, block);
 }
 
+float QuantBlockScale(DType dtype, const QuantGeometry& g, const uint8_t* data, uint64_t r,
+                      uint64_t block) {
+  const uint8_t* panel = data + r / kQuantPanelRows * g.panel_bytes;
+  if (dtype == DType::MXFP4) return E8m0Scale(PanelE8m0(panel, r % kQuantPanelRows, block));
+  return F16ToF32(PanelScale(panel, r % kQuantPanelRows, block));
+}
+
 bool QuantScalesValid(DType dtype, const QuantGeometry& g, const uint8_t* data, uint64_t* bad_row,
                       uint64_t* bad_block, const char** what, const char** problem) {
   const DTypeInfo* info = FindDType(dtype);
@@ -326,6 +362,23 @@ bool QuantScalesValid(DType dtype, const QuantGeometry& g, const uint8_t* data, 
     return true;
   }
   *what = "scale";
+  if (info != nullptr && info->quant_type == QuantType::kMXF4) {
+    // E8M0 bytes: 0 (a zero scale, padding) or 2^(e - 127) for e in [2, 254]; 255 is E8M0's NaN,
+    // and 1 (2^-126, whose half is below f32's normal range) is not written by the converter.
+    *problem = "is not an E8M0 scale mxfp4 holds (1 or 255)";
+    for (uint64_t p = 0; p < g.panels; ++p) {
+      const uint8_t* panel = data + p * g.panel_bytes;
+      for (uint64_t i = 0; i < g.k_blocks * kQuantPanelRows; ++i) {
+        const uint8_t e = PanelE8m0(panel, i % kQuantPanelRows, i / kQuantPanelRows);
+        if (e == 1 || e == 255) {
+          *bad_row = p * kQuantPanelRows + i % kQuantPanelRows;
+          *bad_block = i / kQuantPanelRows;
+          return false;
+        }
+      }
+    }
+    return true;
+  }
   *problem = "is not finite";
   for (uint64_t p = 0; p < g.panels; ++p) {
     const uint8_t* panel = data + p * g.panel_bytes;

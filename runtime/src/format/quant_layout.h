@@ -18,10 +18,15 @@ namespace fflite {
 QuantGeometry QuantMatrixGeometry(DType dtype, uint64_t rows, uint64_t k);
 
 // Writes the stored layout from quantised values: q [rows, k] (within the type's range: I8
-// [-127, 127], I4 [-8, 7]), scales [rows, k_blocks] as f16 bits. dst: geometry.bytes() bytes,
-// fully written (padding zero).
+// [-127, 127], I4 [-8, 7]), scales [rows, k_blocks] as f16 bits (MXFP4, whose scales are E8M0
+// bytes: each scale's magnitude as the power of two 2^(e - 128) of its f16 exponent, exact for a
+// scale that is one; zero stays zero). dst: geometry.bytes() bytes, fully written (padding zero).
 void PackQuantMatrix(DType dtype, uint64_t rows, uint64_t k, const int8_t* q,
                      const uint16_t* scales_f16, uint8_t* dst);
+// MXFP4 from its levels q [rows, k] (kMxfp4Levels' integers, E2M1 values doubled) and E8M0 scale
+// bytes e [rows, k_blocks] (d = 2^(e - 128); each e in [2, 254], or 0 for a zero scale).
+void PackMxfp4Matrix(uint64_t rows, uint64_t k, const int8_t* q, const uint8_t* e8m0,
+                     uint8_t* dst);
 // Re-lays a stored [rows, k] matrix `src` as the stored [stored_rows, stored_k] matrix `dst`
 // (stored_rows >= rows, stored_k >= k; dst: that geometry's bytes() bytes): the same scales and
 // values, the added rows and blocks with zero scales and zero values, as PackQuantMatrix pads.
@@ -32,13 +37,17 @@ void RepadQuantMatrix(DType dtype, uint64_t rows, uint64_t k, const uint8_t* src
 int8_t QuantValueAt(DType dtype, const QuantGeometry& g, const uint8_t* data, uint64_t r,
                     uint64_t j);
 uint16_t QuantScaleAt(const QuantGeometry& g, const uint8_t* data, uint64_t r, uint64_t block);
+// The same scale as the kernels read it, as f32, for any type of the Q8 scheme (MXFP4's E8M0
+// bytes included; QuantScaleAt is for the f16 ones).
+float QuantBlockScale(DType dtype, const QuantGeometry& g, const uint8_t* data, uint64_t r,
+                      uint64_t block);
 
 // Checks every scale of a stored matrix of `dtype` (padding included): I8/I4 scales finite (a
 // scale may be negative: the converter maps a block's largest magnitude to -8 when that is the
-// better fit); Q4_K's and Q5_K's d and dmin finite and their 6-bit codes at most 63; Q6_K's d
-// finite (Q2_K's d and dmin). Returns false, the
-// (row, block) of the first bad one, what it is ("scale") and what is wrong with it ("is not
-// finite"), or true.
+// better fit); MXFP4's E8M0 bytes neither 1 nor 255; Q4_K's and Q5_K's d and dmin finite and
+// their 6-bit codes at most 63; Q6_K's d finite (Q2_K's d and dmin). Returns false, the (row,
+// block) of the first bad one, what it is ("scale") and what is wrong with it ("is not finite"),
+// or true.
 bool QuantScalesValid(DType dtype, const QuantGeometry& g, const uint8_t* data, uint64_t* bad_row,
                       uint64_t* bad_block, const char** what, const char** problem);
 

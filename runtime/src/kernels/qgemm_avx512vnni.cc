@@ -210,8 +210,10 @@ FFLITE_VNNI void Tile(size_t k_blocks, size_t scale_bytes, size_t panel_bytes, c
         offset[r] = _mm512_fmsub_ps(_mm512_set1_ps(static_cast<float>(Q::kMinOffset)), sw[r],
                                     _mm512_mul_ps(dmin, m_code));
       } else {
-        sw[r] = _mm512_cvtph_ps(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + r * panel_bytes + b * 32)));
+        const uint8_t* s = w + r * panel_bytes + BlockScaleOffset<Q>(b);
+        sw[r] = HasE8m0Scales<Q>()
+                    ? FFLITE_E8M0_SCALES16(s)
+                    : _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)));
       }
     }
 #pragma GCC unroll 8

@@ -104,6 +104,9 @@ inline void LoadBlockScales(const uint8_t* w, size_t b, float32x4_t* sw, float32
         (half == 0 ? sw : off)[q] = vmulq_f32(d[q], vcvtq_f32_s32(vmovl_s16(s4)));
       }
     }
+  } else if constexpr (Q::kType == QuantType::kMXF4) {
+    (void)off;
+    LoadE8m0Scales(w + b * kQuantPanelRows, sw);
   } else {
     (void)off;
     LoadScales8(w + b * 32, &sw[0], &sw[1]);

@@ -79,7 +79,9 @@ void QGemmScalarOf(size_t c, size_t k, size_t rows, const uint8_t* w, const floa
             acc[r] += scale * a.d * static_cast<float>(dot) -
                       min * a.d * static_cast<float>(a.sum);
           } else {
-            acc[r] += F16ToF32(PanelScale(panel, r, b)) * a.d * static_cast<float>(dot);
+            const float s = HasE8m0Scales<Q>() ? E8m0Scale(PanelE8m0(panel, r, b))
+                                               : F16ToF32(PanelScale(panel, r, b));
+            acc[r] += s * a.d * static_cast<float>(dot);
           }
         }
       }

@@ -212,8 +212,7 @@ struct Avx2 {
       }
     } else {
       for (int h = 0; h < 2; ++h) {
-        const __m256 scale =
-            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16 * h)));
+        const __m256 scale = Q8Scales<Q>(scales, h);
         for (int t = 0; t < T; ++t) {
           acc[t].v[h] = _mm256_fmadd_ps(sums[t][h], scale, acc[t].v[h]);
         }
@@ -221,6 +220,15 @@ struct Avx2 {
     }
   }
 
+  // The Q8 scheme: rows 8h..8h + 7's scales of a block (f16; MXF4: E8M0 bytes).
+  template <typename Q>
+  FFLITE_AVX2 static __m256 Q8Scales(const uint8_t* scales, int h) {
+    if constexpr (HasE8m0Scales<Q>()) {
+      return FFLITE_E8M0_SCALES8(scales + 8 * h);
+    } else {
+      return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16 * h)));
+    }
+  }
   // Q4K, Q5K: rows 8h..8h + 7's scales s = d·sc (exact) and offsets steps·s - dmin·m (one
   // rounding; steps = kMinOffset), with which Σ W·x = s·Σ(n - steps)·x + offset·Σx.
   FFLITE_AVX2 static void KScales(const uint8_t* scales, const uint8_t* super, int h, float steps,
@@ -295,8 +303,7 @@ struct Avx2 {
           acc[j].v[h] = _mm256_fmadd_ps(sums[0][h], scale, acc[j].v[h]);
           acc[j].v[h] = _mm256_fmadd_ps(offset, _mm256_set1_ps(sum_x), acc[j].v[h]);
         } else {
-          const __m256 scale =
-              _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16 * h)));
+          const __m256 scale = Q8Scales<Q>(s, h);
           acc[j].v[h] = _mm256_fmadd_ps(sums[0][h], scale, acc[j].v[h]);
         }
       }

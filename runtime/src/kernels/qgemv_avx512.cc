@@ -274,8 +274,7 @@ struct Avx512 {
         acc[t].v = _mm512_fmadd_ps(offset, _mm512_set1_ps(BlockSum(xb[t])), acc[t].v);
       }
     } else {
-      const __m512 scale =
-          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales)));
+      const __m512 scale = Q8Scales<Q>(scales);
       for (int t = 0; t < T; ++t) acc[t].v = _mm512_fmadd_ps(sums[t], scale, acc[t].v);
     }
   }
@@ -314,8 +313,7 @@ struct Avx512 {
       }
     } else {
       for (int j = 0; j < P; ++j) {
-        const __m512 scale = _mm512_cvtph_ps(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + j * panel_bytes)));
+        const __m512 scale = Q8Scales<Q>(scales + j * panel_bytes);
         acc[j].v = _mm512_fmadd_ps(sums[j], scale, acc[j].v);
       }
     }
@@ -335,6 +333,15 @@ struct Avx512 {
         _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16))));
     *scale = _mm512_mul_ps(d, sc);
     *offset = _mm512_fmsub_ps(_mm512_set1_ps(steps), *scale, _mm512_mul_ps(dmin, m));
+  }
+  // The Q8 scheme: the 16 rows' scales of a block (f16; MXF4: E8M0 bytes).
+  template <typename Q>
+  FFLITE_AVX512 static __m512 Q8Scales(const uint8_t* scales) {
+    if constexpr (HasE8m0Scales<Q>()) {
+      return FFLITE_E8M0_SCALES16(scales);
+    } else {
+      return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales)));
+    }
   }
   // Q6K: the 16 rows' scales d·sc of the block's two halves (exact; the bytes' bits in
   // Q::kScaleMask).

@@ -275,7 +275,11 @@ struct Neon {
       }
       return;
     }
-    LoadScales(scales, scale);
+    if constexpr (Q::kType == QuantType::kMXF4) {
+      LoadE8m0Scales(scales, scale);
+    } else {
+      LoadScales(scales, scale);
+    }
     for (int t = 0; t < T; ++t) {
       for (int m = 0; m < 4; ++m) {
 #if defined(__aarch64__) || defined(__ARM_FEATURE_FMA)

@@ -46,7 +46,9 @@ void QGemvScalarOf(size_t c, size_t k, size_t rows, const uint8_t* w, const floa
                               static_cast<float>(KCode(panel, r, b, true));
             acc[r] += scale * part[r] - min * sum_x;
           } else {
-            acc[r] += F16ToF32(PanelScale(panel, r, b)) * part[r];
+            const float s = HasE8m0Scales<Q>() ? E8m0Scale(PanelE8m0(panel, r, b))
+                                               : F16ToF32(PanelScale(panel, r, b));
+            acc[r] += s * part[r];
           }
         }
       }

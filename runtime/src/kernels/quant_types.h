@@ -438,25 +438,52 @@ struct IQ4X : Iq4Type<Q6K, QuantType::kIQ4X> {};
 // results equal Q8's (i8's) on the same levels bit for bit. 4.5 bits per weight, GGUF's own.
 struct IQ4N : Iq4Type<Q8, QuantType::kIQ4N> {};
 
-// MXF4: MXFP4 blocks (GGUF's MXFP4, gpt-oss's published experts) as IQ4N is IQ4_NL: Q8's f16
-// scale per block of 32, d = 2^(e - 128) (half the block's E8M0 scale: exact in f16 for e in
-// [104, 143]; the converter keeps a tensor whose scales all are, and any other exactly as f32),
-// each value its E2M1 code in IQ4X's nibble planes, an index into kMxfp4Levels:
-// W[r, j] = d·kMxfp4Levels[i] in f32, exactly MXFP4's value. Decoded by the same table lookup into
-// the int8 levels Q8 keeps, then Q8's arithmetic: results equal i8's on the same levels bit for
-// bit. 4.5 bits per weight (GGUF's 4.25: the scale kept as i8's f16).
+// MXF4: MXFP4 blocks (GGUF's MXFP4, gpt-oss's published experts) at their own size: per block of
+// 32 a row's E8M0 scale byte e as it is (16 rows' bytes per block in the panel's scale area, where
+// the Q8 types keep 16 f16), each value its E2M1 code in IQ4X's nibble planes, an index into
+// kMxfp4Levels (the E2M1 values doubled): W[r, j] = d·kMxfp4Levels[i] in f32 with d = 2^(e - 128)
+// (half the block's scale 2^(e - 127)), exactly MXFP4's value. e is in [2, 254] (d a normal f32:
+// the converter keeps a tensor whose scales all are, and any other exactly as f32), or 0 for a
+// zero scale (padding rows and blocks); the loader refuses 1 and 255. A kernel makes d's f32 bits
+// as (e - 1) << 23 with the subtraction saturating at 0 (E8m0Scale; 0 gives +0.0), decodes the
+// codes by the same table lookup as IQ4N into the int8 levels Q8 keeps, then runs Q8's arithmetic:
+// results equal i8's on the same levels and scales bit for bit. 4.25 bits per weight, GGUF's own
+// (format 1.12; files of format 1.10 and 1.11 kept d as an f16, 4.5 bits, and are refused).
 struct MXF4 : Iq4Type<Q8, QuantType::kMXF4, Mxfp4Levels> {};
 
-// Where block b's scales start in a panel (Q8, Q4: its 16 f16; Q4K, Q5K: its sc and m bytes; Q6K:
-// its two halves' sc bytes).
+// Whether Q's scale per block of 32 is an E8M0 byte (MXF4) rather than an f16 (the Q8 scheme's
+// other types).
+template <typename Q>
+constexpr bool HasE8m0Scales() {
+  return Q::kType == QuantType::kMXF4;
+}
+// The bytes of one row's scale per block in the Q8 scheme's scale area: [block][16 rows] of them.
+template <typename Q>
+constexpr uint64_t Q8ScaleBytes() {
+  return HasE8m0Scales<Q>() ? 1 : 2;
+}
+// Where block b's scales start in a panel (Q8, Q4: its 16 f16; MXF4: its 16 E8M0 bytes; Q4K, Q5K:
+// its sc and m bytes; Q6K: its two halves' sc bytes).
 template <typename Q>
 constexpr uint64_t BlockScaleOffset(uint64_t b) {
   if constexpr (Q::kScheme == QuantType::kQ4K || Q::kScheme == QuantType::kQ5K ||
                 Q::kScheme == QuantType::kQ6K) {
     return Q::ScaleOffset(b);
   } else {
-    return b * kQuantPanelRows * 2;
+    return b * kQuantPanelRows * Q8ScaleBytes<Q>();
   }
+}
+// MXF4's scale d = 2^(e - 128) of an E8M0 byte e in [2, 254] as f32 bits, (e - 1) << 23, and +0.0
+// for e = 0 (the subtraction saturates: what the kernels compute with a saturating byte
+// subtraction, a widening and a shift).
+// Whether MXF4 keeps an E8M0 byte e of a source as it is (the value 2^(e - 128) a normal f32).
+constexpr bool E8m0ScaleHeld(uint8_t e) { return e >= 2 && e <= 254; }
+constexpr uint32_t E8m0ScaleBits(uint8_t e) { return static_cast<uint32_t>(e > 0 ? e - 1 : 0) << 23; }
+inline float E8m0Scale(uint8_t e) {
+  const uint32_t bits = E8m0ScaleBits(e);
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
 }
 // Whether Q has a min per block (W = scale·n - min) rather than a symmetric scale alone.
 template <typename Q>
@@ -531,7 +558,7 @@ constexpr uint64_t BlockBytesWithScales() {
   if constexpr (HasSuperBlocks<Q>()) {
     return Q::kBlockPanelBytes + Q::kSuperBytes / Q::kSuperBlocks;
   } else {
-    return Q::kBlockPanelBytes + 2 * kQuantPanelRows;
+    return Q::kBlockPanelBytes + Q8ScaleBytes<Q>() * kQuantPanelRows;
   }
 }
 
@@ -550,7 +577,7 @@ constexpr QuantGeometry GeometryOf(uint64_t rows, uint64_t k) {
     g.k_blocks = (g.k_blocks + Q::kSuperBlocks - 1) / Q::kSuperBlocks * Q::kSuperBlocks;
     g.scale_bytes = (g.k_blocks / Q::kSuperBlocks * Q::kSuperBytes + 63) / 64 * 64;
   } else {
-    g.scale_bytes = (g.k_blocks * kQuantPanelRows * 2 + 63) / 64 * 64;
+    g.scale_bytes = (g.k_blocks * kQuantPanelRows * Q8ScaleBytes<Q>() + 63) / 64 * 64;
   }
   g.panel_bytes = g.scale_bytes + g.k_blocks * g.block_panel_bytes;
   return g;
@@ -560,11 +587,15 @@ constexpr QuantGeometry GeometryOf(uint64_t rows, uint64_t k) {
 // for every caller).
 QuantGeometry QuantMatrixGeometry(QuantType type, uint64_t rows, uint64_t k);
 
-// The f16 bits of row r's scale in block b of a panel (any type of this layout).
+// The f16 bits of row r's scale in block b of a panel (the Q8 scheme's types but MXF4).
 inline uint16_t PanelScale(const uint8_t* panel, size_t r, uint64_t b) {
   uint16_t s;
   std::memcpy(&s, panel + (b * kQuantPanelRows + r) * 2, 2);
   return s;
+}
+// MXF4: row r's E8M0 scale byte of block b in a panel.
+inline uint8_t PanelE8m0(const uint8_t* panel, size_t r, uint64_t b) {
+  return panel[b * kQuantPanelRows + r];
 }
 
 // Q4K, Q5K: row r's sc and m of block b and its super-block's d and dmin (f16 bits) in a panel.

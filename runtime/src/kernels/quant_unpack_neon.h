@@ -27,6 +27,18 @@
 namespace fflite {
 namespace {
 
+// MXF4's 16 E8M0 scale bytes at p as f32 (rows 4q..4q + 3 in out[q]), E8m0ScaleBits: the byte
+// subtraction of 1 saturating (0, a padding scale, gives +0.0), widened, shifted into the
+// exponent. Every result is 0 or normal (e >= 2), so 32-bit NEON's flush to zero changes none.
+inline void LoadE8m0Scales(const uint8_t* p, float32x4_t* out) {
+  const uint8x16_t e = vqsubq_u8(vld1q_u8(p), vdupq_n_u8(1));
+  const uint16x8_t w[2] = {vmovl_u8(vget_low_u8(e)), vmovl_u8(vget_high_u8(e))};
+  for (int q = 0; q < 4; ++q) {
+    const uint16x4_t h = q % 2 == 0 ? vget_low_u16(w[q / 2]) : vget_high_u16(w[q / 2]);
+    out[q] = vreinterpretq_f32_u32(vshlq_n_u32(vmovl_u16(h), 23));
+  }
+}
+
 // Q::kLevels[i] (kIq4Levels, kMxfp4Levels) for each byte i (< 16) of a vector: one tbl (aarch64)
 // or vtbl2 per 8 bytes (32-bit).
 template <typename Q>

@@ -19,6 +19,20 @@
 namespace fflite {
 namespace {
 
+// MXF4's E8M0 scale bytes at p as f32, E8m0ScaleBits: the byte subtraction of 1 saturating (0, a
+// padding scale, gives +0.0), widened, shifted into the exponent. 8 bytes to 8 lanes (AVX2), 16
+// to 16 (AVX-512). (Macros: the kernels that use them have different target attributes.)
+#define FFLITE_E8M0_SCALES8(p)                                                            \
+  _mm256_castsi256_ps(_mm256_slli_epi32(                                                  \
+      _mm256_cvtepu8_epi32(_mm_subs_epu8(                                                 \
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)), _mm_set1_epi8(1))),       \
+      23))
+#define FFLITE_E8M0_SCALES16(p)                                                           \
+  _mm512_castsi512_ps(_mm512_slli_epi32(                                                  \
+      _mm512_cvtepu8_epi32(_mm_subs_epu8(                                                 \
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), _mm_set1_epi8(1))),       \
+      23))
+
 // Group g's value bytes from the planes, for a vector type V and its intrinsics' prefix P (the
 // same operations on 16-bit lanes: every shift is at most 4 and the masks keep only bits that
 // came from the same byte):

@@ -46,14 +46,45 @@ void RelayCodes(const TensorView& t, const QuantGeometry& g, QKind kind, uint64_
   }
 }
 
+// MXFP4's scale d = 2^(e - 128) of an E8M0 byte as f16 bits where f16 holds it (e in [104, 143],
+// or 0 for a zero scale); false otherwise.
+bool E8m0AsF16(uint8_t e, uint16_t* h) {
+  if (e == 0) {
+    *h = 0;
+  } else if (e >= 114 && e <= 143) {
+    *h = static_cast<uint16_t>((e - 113) << 10);  // normal: 2^(exp - 15)
+  } else if (e >= 104 && e < 114) {
+    *h = static_cast<uint16_t>(1u << (e - 104));  // subnormal: 2^(bit - 24)
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// Whether every scale of an MXFP4 matrix is one the device's f16 scales hold.
+bool Mxfp4ScalesFitF16(const TensorView& t) {
+  const QuantGeometry g = QuantMatrixGeometry(t.dtype, t.shape[0], t.shape[1]);
+  for (uint64_t p = 0; p < g.panels; ++p) {
+    const uint8_t* panel = t.data + p * g.panel_bytes;
+    for (uint64_t i = 0; i < g.k_blocks * kQuantPanelRows; ++i) {
+      uint16_t h;
+      if (!E8m0AsF16(panel[i], &h)) return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 bool KeepsQuantisedOnDevice(const TensorView& t, QKind* kind) {
   if (!t.present() || t.shape.size() != 2 || t.layout != Layout::PANEL16_K4) return false;
   switch (t.dtype) {
     case DType::I8:
-    case DType::IQ4_NL:
-    case DType::MXFP4: *kind = QKind::kQ8; return true;
+    case DType::IQ4_NL: *kind = QKind::kQ8; return true;
+    case DType::MXFP4:
+      // Its E8M0 scales as the device's f16 where they all fit; dequantised on upload otherwise.
+      *kind = QKind::kQ8;
+      return Mxfp4ScalesFitF16(t);
     case DType::I4: *kind = QKind::kQ4; return true;
     case DType::Q4_K: *kind = QKind::kQ4K; break;
     case DType::Q6_K:
@@ -113,6 +144,8 @@ void RelayForDevice(const TensorView& t, QKind kind, uint8_t* codes, uint16_t* s
           rec[2 * supers + blocks + b] =
               static_cast<uint16_t>(K2Min(panel, pr, s, h) | K2Min(panel, pr, s, h + 1) << 8);
         }
+      } else if (t.dtype == DType::MXFP4) {
+        E8m0AsF16(PanelE8m0(panel, pr, b), &rec[b]);  // fits: KeepsQuantisedOnDevice
       } else {
         rec[b] = PanelScale(panel, pr, b);
       }

@@ -21,8 +21,9 @@
 //          of its last 16 << 8, and for kQ2K word 2S + b + c its two halves' 4-bit mins m
 //          likewise; weight (r, j) = (d·sc)·value (kQ2K: - dmin·m);
 //   each product in f32 as the file's dequantisation computes it (kernels/quant_types.h).
-// The file's types by kind (KeepsQuantisedOnDevice): I8, IQ4_NL and MXFP4 (their int8 levels) as
-// kQ8, 8.5 bits per weight; I4 as kQ4 and Q4_K as kQ4K, 4.5 and 4.625, the file's own; Q6_K, Q3_K
+// The file's types by kind (KeepsQuantisedOnDevice): I8, IQ4_NL and MXFP4 (their int8 levels; an
+// MXFP4 matrix only where its E8M0 scales all fit f16, e in [104, 143], and dequantised on upload
+// otherwise) as kQ8, 8.5 bits per weight; I4 as kQ4 and Q4_K as kQ4K, 4.5 and 4.625, the file's own; Q6_K, Q3_K
 // and IQ4_XS (Q6_K's scales and arithmetic) as kQ6K, 8.5625; Q5_K as kQ5K, 8.625; Q2_K as kQ2K,
 // 9.125.
 // Values past cols (in a row's last block) are 0, the file's padding: they add nothing.
