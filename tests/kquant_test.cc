@@ -9,12 +9,14 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <random>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/half.h"
 #include "format/dtype.h"
@@ -607,7 +609,8 @@ TEST(Iq4xsTest, IndicesHoldGgufsValues) {
 }
 
 // q3_k: every value is d·(sc - 32)·v of its GGUF super-block (the test's reading of the
-// specification), in f32, at 3.5625 bits per weight (1824 bytes per 16 rows x 256 values).
+// specification), in f32, at 3.4375 bits per weight, GGUF's (1760 bytes per 16 rows x 256
+// values).
 TEST(Q3kTest, PlanesHoldGgufsValues) {
   std::mt19937 gen(8);
   CheckSuperBlockValues(
@@ -619,7 +622,7 @@ TEST(Q3kTest, PlanesHoldGgufsValues) {
         Q3kSpec(block, &d, scale, value);
         return F16ToF32(d) * static_cast<float>(scale[e / 16]) * static_cast<float>(value[e]);
       },
-      3.5625, "q3_k");
+      3.4375, "q3_k");
 }
 
 // iq4_nl: every value is d·level of its GGUF block (the test's reading of the specification), in
@@ -760,6 +763,44 @@ TEST(Q3kTest, PlanesAreWhereTheLayoutSays) {
         ASSERT_EQ(Q3KP::Value(b, r, j), v);
       }
     }
+  }
+}
+
+// Q3KP's scale codes, against the layout written out by hand in quant_types.h: the 6-bit code of
+// half h of block b of super-block s, row r, has its low 4 bits in the byte at
+// 224·s + 32 + 24·b + r, nibble h, and its top 2 in the byte at 224·s + 32 + 24·b + 16 + r % 8,
+// bits 4·(r / 8) + 2h and 4·(r / 8) + 2h + 1; d of row r at 224·s + 2r. Each code written reads
+// back as the scale code - 32, and touches nothing else.
+TEST(Q3kTest, ScaleCodesAreWhereTheLayoutSays) {
+  ASSERT_EQ(Q3KP::kSuperBytes, 224u);
+  for (uint64_t s = 0; s < 2; ++s) {
+    for (uint64_t b = 0; b < 8; ++b) {
+      for (size_t r : {0, 5, 7, 8, 13, 15}) {
+        for (int h = 0; h < 2; ++h) {
+          std::vector<uint8_t> panel(2 * 224, 0);
+          const int code = 0b110101;  // low bits 0101, top bits 11
+          const size_t lo_at = 224 * s + 32 + 24 * b + r, hi_at = 224 * s + 32 + 24 * b + 16 + r % 8;
+          panel[lo_at] = static_cast<uint8_t>(0x5 << (4 * h));
+          panel[hi_at] = static_cast<uint8_t>(0x3 << (4 * (r / 8) + 2 * h));
+          panel[224 * s + 2 * r] = 0x00;
+          panel[224 * s + 2 * r + 1] = 0x3c;  // d = 1.0
+          const uint64_t block = 8 * s + b;
+          EXPECT_EQ(HalfScale<Q3KP>(panel.data(), r, block, h), code - 32);
+          EXPECT_EQ(HalfScale<Q3KP>(panel.data(), r, block, 1 - h), -32);  // its other half: 0
+          EXPECT_EQ(HalfScale<Q3KP>(panel.data(), (r + 1) % 16, block, h), -32);
+          EXPECT_EQ(HalfSuper<Q3KP>(panel.data(), r, block), 0x3c00);
+          std::vector<uint8_t> written(2 * 224, 0);
+          SetQ3KCode(written.data() + Q3KP::ScaleOffset(block), r, h, code);
+          written[224 * s + 2 * r + 1] = 0x3c;
+          EXPECT_EQ(written, panel) << "s " << s << " b " << b << " r " << r << " h " << h;
+        }
+      }
+    }
+  }
+  uint8_t s[24] = {};
+  for (int code = 0; code < 64; ++code) {
+    SetQ3KCode(s, 9, 1, code);
+    EXPECT_EQ(Q3KCode(s, 9, 1), code);
   }
 }
 
@@ -1428,57 +1469,64 @@ TEST(KQuantTest, BadScalesFailTheRunByName) {
   }
 }
 
-// A q2_k file of format 1.9 or 1.10 (its mins in bytes of their own, 2.875 bits per weight) is
-// refused by name, the tensor's path and both versions in the message; the same file at 1.11 loads.
-TEST(Q2kTest, FilesOfTheFormerLayoutAreRefusedByName) {
+// A file of `dtype` (up and gate; down `down`) written now loads; the same bytes marked as each of
+// the former versions `minors` are refused by name, the tensor's path and the version in the
+// message (`former`: "dtype <name> of format 1.%d (<bits> bits per weight)"); and marked as
+// `later` (the version that introduced the current layout) they load again.
+void CheckFormerLayoutRefused(DType dtype, DType down, std::initializer_list<uint32_t> minors,
+                              uint32_t later, const char* former) {
   absl::StatusOr<std::vector<uint8_t>> bytes =
-      WriteModelBuffer(KModel(DType::Q2_K_PACKED, DType::Q6_K, 256, 512, 9), WriteOptions());
+      WriteModelBuffer(KModel(dtype, down, 256, 512, 9), WriteOptions());
   ASSERT_TRUE(bytes.ok()) << bytes.status();
   schema::Model* root = schema::GetMutableSizePrefixedModel(bytes->data());
-  ASSERT_EQ(root->version_minor(), 12u);
+  ASSERT_EQ(root->version_minor(), 13u);
   EXPECT_OK(Model::LoadBuffer(bytes->data(), bytes->size()).status());
-  ASSERT_TRUE(root->mutate_version_minor(11));
-  EXPECT_OK(Model::LoadBuffer(bytes->data(), bytes->size()).status());
-  for (uint32_t minor : {9u, 10u}) {
+  for (uint32_t minor : minors) {
     ASSERT_TRUE(root->mutate_version_minor(minor));
     EXPECT_THAT(Model::LoadBuffer(bytes->data(), bytes->size()).status(),
                 testing::StatusIs(absl::StatusCode::kDataLoss,
-                                  HasSubstr(absl::StrFormat(
-                                      "layers[0].ffn.up: dtype q2_k of format 1.%d (2.875 bits "
-                                      "per weight) is no longer read",
-                                      minor))))
+                                  HasSubstr(absl::StrCat(
+                                      "layers[0].ffn.up: ", absl::StrFormat(former, minor),
+                                      " is no longer read"))))
         << minor;
   }
-  // A q6_k_i8 file of format 1.10 still loads (only q2_k's layout changed).
-  bytes = WriteModelBuffer(KModel(DType::Q6_K, DType::Q6_K, 256, 512, 9), WriteOptions());
+  ASSERT_TRUE(root->mutate_version_minor(later));
+  EXPECT_OK(Model::LoadBuffer(bytes->data(), bytes->size()).status());
+}
+
+// q2_k of format 1.9 or 1.10 (its mins in bytes of their own, 2.875 bits per weight); 1.11 loads.
+// A q6_k_i8 file of format 1.10 still loads (only q2_k's layout changed).
+TEST(Q2kTest, FilesOfTheFormerLayoutAreRefusedByName) {
+  CheckFormerLayoutRefused(DType::Q2_K_PACKED, DType::Q6_K, {9, 10}, 11,
+                           "dtype q2_k of format 1.%d (2.875 bits per weight)");
+  absl::StatusOr<std::vector<uint8_t>> bytes =
+      WriteModelBuffer(KModel(DType::Q6_K, DType::Q6_K, 256, 512, 9), WriteOptions());
   ASSERT_TRUE(bytes.ok()) << bytes.status();
   ASSERT_TRUE(schema::GetMutableSizePrefixedModel(bytes->data())->mutate_version_minor(10));
   EXPECT_OK(Model::LoadBuffer(bytes->data(), bytes->size()).status());
 }
 
-// An mxfp4 file of format 1.10 or 1.11 (an f16 scale per 32, 4.5 bits per weight) is refused by
-// name, the tensor's path and both versions in the message; the same file at 1.12 loads, and an
-// iq4_nl file (i8's f16 scales, unchanged) of 1.11 too.
+// mxfp4 of format 1.10 or 1.11 (an f16 scale per 32, 4.5 bits per weight); 1.12 loads. An iq4_nl
+// file (i8's f16 scales, unchanged) of 1.11 still loads.
 TEST(Mxfp4Test, FilesOfTheFormerLayoutAreRefusedByName) {
+  CheckFormerLayoutRefused(DType::MXFP4, DType::MXFP4, {10, 11}, 12,
+                           "dtype mxfp4 of format 1.%d (4.5 bits per weight)");
   absl::StatusOr<std::vector<uint8_t>> bytes =
-      WriteModelBuffer(KModel(DType::MXFP4, DType::MXFP4, 256, 512, 9), WriteOptions());
-  ASSERT_TRUE(bytes.ok()) << bytes.status();
-  schema::Model* root = schema::GetMutableSizePrefixedModel(bytes->data());
-  ASSERT_EQ(root->version_minor(), 12u);
-  EXPECT_OK(Model::LoadBuffer(bytes->data(), bytes->size()).status());
-  for (uint32_t minor : {10u, 11u}) {
-    ASSERT_TRUE(root->mutate_version_minor(minor));
-    EXPECT_THAT(Model::LoadBuffer(bytes->data(), bytes->size()).status(),
-                testing::StatusIs(absl::StatusCode::kDataLoss,
-                                  HasSubstr(absl::StrFormat(
-                                      "layers[0].ffn.up: dtype mxfp4 of format 1.%d (4.5 bits "
-                                      "per weight) is no longer read",
-                                      minor))))
-        << minor;
-  }
-  bytes = WriteModelBuffer(KModel(DType::IQ4_NL, DType::IQ4_NL, 256, 512, 9), WriteOptions());
+      WriteModelBuffer(KModel(DType::IQ4_NL, DType::IQ4_NL, 256, 512, 9), WriteOptions());
   ASSERT_TRUE(bytes.ok()) << bytes.status();
   ASSERT_TRUE(schema::GetMutableSizePrefixedModel(bytes->data())->mutate_version_minor(11));
+  EXPECT_OK(Model::LoadBuffer(bytes->data(), bytes->size()).status());
+}
+
+// q3_k of format 1.8 to 1.12 (a byte per 6-bit scale code, 3.5625 bits per weight); 1.13 loads.
+// An iq4_xs file (q6_k's byte scales, unchanged) of 1.12 still loads.
+TEST(Q3kTest, FilesOfTheFormerLayoutAreRefusedByName) {
+  CheckFormerLayoutRefused(DType::Q3_K_PACKED, DType::Q3_K_PACKED, {8, 10, 12}, 13,
+                           "dtype q3_k of format 1.%d (3.5625 bits per weight)");
+  absl::StatusOr<std::vector<uint8_t>> bytes =
+      WriteModelBuffer(KModel(DType::IQ4_XS, DType::IQ4_XS, 256, 512, 9), WriteOptions());
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  ASSERT_TRUE(schema::GetMutableSizePrefixedModel(bytes->data())->mutate_version_minor(12));
   EXPECT_OK(Model::LoadBuffer(bytes->data(), bytes->size()).status());
 }
 

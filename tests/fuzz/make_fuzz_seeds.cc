@@ -416,8 +416,8 @@ int main(int argc, char** argv) {
   // The k-quants (format 1.4: GGUF's Q4_K, Q6_K and Q5_K re-laid; 1.6: Q6_K and Q5_K packed;
   // 1.7: IQ4_XS and IQ4_NL; 1.8: Q3_K in 3-bit planes; 1.9: Q2_K in 2-bit planes with its mins;
   // 1.10: MXFP4's codes; 1.11: Q2_K's scales and mins in GGUF's bytes; 1.12: MXFP4's E8M0 bytes;
-  // their d, dmin, scales and values under
-  // mutation): a gated layer with
+  // 1.13: Q3_K's 6-bit scale codes packed; their d, dmin, scales and values under mutation): a
+  // gated layer with
   // up and gate of that dtype [16, 256] and an f32 down; and the q4_k file with a 6-bit code of 64 (it loads; the runs that read that matrix fail).
   struct KSeed {
     DType dtype;
@@ -437,7 +437,8 @@ int main(int argc, char** argv) {
                           {DType::IQ4_XS, 136, 0, 0, 0x0c00, 0x0c00, false},
                           // and IQ4_NL's, an f16 scale per 32 (i8's).
                           {DType::IQ4_NL, 18, 0, 0, 0x1c00, 0x1c00, false},
-                          // Format 1.8: Q3_K's values in 3-bit planes, q6_k's scales.
+                          // Format 1.13: Q3_K's values in 3-bit planes, its 6-bit scale codes
+                          // packed (GGUF's 12 bytes per 16).
                           {DType::Q3_K_PACKED, 110, 108, 108, 0x1c00, 0x1c00, false},
                           // Format 1.11: Q2_K's values in 2-bit planes, its scale bytes GGUF's
                           // (the mins in their high nibbles), its dmin after the scales.

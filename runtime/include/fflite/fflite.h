@@ -83,8 +83,8 @@ typedef enum fflite_dtype {
   /* GGUF's IQ4_NL at 4.5 bits per weight (format 1.7, "iq4_nl"): 4-bit indices into the same
    * levels, i8's f16 scale per 32 */
   FFLITE_DTYPE_IQ4_NL = 12,
-  /* GGUF's Q3_K at 3.5625 bits per weight (format 1.8, "q3_k"): 3-bit values in bit planes,
-   * Q6_K's scales (an int8 per 16 values, an f16 per 256) */
+  /* GGUF's Q3_K at 3.4375 bits per weight, GGUF's own (format 1.13, "q3_k"; 1.8 to 1.12 kept it
+   * at 3.5625): 3-bit values in bit planes, a 6-bit scale per 16 values, an f16 per 256 */
   FFLITE_DTYPE_Q3_K_PACKED = 13,
   /* GGUF's Q2_K at 2.625 bits per weight, GGUF's own (format 1.11, "q2_k"; 1.9 and 1.10 kept it
    * at 2.875): 2-bit values, a 4-bit scale and a 4-bit min per 16 values */

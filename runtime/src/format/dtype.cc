@@ -80,9 +80,9 @@ const DTypeInfo kTable[] = {
     // IQ4_NL: per 32 values, 16 bytes of level indices and an f16 scale (I8's).
     {DType::IQ4_NL, "iq4_nl", kQuantBlock, 16 + 2, true, Layout::PANEL16_K4, nullptr,
      FloatType::kF32, QuantType::kIQ4N},
-    // Q3_K_PACKED: per 256 values, 96 bytes of values in planes, an f16 d, 16 int8 scales
-    // (Q6_K's).
-    {DType::Q3_K_PACKED, "q3_k", 256, 96 + 2 + 16, true, Layout::PANEL16_K4, nullptr,
+    // Q3_K_PACKED: per 256 values, 96 bytes of values in planes, an f16 d, 16 6-bit scale codes
+    // in 12 bytes (GGUF's size).
+    {DType::Q3_K_PACKED, "q3_k", 256, 96 + 2 + 12, true, Layout::PANEL16_K4, nullptr,
      FloatType::kF32, QuantType::kQ3KP},
     // Q2_K_PACKED: per 256 values, 64 bytes of values in planes, an f16 d, 16 bytes of a 4-bit
     // scale and a 4-bit min each (GGUF's) in Q6_K's scale slots, an f16 dmin.
@@ -126,9 +126,9 @@ void DequantizeQuantRows(bool rotated, uint64_t rows, uint64_t k, const uint8_t*
       } else if constexpr (HasHalfScales<Q>()) {
         // GGUF's Q6_K: (d·sc)·(q - 32) in f32 (every product exact; never rotated). Q2_K:
         // (d·sc)·q - dmin·m (both products exact: one rounding, GGUF's).
-        const float d = F16ToF32(K6Super(panel, pr, b));
+        const float d = F16ToF32(HalfSuper<Q>(panel, pr, b));
         for (uint64_t j = 0; j < kQuantBlock && b * kQuantBlock + j < k; ++j) {
-          const int8_t sc = K6Scale(panel, pr, b, j < 16 ? 0 : 1, Q::kScaleMask);
+          const int8_t sc = HalfScale<Q>(panel, pr, b, j < 16 ? 0 : 1);
           const float scale = d * static_cast<float>(sc);
           row[b * kQuantBlock + j] = scale * static_cast<float>(Q::Value(blk, pr, j));
           if constexpr (HasHalfMins<Q>()) {

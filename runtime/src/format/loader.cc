@@ -125,6 +125,14 @@ absl::Status ModelParser::ParseTensor(const schema::Tensor* t, const std::string
         "reads mxfp4 of format 1.12 (its E8M0 scale bytes, 4.25): convert the model again",
         path, model_->version_major_, model_->version_minor_));
   }
+  if (dtype == DType::Q3_K_PACKED && model_->version_minor_ < 13) {
+    // Format 1.8 to 1.12 kept Q3_K's 6-bit scale codes as bytes (3.5625 bits per weight); 1.13
+    // packs them as GGUF does (3.4375).
+    return Bad(absl::StrFormat(
+        "%s: dtype q3_k of format %d.%d (3.5625 bits per weight) is no longer read; this fflite "
+        "reads q3_k of format 1.13 (GGUF's 3.4375): convert the model again",
+        path, model_->version_major_, model_->version_minor_));
+  }
   if (info->quantized && !weight_matrix) {
     return Bad(absl::StrFormat("%s: dtype %s is only allowed for the up, gate and down matrices",
                                path, info->name));

@@ -45,8 +45,11 @@ inline constexpr uint32_t kFormatVersionMajor = 1;
 // weight (each scale byte GGUF's: its scale and its min); 1.9 and 1.10's q2_k (the mins in bytes
 // of their own, 2.875) is refused by name, and older readers refuse 1.11's by its size. 1.12:
 // DType::MXFP4 at GGUF's 4.25 bits per weight (each scale its E8M0 byte); 1.10 and 1.11's mxfp4
-// (an f16 scale, 4.5) is refused by name, and older readers refuse 1.12's by its size.
-inline constexpr uint32_t kFormatVersionMinor = 12;
+// (an f16 scale, 4.5) is refused by name, and older readers refuse 1.12's by its size. 1.13:
+// DType::Q3_K_PACKED at GGUF's 3.4375 bits per weight (its 6-bit scale codes packed, 12 bytes per
+// 16); 1.8 to 1.12's q3_k (a byte per code, 3.5625) is refused by name, and older readers refuse
+// 1.13's by its size.
+inline constexpr uint32_t kFormatVersionMinor = 13;
 // Writers start the data section at a multiple of this (the largest page size in use, 64 KiB on
 // some arm64 kernels), so that its pages can be mapped and released on their own. Readers accept
 // any multiple of kTensorAlignment.

@@ -218,8 +218,14 @@ void PackQ6KBlocks(uint64_t rows, uint64_t k, const Q6KBlockFn& block, uint8_t* 
       super[2 * r + 1] = static_cast<uint8_t>(d >> 8);
       for (int j = 0; j < 8; ++j) {
         const uint64_t b = s * Q::kSuperBlocks + j;
-        panel[Q::ScaleOffset(b) + r] = static_cast<uint8_t>(scales[2 * j]);
-        panel[Q::ScaleOffset(b) + kQuantPanelRows + r] = static_cast<uint8_t>(scales[2 * j + 1]);
+        if constexpr (HasPackedScales<Q>()) {  // Q3KP: 6-bit codes sc + 32 (sc in [-32, 31])
+          SetQ3KCode(panel + Q::ScaleOffset(b), r, 0, scales[2 * j] + 32);
+          SetQ3KCode(panel + Q::ScaleOffset(b), r, 1, scales[2 * j + 1] + 32);
+        } else {
+          panel[Q::ScaleOffset(b) + r] = static_cast<uint8_t>(scales[2 * j]);
+          panel[Q::ScaleOffset(b) + kQuantPanelRows + r] =
+              static_cast<uint8_t>(scales[2 * j + 1]);
+        }
         uint8_t* blk = panel + g.scale_bytes + b * g.block_panel_bytes;
         for (size_t l = 0; l < 32; ++l) Q::SetValue(blk, r, l, values[32 * j + l]);
       }
@@ -343,6 +349,7 @@ bool QuantScalesValid(DType dtype, const QuantGeometry& g, const uint8_t* data, 
   }
   if (scheme == QuantType::kQ6K) {
     const bool mins = QuantHasHalfMins(info->quant_type);
+    const bool packed_scales = info->quant_type == QuantType::kQ3KP;  // its own scale area
     const uint64_t supers = g.k_blocks / Q6K::kSuperBlocks;
     *what = mins ? "super-block's d or dmin" : "super-block's d";
     *problem = "is not finite";
@@ -350,7 +357,9 @@ bool QuantScalesValid(DType dtype, const QuantGeometry& g, const uint8_t* data, 
       const uint8_t* panel = data + p * g.panel_bytes;
       for (uint64_t b = 0; b < g.k_blocks; b += Q6K::kSuperBlocks) {
         for (size_t r = 0; r < kQuantPanelRows; ++r) {
-          if ((K6Super(panel, r, b) & 0x7c00u) == 0x7c00u ||
+          const uint16_t d =
+              packed_scales ? HalfSuper<Q3KP>(panel, r, b) : HalfSuper<Q6K>(panel, r, b);
+          if ((d & 0x7c00u) == 0x7c00u ||
               (mins && (K2Dmin(panel, r, supers, b / Q6K::kSuperBlocks) & 0x7c00u) == 0x7c00u)) {
             *bad_row = p * kQuantPanelRows + r;
             *bad_block = b;

@@ -107,11 +107,19 @@ FFLITE_VNNI void Tile(size_t k_blocks, size_t scale_bytes, size_t panel_bytes, c
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(
-            reinterpret_cast<const __m256i*>(w + r * panel_bytes + Q6K::SuperOffset(b))));
-        const uint8_t* sc = w + r * panel_bytes + Q6K::ScaleOffset(b);
-        __m512i codes[2] = {
-            _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc))),
-            _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16)))};
+            reinterpret_cast<const __m256i*>(w + r * panel_bytes + Q::SuperOffset(b))));
+        const uint8_t* sc = w + r * panel_bytes + Q::ScaleOffset(b);
+        __m512i codes[2];
+        if constexpr (HasPackedScales<Q>()) {  // Q3KP: its 6-bit codes
+          __m128i q3[2];
+          Q3KScalePair(sc, q3);
+          codes[0] = _mm512_cvtepi8_epi32(q3[0]);
+          codes[1] = _mm512_cvtepi8_epi32(q3[1]);
+        } else {
+          codes[0] = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+          codes[1] =
+              _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16)));
+        }
         if constexpr (Q::kScaleMask != 0xff) {  // Q2KP: the mins in the high nibbles
           for (__m512i& v : codes) v = _mm512_and_si512(v, _mm512_set1_epi32(Q::kScaleMask));
         }

@@ -88,13 +88,23 @@ inline void LoadBlockScales(const uint8_t* w, size_t b, float32x4_t* sw, float32
                          vmulq_f32(dmin[q], vcvtq_f32_u32(vmovl_u16(m4))));
     }
   } else if constexpr (Q::kScheme == QuantType::kQ6K) {
-    // Q6K: sw = d·sc of the block's first 16 values, off = d·sc of its last 16 (exact).
-    const size_t super = b / 8 * (32 + 8 * 32), codes = super + 32 + b % 8 * 32;
+    // Q6K: sw = d·sc of the block's first 16 values, off = d·sc of its last 16 (exact). Q3KP:
+    // its packed 6-bit codes, 24 bytes a block.
+    constexpr bool kQ3 = Q::kType == QuantType::kQ3KP;
+    constexpr size_t kBlockBytes = kQ3 ? 24 : 32;
+    const size_t super = b / 8 * (32 + 8 * kBlockBytes), codes = super + 32 + b % 8 * kBlockBytes;
     float32x4_t d[4];
     LoadScales8(w + super, &d[0], &d[1]);
     LoadScales8(w + super + 16, &d[2], &d[3]);
+    [[maybe_unused]] int8x16_t q3[2];
+    if constexpr (kQ3) Q3KScalePair(w + codes, q3);
     for (int half = 0; half < 2; ++half) {
-      int8x16_t sc = vld1q_s8(reinterpret_cast<const int8_t*>(w + codes + 16 * half));
+      int8x16_t sc;
+      if constexpr (kQ3) {
+        sc = q3[half];
+      } else {
+        sc = vld1q_s8(reinterpret_cast<const int8_t*>(w + codes + 16 * half));
+      }
       if constexpr (Q::kScaleMask != 0xff) {  // Q2KP: the mins in the high nibbles
         sc = vandq_s8(sc, vdupq_n_s8(static_cast<int8_t>(Q::kScaleMask)));
       }

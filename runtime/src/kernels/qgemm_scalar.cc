@@ -65,10 +65,10 @@ void QGemmScalarOf(size_t c, size_t k, size_t rows, const uint8_t* w, const floa
             (HasHalfScales<Q>() && jj >= 16 ? dot_hi : dot) += Q::Value(blk, r, jj) * a.q[jj];
           }
           if constexpr (HasHalfScales<Q>()) {
-            const float d = F16ToF32(K6Super(panel, r, b));
-            acc[r] += d * static_cast<float>(K6Scale(panel, r, b, 0, Q::kScaleMask)) * a.d *
+            const float d = F16ToF32(HalfSuper<Q>(panel, r, b));
+            acc[r] += d * static_cast<float>(HalfScale<Q>(panel, r, b, 0)) * a.d *
                           static_cast<float>(dot) +
-                      d * static_cast<float>(K6Scale(panel, r, b, 1, Q::kScaleMask)) * a.d *
+                      d * static_cast<float>(HalfScale<Q>(panel, r, b, 1)) * a.d *
                           static_cast<float>(dot_hi);
           } else if constexpr (HasMin<Q>()) {
             // Σ_j (s·n_j - m)·d_x·q_j = s·d_x·Σ n_j·q_j - m·d_x·Σ q_j.

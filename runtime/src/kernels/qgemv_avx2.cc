@@ -187,9 +187,11 @@ struct Avx2 {
       __m256 lo[T][2], hi[T][2];
       BlockSumsI8<T, false, 0, 4, Q>(blk, xb, lo);
       BlockSumsI8<T, false, 4, 8, Q>(blk, xb, hi);
+      [[maybe_unused]] __m128i q3[2];  // Q3KP: the block's scales, once for both row halves
+      if constexpr (HasPackedScales<Q>()) Q3KScalePair(scales, q3);
       for (int h = 0; h < 2; ++h) {
         __m256 s_lo, s_hi;
-        K6Scales<Q>(scales, super, h, &s_lo, &s_hi);
+        K6Scales<Q>(scales, super, h, q3, &s_lo, &s_hi);
         for (int t = 0; t < T; ++t) {
           acc[t].v[h] = _mm256_fmadd_ps(lo[t][h], s_lo, acc[t].v[h]);
           acc[t].v[h] = _mm256_fmadd_ps(hi[t][h], s_hi, acc[t].v[h]);
@@ -245,16 +247,23 @@ struct Avx2 {
     *offset = _mm256_fmsub_ps(_mm256_set1_ps(steps), *scale, _mm256_mul_ps(dmin, m));
   }
   // Q6K: rows 8h..8h + 7's scales d·sc of the block's two halves (exact; the bytes' bits in
-  // Q::kScaleMask).
+  // Q::kScaleMask; Q3KP: from q3, its Q3KScalePair).
   template <typename Q>
   FFLITE_AVX2 static void K6Scales(const uint8_t* scales, const uint8_t* super, int h,
-                                   __m256* lo, __m256* hi) {
+                                   [[maybe_unused]] const __m128i* q3, __m256* lo, __m256* hi) {
     const __m256 d =
         _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(super + 16 * h)));
-    __m256i sc[2] = {
-        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 8 * h))),
-        _mm256_cvtepi8_epi32(
-            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 16 + 8 * h)))};
+    __m256i sc[2];
+    if constexpr (HasPackedScales<Q>()) {  // Q3KP: rows 8h..8h + 7 of its unpacked codes
+      for (int half = 0; half < 2; ++half) {
+        sc[half] = _mm256_cvtepi8_epi32(h == 0 ? q3[half] : _mm_unpackhi_epi64(q3[half], q3[half]));
+      }
+    } else {
+      sc[0] =
+          _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 8 * h)));
+      sc[1] = _mm256_cvtepi8_epi32(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 16 + 8 * h)));
+    }
     if constexpr (Q::kScaleMask != 0xff) {  // after the widening (its load an operand)
       for (__m256i& v : sc) v = _mm256_and_si256(v, _mm256_set1_epi32(Q::kScaleMask));
     }

@@ -349,9 +349,16 @@ struct Avx512 {
   FFLITE_AVX512 static void K6Scales(const uint8_t* scales, const uint8_t* super, __m512* lo,
                                      __m512* hi) {
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(super)));
-    __m512i sc[2] = {
-        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales))),
-        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16)))};
+    __m512i sc[2];
+    if constexpr (HasPackedScales<Q>()) {  // Q3KP: its 6-bit codes
+      __m128i q3[2];
+      Q3KScalePair(scales, q3);
+      sc[0] = _mm512_cvtepi8_epi32(q3[0]);
+      sc[1] = _mm512_cvtepi8_epi32(q3[1]);
+    } else {
+      sc[0] = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
+      sc[1] = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16)));
+    }
     if constexpr (Q::kScaleMask != 0xff) {  // after the widening (its load an operand)
       for (__m512i& v : sc) v = _mm512_and_si512(v, _mm512_set1_epi32(Q::kScaleMask));
     }

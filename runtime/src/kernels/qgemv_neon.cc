@@ -221,8 +221,16 @@ struct Neon {
       BlockSums<T, Q, 0, 4>(blk, xb, part);
       BlockSums<T, Q, 4, 8>(blk, xb, hi);
       LoadScales(super, d);
-      int8x16_t sc_lo = vld1q_s8(reinterpret_cast<const int8_t*>(scales));
-      int8x16_t sc_hi = vld1q_s8(reinterpret_cast<const int8_t*>(scales + kQuantPanelRows));
+      int8x16_t sc_lo, sc_hi;
+      if constexpr (Q::kType == QuantType::kQ3KP) {  // its packed 6-bit codes
+        int8x16_t q3[2];
+        Q3KScalePair(scales, q3);
+        sc_lo = q3[0];
+        sc_hi = q3[1];
+      } else {
+        sc_lo = vld1q_s8(reinterpret_cast<const int8_t*>(scales));
+        sc_hi = vld1q_s8(reinterpret_cast<const int8_t*>(scales + kQuantPanelRows));
+      }
       if constexpr (Q::kScaleMask != 0xff) {  // Q2KP: the mins in the high nibbles
         sc_lo = vandq_s8(sc_lo, vdupq_n_s8(static_cast<int8_t>(Q::kScaleMask)));
         sc_hi = vandq_s8(sc_hi, vdupq_n_s8(static_cast<int8_t>(Q::kScaleMask)));

@@ -36,9 +36,9 @@ void QGemvScalarOf(size_t c, size_t k, size_t rows, const uint8_t* w, const floa
         }
         for (size_t r = 0; r < kQuantPanelRows; ++r) {
           if constexpr (HasHalfScales<Q>()) {
-            const float d = F16ToF32(K6Super(panel, r, b));
-            acc[r] += d * static_cast<float>(K6Scale(panel, r, b, 0, Q::kScaleMask)) * part[r] +
-                      d * static_cast<float>(K6Scale(panel, r, b, 1, Q::kScaleMask)) * part_hi[r];
+            const float d = F16ToF32(HalfSuper<Q>(panel, r, b));
+            acc[r] += d * static_cast<float>(HalfScale<Q>(panel, r, b, 0)) * part[r] +
+                      d * static_cast<float>(HalfScale<Q>(panel, r, b, 1)) * part_hi[r];
           } else if constexpr (HasMin<Q>()) {
             const float scale = F16ToF32(KSuper(panel, r, b, false)) *
                                 static_cast<float>(KCode(panel, r, b, false));

@@ -164,10 +164,10 @@ struct Q4K {
 //   last 16 int8 [16 rows]
 // (rounded up to 64 bytes after the last super-block). k is a multiple of 256. 8.5625 bits per
 // weight (GGUF's 6.5625: each 6-bit value kept as a byte, which the int8 kernels read as Q8's).
-// The kernels take any value in [-127, 127]: the converter keeps GGUF's IQ4_XS (levels in
-// [-127, 113], scales in [-32, 31]: d·sc at most 17 significant bits, times a level at most 24,
-// still exact) as Q6K; GGUF's Q6_K and Q3_K (values in [-4, 3]) go to Q6KP (below), which holds
-// 6 bits. Files of format 1.4 and 1.5 hold their Q6_K and Q5_K in this form.
+// The kernels take any value in [-127, 127]: IQ4X's levels (in [-127, 113], scales in [-32, 31]:
+// d·sc at most 17 significant bits, times a level at most 24, still exact) decode into this form;
+// the converter keeps GGUF's Q6_K as Q6KP and Q3_K as Q3KP (below), which hold 6 and 3 bits.
+// Files of format 1.4 and 1.5 hold their Q6_K and Q5_K in this form.
 struct Q6K {
   static constexpr QuantType kType = QuantType::kQ6K;
   static constexpr bool kLut = false;
@@ -288,20 +288,35 @@ struct Plane2 {
   }
 };
 
-// Q3KP: GGUF's Q3_K at its size. Q6K's super-blocks, scale area, scales and arithmetic (Q3_K's
-// 6-bit scale sc - 32 per 16 values as the int8 sc), each value v in [-4, 3] as the 3-bit code
-// v + 4 in two bit planes. Per block of 16 rows x 32 values, p = 4r + i as above:
+// Q3KP: GGUF's Q3_K at its size. Q6K's super-blocks, scales and arithmetic (Q3_K's 6-bit scale
+// code c per 16 values, the scale sc = c - 32), each value v in [-4, 3] as the 3-bit code v + 4 in
+// two bit planes. Its scale area keeps the 6-bit codes packed, GGUF's 12 bytes per 16 of them;
+// per super-block s, kSuperBytes = 224 bytes:
+//   d: f16 [16 rows], then per block b of s, kBlockScaleBytes = 24 at ScaleOffset(b):
+//     lows u8 [16 rows]: row r's byte = the low 4 bits of its first half's code (low nibble) and
+//          of its second half's (high nibble);
+//     highs u8 [8]: byte i's low nibble = row i's top 2 bits of both codes (first half's in bits
+//          0-1, second half's in bits 2-3), its high nibble row i + 8's
+// (Q3KCode; the kernels decode the 16 rows' codes of a half in a few byte operations). Per block
+// of 16 rows x 32 values, p = 4r + i as above:
 //   L[c], c = 0..1, 64 bytes at 64c: bits 2j, 2j + 1 of byte p = the low 2 bits of group
 //          4c + j's code (as Q6KP's H: each half of 16 values is L[h] and H's bits 4h .. 4h + 3);
 //   H, 64 bytes at 128: bit g of byte p = the third bit of group g's code (as Q5KP's H).
 //   W[r, j] = (d·sc)·v, each product in f32,
 // exactly GGUF's dequantisation (d·sc at most 17 significant bits, times v at most 19). A kernel
-// decodes a group as Q6KP's into the int8 values Q6K keeps, then runs Q6K's arithmetic: results
-// equal Q6K's (q6_k_i8's) on the same values bit for bit. 3.5625 bits per weight (GGUF's 3.4375:
-// the 6-bit scales kept as bytes).
+// decodes a group as Q6KP's into the int8 values Q6K keeps and the codes into the int8 sc, then
+// runs Q6K's arithmetic: results equal Q6K's (q6_k_i8's) on the same values and scales bit for
+// bit. 3.4375 bits per weight, GGUF's own (format 1.13; files of format 1.8 to 1.12 kept each
+// scale as a byte, 3.5625 bits, and are refused).
 struct Q3KP : Q6K {
   static constexpr QuantType kType = QuantType::kQ3KP;
   static constexpr bool kPacked = true;
+  static constexpr uint64_t kBlockScaleBytes = 16 + 8;  // a block's lows and highs
+  static constexpr uint64_t kSuperBytes = 32 + 8 * kBlockScaleBytes;
+  static constexpr uint64_t SuperOffset(uint64_t b) { return b / kSuperBlocks * kSuperBytes; }
+  static constexpr uint64_t ScaleOffset(uint64_t b) {
+    return SuperOffset(b) + 32 + b % kSuperBlocks * kBlockScaleBytes;
+  }
   static constexpr uint64_t kBlockPanelBytes = 2 * 64 + 64;
   static constexpr uint64_t kHighOffset = 2 * 64;  // H
   static constexpr int kMinValue = -4, kMaxValue = 3;
@@ -616,6 +631,42 @@ inline int8_t K6Scale(const uint8_t* panel, size_t r, uint64_t b, int h, uint8_t
 inline uint16_t K6Super(const uint8_t* panel, size_t r, uint64_t b) {
   uint16_t d;
   std::memcpy(&d, panel + Q6K::SuperOffset(b) + 2 * r, 2);
+  return d;
+}
+
+// Q3KP: row r's 6-bit scale code (sc + 32) of half h (0, 1) of the block whose scale bytes start
+// at s (panel + Q3KP::ScaleOffset(b)), and its writing.
+inline int Q3KCode(const uint8_t* s, size_t r, int h) {
+  const int lo = (s[r] >> (4 * h)) & 0xf;
+  const int hi = (s[kQuantPanelRows + r % 8] >> (4 * (r / 8) + 2 * h)) & 3;
+  return lo | hi << 4;
+}
+inline void SetQ3KCode(uint8_t* s, size_t r, int h, int code) {
+  const unsigned c = static_cast<unsigned>(code) & 63u;
+  const unsigned ls = 4 * h, hs = 4 * (r / 8) + 2 * h;
+  s[r] = static_cast<uint8_t>((s[r] & ~(0xfu << ls)) | ((c & 0xfu) << ls));
+  uint8_t& hb = s[kQuantPanelRows + r % 8];
+  hb = static_cast<uint8_t>((hb & ~(3u << hs)) | ((c >> 4) << hs));
+}
+// Whether Q's half-block scales are packed 6-bit codes (Q3KP) rather than Q6K's int8 bytes.
+template <typename Q>
+constexpr bool HasPackedScales() {
+  return Q::kType == QuantType::kQ3KP;
+}
+// Any type of Q6K's scheme: row r's signed scale of half h of block b and its super-block's d
+// (f16 bits), each at the type's own offsets.
+template <typename Q>
+int8_t HalfScale(const uint8_t* panel, size_t r, uint64_t b, int h) {
+  if constexpr (HasPackedScales<Q>()) {
+    return static_cast<int8_t>(Q3KCode(panel + Q::ScaleOffset(b), r, h) - 32);
+  } else {
+    return K6Scale(panel, r, b, h, Q::kScaleMask);
+  }
+}
+template <typename Q>
+uint16_t HalfSuper(const uint8_t* panel, size_t r, uint64_t b) {
+  uint16_t d;
+  std::memcpy(&d, panel + Q::SuperOffset(b) + 2 * r, 2);
   return d;
 }
 

@@ -27,6 +27,20 @@
 namespace fflite {
 namespace {
 
+// Q3KP: the 16 rows' signed scales sc = code - 32 of each half of a block (out[0] the first
+// half's, out[1] the second's), in row order, from its packed scale bytes at s
+// (Q3KP::ScaleOffset; Q3KCode): each half's nibble of the lows, its 2 bits of the highs (rows 0-7
+// from their low nibbles, 8-15 from their high ones) above it.
+inline void Q3KScalePair(const uint8_t* s, int8x16_t* out) {
+  const uint8x16_t lo = vld1q_u8(s), top = vdupq_n_u8(0x30), k32 = vdupq_n_u8(32);
+  const uint8x8_t h8 = vld1_u8(s + 16);
+  const uint8x16_t hi = vcombine_u8(h8, vshr_n_u8(h8, 4));  // row r's 4 bits in byte r's low nibble
+  out[0] = vreinterpretq_s8_u8(vsubq_u8(
+      vorrq_u8(vandq_u8(lo, vdupq_n_u8(0x0f)), vandq_u8(vshlq_n_u8(hi, 4), top)), k32));
+  out[1] = vreinterpretq_s8_u8(
+      vsubq_u8(vorrq_u8(vshrq_n_u8(lo, 4), vandq_u8(vshlq_n_u8(hi, 2), top)), k32));
+}
+
 // MXF4's 16 E8M0 scale bytes at p as f32 (rows 4q..4q + 3 in out[q]), E8m0ScaleBits: the byte
 // subtraction of 1 saturating (0, a padding scale, gives +0.0), widened, shifted into the
 // exponent. Every result is 0 or normal (e >= 2), so 32-bit NEON's flush to zero changes none.

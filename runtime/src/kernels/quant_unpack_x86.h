@@ -33,6 +33,24 @@ namespace {
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), _mm_set1_epi8(1))),       \
       23))
 
+// Q3KP: the 16 rows' signed scales sc = code - 32 of each half of a block (out[0] the first
+// half's, out[1] the second's), as int8 bytes in row order, from its packed scale bytes at s
+// (Q3KP::ScaleOffset; Q3KCode): each half's nibble of the lows, its 2 bits of the highs (rows 0-7
+// from their low nibbles, 8-15 from their high ones) above it. 13 operations for the block's 32
+// scales; SSE2 only, so every x86 kernel inlines it whatever its target.
+__attribute__((always_inline)) inline void Q3KScalePair(const uint8_t* s, __m128i* out) {
+  const __m128i nib = _mm_set1_epi8(0x0f), top = _mm_set1_epi8(0x30), k32 = _mm_set1_epi8(32);
+  const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+  const __m128i h8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + 16));
+  const __m128i hi = _mm_unpacklo_epi64(h8, _mm_srli_epi16(h8, 4));  // row r's 4 bits in byte r
+  // (bits 0-1 or 2-3 of each byte to bits 4-5 by a 16-bit shift: what crosses bytes is masked.)
+  out[0] = _mm_sub_epi8(
+      _mm_or_si128(_mm_and_si128(lo, nib), _mm_and_si128(_mm_slli_epi16(hi, 4), top)), k32);
+  out[1] = _mm_sub_epi8(_mm_or_si128(_mm_and_si128(_mm_srli_epi16(lo, 4), nib),
+                                     _mm_and_si128(_mm_slli_epi16(hi, 2), top)),
+                        k32);
+}
+
 // Group g's value bytes from the planes, for a vector type V and its intrinsics' prefix P (the
 // same operations on 16-bit lanes: every shift is at most 4 and the masks keep only bits that
 // came from the same byte):

@@ -133,11 +133,13 @@ void RelayForDevice(const TensorView& t, QKind kind, uint8_t* codes, uint16_t* s
                                                     KCode(panel, pr, b, /*min=*/true) << 8);
       } else if (kind == QKind::kQ6K || kind == QKind::kQ2K) {
         const bool q2k = kind == QKind::kQ2K;
+        const bool q3k = t.dtype == DType::Q3_K_PACKED;  // its packed 6-bit codes
         const uint8_t mask = q2k ? Q2KP::kScaleMask : Q6K::kScaleMask;
-        if (b % 8 == 0) rec[s] = K6Super(panel, pr, b);
-        rec[(q2k ? 2 : 1) * supers + b] =
-            static_cast<uint16_t>(static_cast<uint8_t>(K6Scale(panel, pr, b, 0, mask)) |
-                                  static_cast<uint8_t>(K6Scale(panel, pr, b, 1, mask)) << 8);
+        const int8_t sc0 = q3k ? HalfScale<Q3KP>(panel, pr, b, 0) : K6Scale(panel, pr, b, 0, mask);
+        const int8_t sc1 = q3k ? HalfScale<Q3KP>(panel, pr, b, 1) : K6Scale(panel, pr, b, 1, mask);
+        if (b % 8 == 0) rec[s] = q3k ? HalfSuper<Q3KP>(panel, pr, b) : K6Super(panel, pr, b);
+        rec[(q2k ? 2 : 1) * supers + b] = static_cast<uint16_t>(
+            static_cast<uint8_t>(sc0) | static_cast<uint8_t>(sc1) << 8);
         if (q2k) {
           if (b % 8 == 0) rec[supers + s] = K2Dmin(panel, pr, supers, s);
           const size_t h = 2 * (b % 8);  // the block's first half-block in its super-block
