@@ -1471,10 +1471,11 @@ TEST(KQuantTest, BadScalesFailTheRunByName) {
 
 // A file of `dtype` (up and gate; down `down`) written now loads; the same bytes marked as each of
 // the former versions `minors` are refused by name, the tensor's path and the version in the
-// message (`former`: "dtype <name> of format 1.%d (<bits> bits per weight)"); and marked as
-// `later` (the version that introduced the current layout) they load again.
+// message ("dtype <name> of format 1.<minor> (<bits> bits per weight)"); marked as `later`
+// (the version that introduced the current layout) they load again. And a file of `unchanged`
+// (a type whose layout did not change) marked as minors' last still loads.
 void CheckFormerLayoutRefused(DType dtype, DType down, std::initializer_list<uint32_t> minors,
-                              uint32_t later, const char* former) {
+                              uint32_t later, const char* bits, DType unchanged) {
   absl::StatusOr<std::vector<uint8_t>> bytes =
       WriteModelBuffer(KModel(dtype, down, 256, 512, 9), WriteOptions());
   ASSERT_TRUE(bytes.ok()) << bytes.status();
@@ -1486,48 +1487,37 @@ void CheckFormerLayoutRefused(DType dtype, DType down, std::initializer_list<uin
     EXPECT_THAT(Model::LoadBuffer(bytes->data(), bytes->size()).status(),
                 testing::StatusIs(absl::StatusCode::kDataLoss,
                                   HasSubstr(absl::StrCat(
-                                      "layers[0].ffn.up: ", absl::StrFormat(former, minor),
-                                      " is no longer read"))))
+                                      "layers[0].ffn.up: dtype ", DTypeName(dtype),
+                                      " of format 1.", minor, " (", bits,
+                                      " bits per weight) is no longer read"))))
         << minor;
   }
   ASSERT_TRUE(root->mutate_version_minor(later));
   EXPECT_OK(Model::LoadBuffer(bytes->data(), bytes->size()).status());
+  bytes = WriteModelBuffer(KModel(unchanged, unchanged, 256, 512, 9), WriteOptions());
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  ASSERT_TRUE(schema::GetMutableSizePrefixedModel(bytes->data())
+                  ->mutate_version_minor(*(minors.end() - 1)));
+  EXPECT_OK(Model::LoadBuffer(bytes->data(), bytes->size()).status());
 }
 
-// q2_k of format 1.9 or 1.10 (its mins in bytes of their own, 2.875 bits per weight); 1.11 loads.
-// A q6_k_i8 file of format 1.10 still loads (only q2_k's layout changed).
+// q2_k of format 1.9 or 1.10 (its mins in bytes of their own, 2.875 bits per weight); 1.11 loads,
+// and a q6_k_i8 file of 1.10.
 TEST(Q2kTest, FilesOfTheFormerLayoutAreRefusedByName) {
-  CheckFormerLayoutRefused(DType::Q2_K_PACKED, DType::Q6_K, {9, 10}, 11,
-                           "dtype q2_k of format 1.%d (2.875 bits per weight)");
-  absl::StatusOr<std::vector<uint8_t>> bytes =
-      WriteModelBuffer(KModel(DType::Q6_K, DType::Q6_K, 256, 512, 9), WriteOptions());
-  ASSERT_TRUE(bytes.ok()) << bytes.status();
-  ASSERT_TRUE(schema::GetMutableSizePrefixedModel(bytes->data())->mutate_version_minor(10));
-  EXPECT_OK(Model::LoadBuffer(bytes->data(), bytes->size()).status());
+  CheckFormerLayoutRefused(DType::Q2_K_PACKED, DType::Q6_K, {9, 10}, 11, "2.875", DType::Q6_K);
 }
 
-// mxfp4 of format 1.10 or 1.11 (an f16 scale per 32, 4.5 bits per weight); 1.12 loads. An iq4_nl
-// file (i8's f16 scales, unchanged) of 1.11 still loads.
+// mxfp4 of format 1.10 or 1.11 (an f16 scale per 32, 4.5 bits per weight); 1.12 loads, and an
+// iq4_nl file (i8's f16 scales) of 1.11.
 TEST(Mxfp4Test, FilesOfTheFormerLayoutAreRefusedByName) {
-  CheckFormerLayoutRefused(DType::MXFP4, DType::MXFP4, {10, 11}, 12,
-                           "dtype mxfp4 of format 1.%d (4.5 bits per weight)");
-  absl::StatusOr<std::vector<uint8_t>> bytes =
-      WriteModelBuffer(KModel(DType::IQ4_NL, DType::IQ4_NL, 256, 512, 9), WriteOptions());
-  ASSERT_TRUE(bytes.ok()) << bytes.status();
-  ASSERT_TRUE(schema::GetMutableSizePrefixedModel(bytes->data())->mutate_version_minor(11));
-  EXPECT_OK(Model::LoadBuffer(bytes->data(), bytes->size()).status());
+  CheckFormerLayoutRefused(DType::MXFP4, DType::MXFP4, {10, 11}, 12, "4.5", DType::IQ4_NL);
 }
 
-// q3_k of format 1.8 to 1.12 (a byte per 6-bit scale code, 3.5625 bits per weight); 1.13 loads.
-// An iq4_xs file (q6_k's byte scales, unchanged) of 1.12 still loads.
+// q3_k of format 1.8 to 1.12 (a byte per 6-bit scale code, 3.5625 bits per weight); 1.13 loads,
+// and an iq4_xs file (q6_k's byte scales) of 1.12.
 TEST(Q3kTest, FilesOfTheFormerLayoutAreRefusedByName) {
-  CheckFormerLayoutRefused(DType::Q3_K_PACKED, DType::Q3_K_PACKED, {8, 10, 12}, 13,
-                           "dtype q3_k of format 1.%d (3.5625 bits per weight)");
-  absl::StatusOr<std::vector<uint8_t>> bytes =
-      WriteModelBuffer(KModel(DType::IQ4_XS, DType::IQ4_XS, 256, 512, 9), WriteOptions());
-  ASSERT_TRUE(bytes.ok()) << bytes.status();
-  ASSERT_TRUE(schema::GetMutableSizePrefixedModel(bytes->data())->mutate_version_minor(12));
-  EXPECT_OK(Model::LoadBuffer(bytes->data(), bytes->size()).status());
+  CheckFormerLayoutRefused(DType::Q3_K_PACKED, DType::Q3_K_PACKED, {8, 10, 12}, 13, "3.5625",
+                           DType::IQ4_XS);
 }
 
 }  // namespace

@@ -488,12 +488,14 @@ constexpr uint64_t BlockScaleOffset(uint64_t b) {
     return b * kQuantPanelRows * Q8ScaleBytes<Q>();
   }
 }
+// Whether MXF4 keeps an E8M0 byte e of a source as it is (the value 2^(e - 128) a normal f32).
+constexpr bool E8m0ScaleHeld(uint8_t e) { return e >= 2 && e <= 254; }
 // MXF4's scale d = 2^(e - 128) of an E8M0 byte e in [2, 254] as f32 bits, (e - 1) << 23, and +0.0
 // for e = 0 (the subtraction saturates: what the kernels compute with a saturating byte
 // subtraction, a widening and a shift).
-// Whether MXF4 keeps an E8M0 byte e of a source as it is (the value 2^(e - 128) a normal f32).
-constexpr bool E8m0ScaleHeld(uint8_t e) { return e >= 2 && e <= 254; }
-constexpr uint32_t E8m0ScaleBits(uint8_t e) { return static_cast<uint32_t>(e > 0 ? e - 1 : 0) << 23; }
+constexpr uint32_t E8m0ScaleBits(uint8_t e) {
+  return static_cast<uint32_t>(e > 0 ? e - 1 : 0) << 23;
+}
 inline float E8m0Scale(uint8_t e) {
   const uint32_t bits = E8m0ScaleBits(e);
   float f;
