@@ -66,10 +66,11 @@ LayerScales ScalesOf(const fflite::Model& m, const fflite::LayerView& l) {
 }
 
 // Model::CheckScales' errors: a scale (I8, I4; Q4_K's d or dmin) that is not finite, a Q4_K
-// 6-bit code above 63.
+// 6-bit code above 63, an MXFP4 E8M0 byte of 1 or 255.
 bool IsScaleError(const absl::Status& st) {
   return absl::IsDataLoss(st) && (absl::StrContains(st.message(), "is not finite") ||
-                                  absl::StrContains(st.message(), "is above 63"));
+                                  absl::StrContains(st.message(), "is above 63") ||
+                                  absl::StrContains(st.message(), "is not an E8M0 scale"));
 }
 
 }  // namespace
